@@ -1,0 +1,68 @@
+/**
+ * The fastify application: error envelope, OpenAPI, rate limits and the route groups of spec
+ * section 4 under /api/v1/click2call. Built from a service container, so tests build it on any
+ * store, bus and clock.
+ */
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { API_PREFIX } from './config.js';
+import { registerErrorHandling } from './http/errors.js';
+import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
+import { registerRateLimits } from './http/rate-limits.js';
+import { serverKeyRoutes } from './routes/server/index.js';
+import { widgetRoutes } from './routes/widget/index.js';
+import type { Services } from './services.js';
+
+export interface AppOptions {
+  /** pino options, or false for silence (tests) */
+  logger?: boolean | object;
+  /** multiplies every rate limit (benchmarks only) */
+  rateLimitScale?: number;
+}
+
+/** Secrets never reach a log line (DESIGN convention 7). */
+export const LOG_REDACT = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  '*.widget_token',
+  '*.server_key',
+  '*.engine_token',
+  '*.ticket',
+  '*.token',
+];
+
+export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
+  const logger =
+    options.logger === false ? false : { level: services.config.logLevel, redact: LOG_REDACT, ...(typeof options.logger === 'object' ? options.logger : {}) };
+  const app = Fastify({
+    logger,
+    trustProxy: services.config.trustProxy,
+    bodyLimit: 64 * 1024,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+    // Polls and heartbeats arrive by the thousand; request lines are logged only when debugging.
+    logController: new LogController({
+      disableRequestLogging: services.config.logLevel !== 'debug' && services.config.logLevel !== 'trace',
+    }),
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerErrorHandling(app);
+  await registerOpenApi(app, services.config);
+  await registerRateLimits(app, services.counter, options.rateLimitScale);
+
+  app.get('/healthz', { schema: { hide: true } }, async () => {
+    await services.db.query('SELECT 1');
+    return { ok: true, store: services.db.driver, bus: services.bus.state() };
+  });
+  registerOpenApiRoute(app);
+
+  await app.register(
+    async (api) => {
+      await api.register(serverKeyRoutes(services));
+      await api.register(widgetRoutes(services));
+    },
+    { prefix: API_PREFIX },
+  );
+  return app;
+}

@@ -1,0 +1,54 @@
+/**
+ * The `c2c` entry point. `c2c serve` runs a node; every other command is an operator step, run
+ * inside the server for this data directory when one is running, else against the store directly.
+ */
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig, type Config } from '../config.js';
+import { closeServices, openServices, startNode } from '../serve.js';
+import type { Services } from '../services.js';
+import { findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
+
+async function serve(argv: string[]): Promise<void> {
+  const command = new Command('c2c serve')
+    .description('run the service (API; the demo tenant with --demo)')
+    .addOption(new Option('--role <role>', 'which part of the service this node runs').choices(['api', 'all']).default('all'))
+    .option('--demo', 'seed the demo tenant and print its credentials')
+    .parse(argv, { from: 'user' });
+  const options = command.opts<{ role: string; demo?: boolean }>();
+  const config = loadConfig();
+  const node = await startNode(config, { demo: options.demo || config.demo });
+  node.app.log.info(`API on ${node.url}/api/v1/click2call (store: ${node.services.db.driver}, bus: ${node.services.bus.driver})`);
+  const stop = (signal: string) => {
+    node.app.log.info(`${signal}: shutting down`);
+    const deadline = setTimeout(() => process.exit(1), 10_000);
+    deadline.unref();
+    node.close().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+async function operate(argv: string[], config: Config): Promise<CliResult> {
+  const running = findRunningServer(config.dataDir);
+  if (running) return forwardCommand(running, argv);
+  let services: Services | undefined;
+  try {
+    return await runCommand(argv, async () => (services ??= await openServices(config)));
+  } finally {
+    if (services) await closeServices(services);
+  }
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv[0] === 'serve') return serve(argv.slice(1));
+  const result = await operate(argv, loadConfig());
+  for (const line of result.stdout) process.stdout.write(`${line}\n`);
+  for (const line of result.stderr) process.stderr.write(`${line}\n`);
+  process.exitCode = result.code;
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof ConfigError ? error.message : `c2c: ${(error as Error).stack ?? String(error)}`}\n`);
+  process.exit(1);
+});

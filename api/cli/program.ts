@@ -1,0 +1,338 @@
+/**
+ * The `c2c` operator commands (spec section 1's setup steps, until the web console exists). The
+ * same program runs in the CLI process against the store, or inside a running server through the
+ * admin bridge (api/cli/admin-bridge.ts), so an embedded PGlite store is never opened twice.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { readFileSync } from 'node:fs';
+import type { Control, NumberVisibility } from '../../shared/types.js';
+import type { Services } from '../services.js';
+import {
+  createAccount,
+  createDepartment,
+  createMember,
+  fundAccount,
+  setAccountProvider,
+  setAccountStatus,
+  updateMember,
+} from '../domain/operator/accounts.js';
+import {
+  createIntegration,
+  mapIntegratorUuid,
+  rotateServerKey,
+  revokeServerKey,
+  setAllowAllOrigins,
+  setCoverage,
+  setIdentifierMode,
+  setIntegrationEnabled,
+  setMemberOverrides,
+  setOrigins,
+  setPolicy,
+  setWindowMode,
+  type PolicySettings,
+} from '../domain/operator/integrations.js';
+import { revokeIntegration } from '../domain/operator/revocation.js';
+import { blockNumber, setRate } from '../domain/operator/telephony.js';
+import type { CoverageMode, WindowMode } from '../domain/integrations/model.js';
+import type { Output } from './output.js';
+
+export type ServicesProvider = () => Promise<Services>;
+
+const onOff = (value: string): boolean => {
+  if (['on', 'true', 'yes', '1'].includes(value)) return true;
+  if (['off', 'false', 'no', '0'].includes(value)) return false;
+  throw new InvalidArgumentError('expected on or off');
+};
+const integer = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
+  return n;
+};
+/** Money on the command line is in currency units ("12.50"); the store keeps micros. */
+const money = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError('expected an amount such as 12.50');
+  return Math.round(n * 1_000_000);
+};
+const list = (value: string): string[] => value.split(',').map((s) => s.trim()).filter(Boolean);
+const choice =
+  <T extends string>(...values: T[]) =>
+  (value: string): T => {
+    if (!values.includes(value as T)) throw new InvalidArgumentError(`expected one of ${values.join(', ')}`);
+    return value as T;
+  };
+
+interface PolicyFlags {
+  outbound?: boolean;
+  inbound?: boolean;
+  numbers?: NumberVisibility;
+  controls?: string[];
+  maxCallSeconds?: number;
+  callerId?: string;
+  countries?: string[];
+  concurrency?: number;
+}
+
+function policyFromFlags(flags: PolicyFlags): PolicySettings {
+  const controls = flags.controls?.filter((c) => c !== 'none');
+  const bad = controls?.find((c) => c !== 'mute' && c !== 'dtmf');
+  if (bad) throw new InvalidArgumentError(`unknown control ${bad} (mute, dtmf or none)`);
+  return {
+    outbound: flags.outbound,
+    inbound: flags.inbound,
+    numberVisibility: flags.numbers,
+    controls: controls as Control[] | undefined,
+    maxCallSeconds: flags.maxCallSeconds,
+    callerId: flags.callerId === 'none' ? null : flags.callerId,
+    destinationCountries: flags.countries?.map((c) => c.toUpperCase()),
+    concurrencyLimit: flags.concurrency,
+  };
+}
+
+function withPolicyOptions(command: Command): Command {
+  return command
+    .option('--outbound <on|off>', 'outgoing calls allowed', onOff)
+    .option('--inbound <on|off>', 'incoming calls allowed', onOff)
+    .option('--numbers <show|hide|masked>', 'number visibility', choice<NumberVisibility>('show', 'hide', 'masked'))
+    .option('--controls <list>', 'in-call controls: mute,dtmf or none', list)
+    .option('--max-call-seconds <n>', 'duration cap', integer)
+    .option('--caller-id <e164|none>', 'caller ID for outgoing calls')
+    .option('--countries <list>', 'destination countries, ISO codes: US,GB', list)
+    .option('--concurrency <n>', 'concurrent call limit', integer);
+}
+
+/** Reads origin lines from --origin flags, a --file, or "-" for standard input. */
+function originLines(options: { origin?: string[]; file?: string }): string[] {
+  const lines = [...(options.origin ?? [])];
+  if (options.file) lines.push(...readFileSync(options.file === '-' ? 0 : options.file, 'utf8').split(/\r?\n/));
+  return lines;
+}
+
+export function buildProgram(services: ServicesProvider, out: Output): Command {
+  const program = new Command('c2c')
+    .description('Click-to-call service: run it, and do the operator steps of spec section 1.')
+    .option('--json', 'print JSON')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => out.lines.push(s.trimEnd()), writeErr: (s) => out.errors.push(s.trimEnd()) });
+  const deps = async () => {
+    const s = await services();
+    return { db: s.db, bus: s.bus, clock: s.clock };
+  };
+
+  const account = program.command('account').description('accounts and wallets');
+  account
+    .command('create')
+    .requiredOption('--name <name>')
+    .option('--kind <personal|business>', 'account kind', choice('personal', 'business'), 'business')
+    .option('--balance <amount>', 'opening balance in currency units', money, 0)
+    .action(async (o: { name: string; kind: 'personal' | 'business'; balance: number }) => {
+      const created = await createAccount(await deps(), { name: o.name, kind: o.kind, balanceMicros: o.balance });
+      out.result(created, `account ${created.id} (${created.kind}) created`);
+    });
+  account.command('fund <accountId> <amount>').action(async (id: string, amount: string) => {
+    const balance = await fundAccount(await deps(), id, money(amount));
+    out.result({ account_id: id, balance_micros: balance }, `balance of ${id}: ${(balance / 1e6).toFixed(2)}`);
+  });
+  for (const [name, status] of [['suspend', 'suspended'], ['activate', 'active']] as const) {
+    account.command(`${name} <accountId>`).action(async (id: string) => {
+      await setAccountStatus(await deps(), id, status);
+      out.result({ account_id: id, status }, `account ${id} is ${status}`);
+    });
+  }
+  account
+    .command('set-provider <accountId>')
+    .description("the account's Twilio Account SID and auth token (webhooks are verified against them)")
+    .requiredOption('--sid <accountSid>')
+    .requiredOption('--token <authToken>')
+    .action(async (id: string, o: { sid: string; token: string }) => {
+      await setAccountProvider(await deps(), id, o.sid, o.token);
+      out.result({ account_id: id }, `provider credentials of ${id} set`);
+    });
+
+  program
+    .command('department')
+    .description('departments')
+    .command('create')
+    .requiredOption('--account <accountId>')
+    .requiredOption('--name <name>')
+    .action(async (o: { account: string; name: string }) => {
+      const created = await createDepartment(await deps(), o.account, o.name);
+      out.result(created, `department ${created.id} created`);
+    });
+
+  const member = program.command('member').description('members (agents)');
+  member
+    .command('create')
+    .requiredOption('--account <accountId>')
+    .requiredOption('--email <email>', 'login e-mail')
+    .requiredOption('--name <name>')
+    .option('--uuid <uuid>', 'stable UUID (generated when omitted)')
+    .option('--department <departmentId>')
+    .option('--disabled', 'create with calls disabled')
+    .action(async (o: { account: string; email: string; name: string; uuid?: string; department?: string; disabled?: boolean }) => {
+      const created = await createMember(await deps(), {
+        accountId: o.account,
+        email: o.email,
+        name: o.name,
+        uuid: o.uuid,
+        departmentId: o.department ?? null,
+        enabled: !o.disabled,
+      });
+      out.result(created, `member ${created.id} <${created.email}> uuid ${created.uuid}`);
+    });
+  for (const [name, change] of [
+    ['enable', { enabled: true }],
+    ['disable', { enabled: false }],
+    ['remove', { removed: true }],
+  ] as const) {
+    member.command(`${name} <memberId>`).action(async (id: string) => {
+      await updateMember(await deps(), id, change);
+      out.result({ member_id: id, ...change }, `member ${id}: ${name}d`);
+    });
+  }
+
+  const integration = program.command('integration').description('integrations, keys, origins, policy, coverage');
+  withPolicyOptions(
+    integration
+      .command('create')
+      .requiredOption('--account <accountId>')
+      .requiredOption('--name <name>')
+      .option('--origin <origin...>', 'allowed origins')
+      .option('--identifier-mode <email|uuid>', 'how backends name agents', choice('email', 'uuid'))
+      .option('--window-mode <mode>', 'popup, tab, frame-shell or extension', choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')),
+  ).action(async (o: PolicyFlags & { account: string; name: string; origin?: string[]; identifierMode?: 'email' | 'uuid'; windowMode?: WindowMode }) => {
+    const { integration: created, serverKey } = await createIntegration(await deps(), {
+      accountId: o.account,
+      name: o.name,
+      origins: o.origin,
+      identifierMode: o.identifierMode,
+      windowMode: o.windowMode,
+      ...policyFromFlags(o),
+    });
+    out.result(
+      { integration_id: created.id, server_key: serverKey },
+      `integration ${created.id} created\nserver key (shown once, store it in your backend): ${serverKey}`,
+    );
+  });
+  integration
+    .command('origins <integrationId>')
+    .description('replace the allowed origins; lines that are not origins are refused and nothing is saved')
+    .option('--origin <origin...>', 'an allowed origin')
+    .option('--file <file>', 'one origin per line ("-" for standard input)')
+    .action(async (id: string, o: { origin?: string[]; file?: string }) => {
+      const row = await setOrigins(await deps(), id, originLines(o));
+      out.result({ integration_id: id, allowed_origins: row.allowed_origins }, `allowed origins: ${row.allowed_origins.join(' ') || '(none)'}`);
+    });
+  integration
+    .command('allow-all <integrationId> <onOff>')
+    .description("'Allow all origins (for testing)'")
+    .action(async (id: string, value: string) => {
+      const row = await setAllowAllOrigins(await deps(), id, onOff(value));
+      out.result(
+        { integration_id: id, allow_all_origins: row.allow_all_origins },
+        row.allow_all_origins
+          ? 'WARNING: any site may now use this integration\'s widget. Switch it off before going live.'
+          : 'allow all origins: off',
+      );
+    });
+  integration.command('identifier-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
+    await setIdentifierMode(await deps(), id, choice('email', 'uuid')(mode));
+    out.result({ integration_id: id, identifier_mode: mode }, `identifier mode: ${mode}`);
+  });
+  integration.command('window-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
+    await setWindowMode(await deps(), id, choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')(mode));
+    out.result({ integration_id: id, window_mode: mode }, `window mode: ${mode}`);
+  });
+  withPolicyOptions(integration.command('policy <integrationId>').description('policy defaults')).action(
+    async (id: string, o: PolicyFlags) => {
+      const row = await setPolicy(await deps(), id, policyFromFlags(o));
+      out.result(row, `policy of ${id} updated`);
+    },
+  );
+  integration
+    .command('coverage <integrationId>')
+    .requiredOption('--mode <everyone|members|departments>', 'who is covered', choice<CoverageMode>('everyone', 'members', 'departments'))
+    .option('--members <ids>', 'selected member ids', list)
+    .option('--departments <ids>', 'department ids', list)
+    .option('--inherit-future <on|off>', 'whether members added later are covered', onOff, true)
+    .action(async (id: string, o: { mode: CoverageMode; members?: string[]; departments?: string[]; inheritFuture: boolean }) => {
+      await setCoverage(await deps(), id, { mode: o.mode, inheritFuture: o.inheritFuture, memberIds: o.members, departmentIds: o.departments });
+      out.result({ integration_id: id, coverage: o }, `coverage of ${id}: ${o.mode}`);
+    });
+  withPolicyOptions(integration.command('override <integrationId> <memberId>').description('per-member overrides'))
+    .option('--calls <on|off>', 'calls enabled for this member', onOff)
+    .action(async (id: string, memberId: string, o: PolicyFlags & { calls?: boolean }) => {
+      const p = policyFromFlags(o);
+      await setMemberOverrides(await deps(), id, memberId, {
+        calls_enabled: o.calls,
+        outbound: p.outbound,
+        inbound: p.inbound,
+        number_visibility: p.numberVisibility,
+        controls: p.controls,
+        max_call_seconds: p.maxCallSeconds,
+        caller_id: p.callerId,
+      });
+      out.result({ integration_id: id, member_id: memberId }, `overrides of ${memberId} updated`);
+    });
+  integration
+    .command('map-uuid <integrationId> <memberId> <uuid>')
+    .description("uuid mode: the integrator's UUID for a member (\"none\" removes it)")
+    .action(async (id: string, memberId: string, uuid: string) => {
+      await mapIntegratorUuid(await deps(), id, memberId, uuid === 'none' ? null : uuid);
+      out.result({ integration_id: id, member_id: memberId, integrator_uuid: uuid }, `mapped ${uuid} to ${memberId}`);
+    });
+  integration.command('rotate-key <integrationId>').action(async (id: string) => {
+    const key = await rotateServerKey(await deps(), id);
+    out.result({ integration_id: id, server_key: key }, `new server key (shown once; the old key no longer works): ${key}`);
+  });
+  integration.command('revoke-key <integrationId>').action(async (id: string) => {
+    const n = await revokeServerKey(await deps(), id);
+    out.result({ integration_id: id, revoked: n }, `server key revoked; the backend can no longer call the API`);
+  });
+  for (const [name, enabled] of [['enable', true], ['disable', false]] as const) {
+    integration.command(`${name} <integrationId>`).action(async (id: string) => {
+      await setIntegrationEnabled(await deps(), id, enabled);
+      out.result({ integration_id: id, enabled }, `integration ${id} ${name}d`);
+    });
+  }
+  integration
+    .command('revoke <integrationId>')
+    .description('revoke for good: keys stop, widget sessions and call windows end, calls end')
+    .action(async (id: string) => {
+      const result = await revokeIntegration(await services(), id);
+      out.result({ integration_id: id, ...result }, `integration ${id} revoked (${result.sessions} widget sessions ended)`);
+    });
+
+  const platform = program.command('platform').description('the platform-wide switch');
+  for (const [name, disabled] of [['disable', true], ['enable', false]] as const) {
+    platform.command(name).action(async () => {
+      await (await services()).platform.setDisabled(disabled);
+      out.result({ disabled }, disabled ? 'platform disabled: every endpoint refuses' : 'platform enabled');
+    });
+  }
+  platform.command('status').action(async () => {
+    const disabled = await (await services()).platform.isDisabled();
+    out.result({ disabled }, disabled ? 'platform: disabled' : 'platform: enabled');
+  });
+
+  program
+    .command('rate')
+    .description('calling rates')
+    .command('set <prefix> <perMinute>')
+    .description('rate for numbers starting with prefix, in currency units per minute')
+    .action(async (prefix: string, perMinute: string) => {
+      await setRate(await deps(), prefix, money(perMinute));
+      out.result({ prefix, per_minute: Number(perMinute) }, `rate ${prefix}: ${perMinute}/min`);
+    });
+  program
+    .command('block')
+    .description('do-not-call list')
+    .command('add <number>')
+    .option('--account <accountId>', 'only for this account (default: platform-wide)')
+    .action(async (number: string, o: { account?: string }) => {
+      await blockNumber(await deps(), o.account ?? null, number);
+      out.result({ number, account_id: o.account ?? null }, `${number} is on the do-not-call list`);
+    });
+
+  return program;
+}

@@ -1,0 +1,105 @@
+/**
+ * Configuration from the environment, validated once at start. A bad value stops the process
+ * with a message naming the variable, never a stack trace from deep inside a driver.
+ */
+import { z } from 'zod';
+import { LIMITS } from '../shared/limits.js';
+import { parseOrigin } from '../shared/origin.js';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const flag = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
+  .transform((value) => ['1', 'true', 'yes'].includes(value));
+const publicOrigin = z.string().refine((value) => parseOrigin(value) !== null, {
+  message: 'must be an origin such as https://c2c.example.com (scheme, host, optional port, no path)',
+});
+const urlWithScheme = (schemes: string[]) =>
+  z.string().refine(
+    (value) => {
+      try {
+        return schemes.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `must be a ${schemes.join(' or ')} URL` },
+  );
+
+const EnvSchema = z.object({
+  PORT: port.default(8080),
+  GATEWAY_PORT: port.default(8081),
+  DEMO_PORT: port.default(3000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  C2C_DATA_DIR: z.string().min(1).default('.data'),
+  DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),
+  REDIS_URL: urlWithScheme(['redis:', 'rediss:']).optional(),
+  PUBLIC_BASE_URL: publicOrigin.optional(),
+  PUBLIC_SITE_URL: publicOrigin.optional(),
+  PUBLIC_GATEWAY_URL: publicOrigin.optional(),
+  C2C_DEMO: flag.default(false),
+  VOICE_PROVIDER: z.enum(['simulated', 'twilio']).default('simulated'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  WIDGET_TOKEN_TTL_SECONDS: z.coerce.number().int().min(5).max(24 * 3600).default(LIMITS.widgetTokenTtlSeconds),
+  TRUST_PROXY: flag.default(false),
+  C2C_ALLOW_UWS_FALLBACK: flag.default(false),
+});
+
+export interface Config {
+  port: number;
+  gatewayPort: number;
+  demoPort: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  /** origin the API is reached at from outside; provider webhooks are signed against it */
+  publicBaseUrl: string;
+  /** {base_url} of the spec */
+  apiBaseUrl: string;
+  /** {site_url} of the spec: SDK script, call window, extension page */
+  siteUrl: string;
+  /** where socket.io-client connects */
+  gatewayUrl: string;
+  demo: boolean;
+  voiceProvider: 'simulated' | 'twilio';
+  logLevel: string;
+  widgetTokenTtlSeconds: number;
+  trustProxy: boolean;
+  allowUwsFallback: boolean;
+}
+
+export const API_PREFIX = '/api/v1/click2call';
+
+export class ConfigError extends Error {}
+
+/** Reads and validates the environment; throws ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const publicBaseUrl = parseOrigin(e.PUBLIC_BASE_URL ?? `http://127.0.0.1:${e.PORT}`)!;
+  const config: Config = {
+    port: e.PORT,
+    gatewayPort: e.GATEWAY_PORT,
+    demoPort: e.DEMO_PORT,
+    host: e.HOST,
+    dataDir: e.C2C_DATA_DIR,
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    publicBaseUrl,
+    apiBaseUrl: `${publicBaseUrl}${API_PREFIX}`,
+    siteUrl: parseOrigin(e.PUBLIC_SITE_URL ?? publicBaseUrl)!,
+    gatewayUrl: parseOrigin(e.PUBLIC_GATEWAY_URL ?? `http://127.0.0.1:${e.GATEWAY_PORT}`)!,
+    demo: e.C2C_DEMO,
+    voiceProvider: e.VOICE_PROVIDER,
+    logLevel: e.LOG_LEVEL,
+    widgetTokenTtlSeconds: e.WIDGET_TOKEN_TTL_SECONDS,
+    trustProxy: e.TRUST_PROXY,
+    allowUwsFallback: e.C2C_ALLOW_UWS_FALLBACK,
+  };
+  return { ...config, ...overrides };
+}

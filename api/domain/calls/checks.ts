@@ -1,0 +1,67 @@
+/**
+ * The checks of POST /calls before an intent exists (spec section 4), in the documented order:
+ * integration → agent → number → account. The engine checks follow in calls/engine-checks.ts.
+ */
+import { C2CError } from '../../../shared/errors.js';
+import type { CallRequest } from '../../../shared/types.js';
+import type { Sql } from '../../store/index.js';
+import { resolveAgent, type ResolvedAgent } from '../agents.js';
+import { affordableSeconds, findRate } from '../billing.js';
+import { assertIntegrationUsable, type IntegrationWithAccount } from '../integrations/repo.js';
+import { parseE164, type ParsedNumber } from '../phone.js';
+import { LIMITS } from '../../../shared/limits.js';
+
+/** Everything the intent will freeze, once the request passed the checks. */
+export interface CheckedCall {
+  agent: ResolvedAgent;
+  number: ParsedNumber;
+  callerId: string;
+  perMinuteMicros: number;
+}
+
+/** Statuses of intents that hold a call (or a claim on one) and count against limits. */
+export const LIVE_STATUSES = ['queued', 'claimed', 'dialing', 'ringing', 'connected', 'incoming'] as const;
+
+export async function checkCallRequest(sql: Sql, integration: IntegrationWithAccount, request: CallRequest): Promise<CheckedCall> {
+  // integration
+  if (request.integration_id !== integration.id) throw new C2CError('integration_mismatch');
+  assertIntegrationUsable(integration);
+
+  // agent
+  const agent = await resolveAgent(sql, integration, request.agent);
+  if (!agent.effective.policy.outbound) throw new C2CError('outbound_not_allowed');
+
+  // number
+  const number = parseE164(request.phone_number);
+  if (!number) throw new C2CError('invalid_phone_number');
+  if (!number.country || !agent.effective.destinationCountries.includes(number.country)) {
+    throw new C2CError('destination_not_allowed', `Calls to ${number.country ?? 'this destination'} are not allowed by the integration.`);
+  }
+  const [blocked] = await sql.query(
+    'SELECT 1 FROM blocked_numbers WHERE number = $1 AND (account_id IS NULL OR account_id = $2) LIMIT 1',
+    [number.e164, integration.account_id],
+  );
+  if (blocked) throw new C2CError('destination_blocked');
+
+  // account
+  const callerId = agent.effective.callerId;
+  if (!callerId) throw new C2CError('no_caller_id');
+  const perMinuteMicros = await findRate(sql, number.e164);
+  if (perMinuteMicros === null) throw new C2CError('destination_not_allowed', 'No calling rate covers this destination.');
+  const [account] = await sql.query<{ balance_micros: number; live_calls: number }>(
+    `SELECT a.balance_micros,
+            (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status = ANY($2)) AS live_calls
+     FROM accounts a WHERE a.id = $1`,
+    [integration.account_id, LIVE_STATUSES],
+  );
+  if (!account || affordableSeconds(account.balance_micros, perMinuteMicros, account.live_calls + 1) < LIMITS.minAffordableCallSeconds) {
+    throw new C2CError('insufficient_balance');
+  }
+  const [concurrent] = await sql.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1 AND status = ANY($2)',
+    [integration.id, LIVE_STATUSES],
+  );
+  if ((concurrent?.n ?? 0) >= integration.concurrency_limit) throw new C2CError('concurrency_limit');
+
+  return { agent, number, callerId, perMinuteMicros };
+}

@@ -1,0 +1,23 @@
+/**
+ * The last checks of POST /calls (spec section 4): the agent has a live engine with a microphone
+ * and is not on another call. A queued intent counts as a call: an agent gets one call at a time.
+ */
+import { C2CError } from '../../../shared/errors.js';
+import type { Sql } from '../../store/index.js';
+import type { EngineRow } from '../views.js';
+import { LIVE_STATUSES } from './checks.js';
+
+export async function checkAgentEngine(sql: Sql, integrationId: string, memberId: string): Promise<EngineRow> {
+  const [engine] = await sql.query<EngineRow>(
+    `SELECT * FROM engines WHERE integration_id = $1 AND member_id = $2 AND state IN ('enabling', 'ready')`,
+    [integrationId, memberId],
+  );
+  if (!engine) throw new C2CError('agent_offline');
+  if (!engine.mic_ready) throw new C2CError('agent_not_ready');
+  const [live] = await sql.query(
+    'SELECT 1 FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = ANY($3) LIMIT 1',
+    [integrationId, memberId, LIVE_STATUSES],
+  );
+  if (engine.busy || live) throw new C2CError('agent_busy');
+  return engine;
+}

@@ -1,0 +1,158 @@
+/**
+ * Operator steps on accounts, departments and members (spec section 1). The web console will call
+ * these; until it exists the `c2c` CLI does.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { ID_PREFIX } from '../../../shared/prefixes.js';
+import type { Bus } from '../../bus/index.js';
+import type { Clock } from '../../clock.js';
+import type { Db } from '../../store/index.js';
+import { isUniqueViolation } from '../../store/index.js';
+import { newId } from '../credentials.js';
+
+export interface OperatorDeps {
+  db: Db;
+  bus: Bus;
+  clock: Clock;
+}
+
+export class OperatorError extends Error {}
+
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export interface AccountRecord {
+  id: string;
+  kind: 'personal' | 'business';
+  name: string;
+  status: 'active' | 'suspended';
+  balance_micros: number;
+  currency: string;
+  provider_account_sid: string;
+}
+
+export async function createAccount(
+  { db, clock }: OperatorDeps,
+  input: { id?: string; kind: 'personal' | 'business'; name: string; balanceMicros?: number; currency?: string },
+): Promise<AccountRecord> {
+  const [row] = await db.query<AccountRecord>(
+    `INSERT INTO accounts (id, kind, name, balance_micros, currency, provider_account_sid, provider_auth_token, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     RETURNING id, kind, name, status, balance_micros, currency, provider_account_sid`,
+    [
+      input.id ?? newId(ID_PREFIX.account),
+      input.kind,
+      input.name,
+      input.balanceMicros ?? 0,
+      input.currency ?? 'USD',
+      // Simulated provider credentials; `c2c account set-provider` replaces them with Twilio's.
+      `AC${randomBytes(16).toString('hex')}`,
+      randomBytes(16).toString('hex'),
+      clock.now(),
+    ],
+  );
+  return row!;
+}
+
+export async function setAccountProvider({ db }: OperatorDeps, accountId: string, accountSid: string, authToken: string): Promise<void> {
+  const rows = await db.query('UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3 WHERE id = $1 RETURNING id', [
+    accountId,
+    accountSid,
+    authToken,
+  ]);
+  if (rows.length === 0) throw new OperatorError(`No account ${accountId}.`);
+}
+
+export async function fundAccount({ db, clock }: OperatorDeps, accountId: string, amountMicros: number): Promise<number> {
+  return db.tx(async (sql) => {
+    const [row] = await sql.query<{ balance_micros: number }>(
+      'UPDATE accounts SET balance_micros = balance_micros + $2 WHERE id = $1 RETURNING balance_micros',
+      [accountId, amountMicros],
+    );
+    if (!row) throw new OperatorError(`No account ${accountId}.`);
+    await sql.query('INSERT INTO wallet_ledger (account_id, amount_micros, reason, created_at) VALUES ($1, $2, $3, $4)', [
+      accountId,
+      amountMicros,
+      'top-up',
+      clock.now(),
+    ]);
+    return row.balance_micros;
+  });
+}
+
+export async function setAccountStatus({ db, bus }: OperatorDeps, accountId: string, status: 'active' | 'suspended'): Promise<void> {
+  const updated = await db.query('UPDATE accounts SET status = $2 WHERE id = $1 RETURNING id', [accountId, status]);
+  if (updated.length === 0) throw new OperatorError(`No account ${accountId}.`);
+  for (const { id } of await db.query<{ id: string }>('SELECT id FROM integrations WHERE account_id = $1', [accountId])) {
+    bus.publish({ type: 'integration', integrationId: id });
+  }
+}
+
+export async function createDepartment({ db, clock }: OperatorDeps, accountId: string, name: string, id?: string): Promise<{ id: string; name: string }> {
+  const [row] = await db.query<{ id: string; name: string }>(
+    'INSERT INTO departments (id, account_id, name, created_at) VALUES ($1, $2, $3, $4) RETURNING id, name',
+    [id ?? newId(ID_PREFIX.department), accountId, name, clock.now()],
+  );
+  return row!;
+}
+
+export interface MemberRecord {
+  id: string;
+  account_id: string;
+  email: string;
+  uuid: string;
+  name: string;
+  enabled: boolean;
+  department_id: string | null;
+}
+
+export async function createMember(
+  { db, clock }: OperatorDeps,
+  input: { id?: string; accountId: string; email: string; name: string; uuid?: string; departmentId?: string | null; enabled?: boolean },
+): Promise<MemberRecord> {
+  if (!EMAIL.test(input.email)) throw new OperatorError(`Not an e-mail address: ${input.email}`);
+  if (input.uuid !== undefined && !UUID.test(input.uuid)) throw new OperatorError(`Not a UUID: ${input.uuid}`);
+  const [account] = await db.query<{ kind: string; members: number }>(
+    'SELECT kind, (SELECT count(*)::int FROM members WHERE account_id = $1 AND NOT removed) AS members FROM accounts WHERE id = $1',
+    [input.accountId],
+  );
+  if (!account) throw new OperatorError(`No account ${input.accountId}.`);
+  if (account.kind === 'personal' && account.members > 0) throw new OperatorError('A personal account has exactly one member.');
+  try {
+    const [row] = await db.query<MemberRecord>(
+      `INSERT INTO members (id, account_id, email, uuid, name, enabled, department_id, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       RETURNING id, account_id, email, uuid::text AS uuid, name, enabled, department_id`,
+      [
+        input.id ?? newId(ID_PREFIX.member),
+        input.accountId,
+        input.email,
+        (input.uuid ?? randomUUID()).toLowerCase(),
+        input.name,
+        input.enabled ?? true,
+        input.departmentId ?? null,
+        clock.now(),
+      ],
+    );
+    return row!;
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new OperatorError(`A member with this e-mail or UUID already exists.`);
+    throw error;
+  }
+}
+
+/** Enables or disables a member's calls, or removes the member; applies on the next request. */
+export async function updateMember(
+  { db, bus }: OperatorDeps,
+  memberId: string,
+  change: { enabled?: boolean; removed?: boolean; departmentId?: string | null },
+): Promise<void> {
+  const rows = await db.query(
+    `UPDATE members SET enabled = coalesce($2, enabled), removed = coalesce($3, removed),
+       department_id = CASE WHEN $4::boolean THEN $5 ELSE department_id END
+     WHERE id = $1 RETURNING id`,
+    [memberId, change.enabled ?? null, change.removed ?? null, change.departmentId !== undefined, change.departmentId ?? null],
+  );
+  if (rows.length === 0) throw new OperatorError(`No member ${memberId}.`);
+  bus.publish({ type: 'member', memberId });
+}

@@ -1,0 +1,206 @@
+/**
+ * Operator steps on integrations (spec section 1, "Integration setup"): create with a server key
+ * shown once; allowed origins (lines that are not origins are refused and nothing is saved);
+ * identifier and window mode; policy; coverage; per-member overrides and UUID mapping; key
+ * rotation and revocation; disabling and revoking the integration.
+ */
+import { ID_PREFIX } from '../../../shared/prefixes.js';
+import { parseOrigin } from '../../../shared/origin.js';
+import type { Control, IdentifierMode, NumberVisibility, WidgetDefaults } from '../../../shared/types.js';
+import type { Sql } from '../../store/index.js';
+import { newId } from '../credentials.js';
+import type { CoverageMode, IntegrationRow, MemberOverrides, WindowMode } from '../integrations/model.js';
+import { issueServerKey, revokeServerKeys } from '../server-keys.js';
+import { OperatorError, type OperatorDeps } from './accounts.js';
+
+export interface PolicySettings {
+  outbound?: boolean;
+  inbound?: boolean;
+  numberVisibility?: NumberVisibility;
+  controls?: Control[];
+  widget?: WidgetDefaults;
+  maxCallSeconds?: number;
+  callerId?: string | null;
+  destinationCountries?: string[];
+  concurrencyLimit?: number;
+}
+
+const COUNTRY = /^[A-Z]{2}$/;
+const E164 = /^\+[1-9]\d{6,14}$/;
+
+function policyColumns(settings: PolicySettings): Record<string, unknown> {
+  if (settings.maxCallSeconds !== undefined && !(Number.isInteger(settings.maxCallSeconds) && settings.maxCallSeconds > 0)) {
+    throw new OperatorError('max_call_seconds must be a positive integer.');
+  }
+  if (settings.concurrencyLimit !== undefined && !(Number.isInteger(settings.concurrencyLimit) && settings.concurrencyLimit > 0)) {
+    throw new OperatorError('The concurrency limit must be a positive integer.');
+  }
+  if (settings.callerId && !E164.test(settings.callerId)) throw new OperatorError(`The caller ID must be an E.164 number: ${settings.callerId}`);
+  const badCountry = settings.destinationCountries?.find((c) => !COUNTRY.test(c));
+  if (badCountry !== undefined) throw new OperatorError(`Not an ISO 3166 country code: ${badCountry}`);
+  const columns: Record<string, unknown> = {
+    outbound: settings.outbound,
+    inbound: settings.inbound,
+    number_visibility: settings.numberVisibility,
+    controls: settings.controls,
+    widget_defaults: settings.widget ? JSON.stringify(settings.widget) : undefined,
+    max_call_seconds: settings.maxCallSeconds,
+    caller_id: settings.callerId,
+    destination_countries: settings.destinationCountries,
+    concurrency_limit: settings.concurrencyLimit,
+  };
+  return Object.fromEntries(Object.entries(columns).filter(([, value]) => value !== undefined));
+}
+
+/** Bumps every known agent's version of the integration and tells every node. */
+async function integrationChanged({ db, bus }: OperatorDeps, integrationId: string, sql: Sql = db): Promise<void> {
+  const agents = await sql.query<{ member_id: string; version: number }>(
+    'UPDATE agent_versions SET version = version + 1 WHERE integration_id = $1 RETURNING member_id, version',
+    [integrationId],
+  );
+  bus.publish({ type: 'integration', integrationId });
+  for (const agent of agents) bus.publish({ type: 'agent', integrationId, memberId: agent.member_id, version: agent.version });
+}
+
+async function update(deps: OperatorDeps, integrationId: string, columns: Record<string, unknown>): Promise<IntegrationRow> {
+  const names = Object.keys(columns);
+  if (names.length === 0) throw new OperatorError('Nothing to change.');
+  const assignments = names.map((name, index) => `${name} = $${index + 2}`).join(', ');
+  const [row] = await deps.db.query<IntegrationRow>(`UPDATE integrations SET ${assignments} WHERE id = $1 RETURNING *`, [
+    integrationId,
+    ...Object.values(columns),
+  ]);
+  if (!row) throw new OperatorError(`No integration ${integrationId}.`);
+  await integrationChanged(deps, integrationId);
+  return row;
+}
+
+/** Validates an allowed-origins list; every bad line is named and nothing is saved. */
+export function parseOriginLines(lines: string[]): string[] {
+  const kept = lines.map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  const bad = kept.filter((line) => parseOrigin(line) === null);
+  if (bad.length > 0) {
+    throw new OperatorError(
+      `Not saved: ${bad.length === 1 ? 'this line is not an origin' : 'these lines are not origins'} ` +
+        `(scheme://host[:port], no path): ${bad.map((line) => JSON.stringify(line)).join(', ')}`,
+    );
+  }
+  return [...new Set(kept.map((line) => parseOrigin(line)!))];
+}
+
+export async function createIntegration(
+  deps: OperatorDeps,
+  input: { id?: string; accountId: string; name: string; origins?: string[]; identifierMode?: IdentifierMode; windowMode?: WindowMode } & PolicySettings,
+): Promise<{ integration: IntegrationRow; serverKey: string }> {
+  const origins = parseOriginLines(input.origins ?? []);
+  const { id: _id, accountId: _account, name: _name, origins: _origins, identifierMode: _mode, windowMode: _window, ...policy } = input;
+  const columns = policyColumns(policy);
+  const id = input.id ?? newId(ID_PREFIX.integration);
+  const now = deps.clock.now();
+  return deps.db.tx(async (sql) => {
+    const [account] = await sql.query('SELECT 1 FROM accounts WHERE id = $1', [input.accountId]);
+    if (!account) throw new OperatorError(`No account ${input.accountId}.`);
+    const all: Record<string, unknown> = {
+      id,
+      account_id: input.accountId,
+      name: input.name,
+      allowed_origins: origins,
+      identifier_mode: input.identifierMode ?? 'email',
+      window_mode: input.windowMode ?? 'popup',
+      coverage_set_at: now,
+      created_at: now,
+      ...columns,
+    };
+    const names = Object.keys(all);
+    const [integration] = await sql.query<IntegrationRow>(
+      `INSERT INTO integrations (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
+      Object.values(all),
+    );
+    const key = await issueServerKey(sql, deps.clock, id);
+    return { integration: integration!, serverKey: key.token };
+  });
+}
+
+export const setOrigins = (deps: OperatorDeps, integrationId: string, lines: string[]) =>
+  update(deps, integrationId, { allowed_origins: parseOriginLines(lines) });
+
+export const setAllowAllOrigins = (deps: OperatorDeps, integrationId: string, allowAll: boolean) =>
+  update(deps, integrationId, { allow_all_origins: allowAll });
+
+export const setIdentifierMode = (deps: OperatorDeps, integrationId: string, mode: IdentifierMode) =>
+  update(deps, integrationId, { identifier_mode: mode });
+
+export const setWindowMode = (deps: OperatorDeps, integrationId: string, mode: WindowMode) =>
+  update(deps, integrationId, { window_mode: mode });
+
+export const setPolicy = (deps: OperatorDeps, integrationId: string, settings: PolicySettings) =>
+  update(deps, integrationId, policyColumns(settings));
+
+/** Coverage: everyone, selected members or departments; whether future members inherit. */
+export async function setCoverage(
+  deps: OperatorDeps,
+  integrationId: string,
+  coverage: { mode: CoverageMode; inheritFuture: boolean; memberIds?: string[]; departmentIds?: string[] },
+): Promise<void> {
+  await deps.db.tx(async (sql) => {
+    const rows = await sql.query(
+      'UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = $3, coverage_set_at = $4 WHERE id = $1 RETURNING id',
+      [integrationId, coverage.mode, coverage.inheritFuture, deps.clock.now()],
+    );
+    if (rows.length === 0) throw new OperatorError(`No integration ${integrationId}.`);
+    await sql.query('DELETE FROM integration_departments WHERE integration_id = $1', [integrationId]);
+    for (const departmentId of coverage.departmentIds ?? []) {
+      await sql.query('INSERT INTO integration_departments (integration_id, department_id) VALUES ($1, $2)', [integrationId, departmentId]);
+    }
+    await sql.query('UPDATE integration_members SET selected = false WHERE integration_id = $1', [integrationId]);
+    for (const memberId of coverage.memberIds ?? []) {
+      await sql.query(
+        `INSERT INTO integration_members (integration_id, member_id, selected) VALUES ($1, $2, true)
+         ON CONFLICT (integration_id, member_id) DO UPDATE SET selected = true`,
+        [integrationId, memberId],
+      );
+    }
+    await integrationChanged(deps, integrationId, sql);
+  });
+}
+
+/** Per-member overrides (merged into the existing ones; null removes a key). */
+export async function setMemberOverrides(deps: OperatorDeps, integrationId: string, memberId: string, overrides: MemberOverrides): Promise<void> {
+  await deps.db.query(
+    `INSERT INTO integration_members (integration_id, member_id, overrides) VALUES ($1, $2, jsonb_strip_nulls($3::jsonb))
+     ON CONFLICT (integration_id, member_id)
+     DO UPDATE SET overrides = jsonb_strip_nulls(integration_members.overrides || $3::jsonb)`,
+    [integrationId, memberId, JSON.stringify(overrides)],
+  );
+  await integrationChanged(deps, integrationId);
+}
+
+/** In uuid mode: the integrator's own UUID for a member (null removes the mapping). */
+export async function mapIntegratorUuid(deps: OperatorDeps, integrationId: string, memberId: string, integratorUuid: string | null): Promise<void> {
+  await deps.db.query(
+    `INSERT INTO integration_members (integration_id, member_id, integrator_uuid) VALUES ($1, $2, $3)
+     ON CONFLICT (integration_id, member_id) DO UPDATE SET integrator_uuid = EXCLUDED.integrator_uuid`,
+    [integrationId, memberId, integratorUuid],
+  );
+  await integrationChanged(deps, integrationId);
+}
+
+/** A new server key, shown once; the old one stops working on its next request. */
+export async function rotateServerKey(deps: OperatorDeps, integrationId: string): Promise<string> {
+  return deps.db.tx(async (sql) => {
+    const [row] = await sql.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+    if (!row) throw new OperatorError(`No integration ${integrationId}.`);
+    return (await issueServerKey(sql, deps.clock, integrationId)).token;
+  });
+}
+
+export async function revokeServerKey(deps: OperatorDeps, integrationId: string): Promise<number> {
+  return revokeServerKeys(deps.db, deps.clock, integrationId);
+}
+
+/** Disable (reversible) or enable an integration; a revoked integration stays revoked. */
+export async function setIntegrationEnabled(deps: OperatorDeps, integrationId: string, enabled: boolean): Promise<IntegrationRow> {
+  const [row] = await deps.db.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1', [integrationId]);
+  if (row?.status === 'revoked') throw new OperatorError('A revoked integration cannot be enabled again; create a new one.');
+  return update(deps, integrationId, { status: enabled ? 'active' : 'disabled' });
+}

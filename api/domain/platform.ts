@@ -1,0 +1,48 @@
+/**
+ * The platform-wide switch (spec section 1: "Disabling the service platform-wide makes every
+ * endpoint refuse immediately"). Read on every request, so it is cached in memory and the cache is
+ * dropped by a bus message from whichever node flipped it.
+ */
+import { C2CError } from '../../shared/errors.js';
+import type { Bus } from '../bus/index.js';
+import type { Clock } from '../clock.js';
+import type { Db } from '../store/index.js';
+
+export interface Platform {
+  isDisabled(): Promise<boolean>;
+  /** throws platform_disabled when the platform is off */
+  assertEnabled(): Promise<void>;
+  setDisabled(disabled: boolean): Promise<void>;
+}
+
+export function createPlatform(db: Db, bus: Bus, clock: Clock): Platform {
+  let cached: boolean | undefined;
+  bus.subscribe((message) => {
+    if (message.type === 'platform') cached = message.disabled;
+    if (message.type === 'resync') cached = undefined;
+  });
+
+  const isDisabled = async () => {
+    if (cached === undefined) {
+      const [row] = await db.query<{ disabled: boolean }>('SELECT disabled FROM platform_settings WHERE id = 1');
+      cached = row?.disabled ?? false;
+    }
+    return cached;
+  };
+
+  return {
+    isDisabled,
+    async assertEnabled() {
+      if (await isDisabled()) throw new C2CError('platform_disabled');
+    },
+    async setDisabled(disabled) {
+      await db.query(
+        `INSERT INTO platform_settings (id, disabled, updated_at) VALUES (1, $1, $2)
+         ON CONFLICT (id) DO UPDATE SET disabled = EXCLUDED.disabled, updated_at = EXCLUDED.updated_at`,
+        [disabled, clock.now()],
+      );
+      cached = disabled;
+      bus.publish({ type: 'platform', disabled });
+    },
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * Widget sessions (spec sections 4 and 5): created by the backend for one agent on one origin,
+ * held by the page as a widget token (c2cw_, 30 minutes, renewable), checked on every request
+ * against its origin, the integration and the member, so revocation, disabling and un-assigning
+ * apply on the next request.
+ */
+import { C2CError } from '../../shared/errors.js';
+import { ID_PREFIX } from '../../shared/prefixes.js';
+import type { SessionRequest } from '../../shared/types.js';
+import type { Bus } from '../bus/index.js';
+import type { Clock } from '../clock.js';
+import type { Db, Sql } from '../store/index.js';
+import { reloadAgent, resolveAgent, type ResolvedAgent } from './agents.js';
+import { mintCredential, newId, parseCredential, secretMatches } from './credentials.js';
+import {
+  assertIntegrationUsable,
+  findIntegration,
+  originAllowed,
+  type IntegrationWithAccount,
+} from './integrations/repo.js';
+import { parseOrigin } from '../../shared/origin.js';
+import { LIMITS } from '../../shared/limits.js';
+
+export interface WidgetSessionRow {
+  id: string;
+  integration_id: string;
+  member_id: string;
+  origin: string;
+  lookup: string;
+  secret_hash: Uint8Array;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+  end_reason: string | null;
+}
+
+/** An authenticated widget request: who, where, and under which policy. */
+export interface WidgetContext {
+  session: WidgetSessionRow;
+  integration: IntegrationWithAccount;
+  agent: ResolvedAgent;
+}
+
+export interface SessionsDeps {
+  db: Db;
+  bus: Bus;
+  clock: Clock;
+  widgetTokenTtlSeconds: number;
+}
+
+export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: SessionsDeps) {
+  const ttlMs = widgetTokenTtlSeconds * 1000;
+
+  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string) {
+    const credential = mintCredential('widgetToken');
+    const now = clock.now();
+    const id = newId(ID_PREFIX.widgetSession);
+    await sql.query(
+      `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs],
+    );
+    await sql.query(
+      'INSERT INTO agent_versions (integration_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+      [integrationId, memberId],
+    );
+    return { id, token: credential.token, expiresAt: now + ttlMs };
+  }
+
+  return {
+    /** POST /sessions: the integration is the server key's; checks run in the documented order. */
+    async create(integration: IntegrationWithAccount, request: SessionRequest) {
+      if (request.integration_id !== integration.id) throw new C2CError('integration_mismatch');
+      assertIntegrationUsable(integration);
+      const origin = parseOrigin(request.origin)!;
+      if (!originAllowed(integration, origin)) {
+        throw new C2CError('origin_not_allowed', `The origin ${origin} is not in the integration's allowed list.`);
+      }
+      const agent = await resolveAgent(db, integration, request.agent);
+      const session = await insertSession(db, integration.id, agent.member.id, origin);
+      return { ...session, agent };
+    },
+
+    /** Authenticates a widget token presented from an Origin; every failure has its code. */
+    async authenticate(token: string | undefined, originHeader: string | undefined): Promise<WidgetContext> {
+      const presented = parseCredential('widgetToken', token);
+      if (!presented) throw new C2CError('unauthorized');
+      const [session] = await db.query<WidgetSessionRow>('SELECT * FROM widget_sessions WHERE lookup = $1', [presented.lookup]);
+      if (!session || !secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
+      if (session.revoked_at !== null) throw new C2CError('unauthorized', 'The widget session has ended.');
+      if (session.expires_at <= clock.now()) throw new C2CError('unauthorized', 'The widget token has expired; refresh it or ask the session endpoint again.');
+      if (originHeader === undefined || parseOrigin(originHeader) !== session.origin) {
+        throw new C2CError('origin_not_allowed', 'A widget token works only on the origin it was created for.');
+      }
+      const integration = await findIntegration(db, session.integration_id);
+      if (!integration) throw new C2CError('unauthorized');
+      assertIntegrationUsable(integration);
+      if (!originAllowed(integration, session.origin)) throw new C2CError('origin_not_allowed');
+      const agent = await reloadAgent(db, integration, session.member_id);
+      return { session, integration, agent };
+    },
+
+    /** POST /widget/refresh: a new token for the same agent and origin; the old one lingers briefly. */
+    async refresh(context: WidgetContext) {
+      const { session } = context;
+      return db.tx(async (sql) => {
+        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin);
+        const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;
+        await sql.query('UPDATE widget_sessions SET expires_at = LEAST(expires_at, $2) WHERE id = $1', [session.id, graceEnd]);
+        return fresh;
+      });
+    },
+
+    /** POST /widget/revoke: ends this widget session (not the call). */
+    async revoke(sessionId: string, reason = 'revoked') {
+      await db.query('UPDATE widget_sessions SET revoked_at = $2, end_reason = $3 WHERE id = $1 AND revoked_at IS NULL', [
+        sessionId,
+        clock.now(),
+        reason,
+      ]);
+      bus.publish({ type: 'session', sessionId, reason });
+    },
+  };
+}
+
+export type Sessions = ReturnType<typeof createSessions>;

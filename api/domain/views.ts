@@ -1,0 +1,125 @@
+/**
+ * Row → resource projections (spec section 2). The only place a stored call becomes a Call: the
+ * number passes through the frozen policy's visibility here, so a hidden number cannot leak
+ * through any endpoint, push or engine message.
+ */
+import type { Call, CallStatus, Engine, Policy, WidgetAgent } from '../../shared/types.js';
+import { seconds } from '../clock.js';
+import type { ResolvedAgent } from './agents.js';
+import type { IntegrationRow } from './integrations/model.js';
+import { displayNumber } from './phone.js';
+
+export interface EngineRow {
+  id: string;
+  integration_id: string;
+  member_id: string;
+  client: 'window' | 'extension';
+  simulated: boolean;
+  state: Engine['state'];
+  mic_ready: boolean;
+  available: boolean;
+  busy: boolean;
+  muted: boolean;
+  version: number;
+  created_at: number;
+  last_seen_at: number;
+  closed_at: number | null;
+}
+
+export interface CallRow {
+  id: string;
+  integration_id: string;
+  account_id: string;
+  member_id: string;
+  direction: 'outbound' | 'inbound';
+  status: CallStatus;
+  error: string | null;
+  phone_number: string;
+  display_name: string | null;
+  display_company: string | null;
+  contact_reference: string | null;
+  department: string | null;
+  metadata: Record<string, unknown> | null;
+  policy: Policy;
+  caller_id: string | null;
+  per_minute_micros: number;
+  time_limit_seconds: number | null;
+  idempotency_key: string | null;
+  request_hash: Uint8Array | null;
+  engine_id: string | null;
+  provider_call_sid: string | null;
+  provider_leg_sid: string | null;
+  orphaned: boolean;
+  created_at: number;
+  expires_at: number;
+  claimed_at: number | null;
+  dialing_at: number | null;
+  ringing_at: number | null;
+  answered_at: number | null;
+  ended_at: number | null;
+  hangup_requested_at: number | null;
+  end_reason: string | null;
+  charge_micros: number | null;
+}
+
+export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'rejected', 'busy', 'no_answer', 'canceled', 'failed', 'expired'];
+
+export function isTerminal(status: CallStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+/** Seconds of talk, from the provider's answer to the end (or to now while connected). */
+export function callDurationSeconds(call: Pick<CallRow, 'answered_at' | 'ended_at'>, nowMs: number): number {
+  if (call.answered_at === null) return 0;
+  const end = call.ended_at ?? nowMs;
+  return Math.max(0, seconds(end) - seconds(call.answered_at));
+}
+
+export function toCall(call: CallRow, nowMs: number): Call {
+  return {
+    request_id: call.id,
+    call_id: call.id,
+    direction: call.direction,
+    status: call.status,
+    error: call.error,
+    display: {
+      name: call.display_name,
+      company: call.display_company,
+      number: displayNumber(call.phone_number, call.policy.number_visibility),
+      contact_reference: call.contact_reference,
+      department: call.department,
+    },
+    answered_at: call.answered_at === null ? null : seconds(call.answered_at),
+    ended_at: call.ended_at === null ? null : seconds(call.ended_at),
+    duration: callDurationSeconds(call, nowMs),
+    expires_at: seconds(call.expires_at),
+    server_time: seconds(nowMs),
+    orphaned: call.orphaned,
+  };
+}
+
+export function toEngine(engine: EngineRow, nowMs: number): Engine {
+  const live = engine.state === 'enabling' || engine.state === 'ready';
+  return {
+    id: engine.id,
+    state: engine.state,
+    live,
+    available: engine.available,
+    mic_ready: engine.mic_ready,
+    busy: engine.busy,
+    muted: engine.muted,
+    simulated: engine.simulated,
+    last_seen_ago: Math.max(0, seconds(nowMs) - seconds(engine.last_seen_at)),
+    version: engine.version,
+    client: engine.client,
+  };
+}
+
+export function toWidgetAgent(integration: IntegrationRow, agent: ResolvedAgent): WidgetAgent {
+  return {
+    name: agent.member.name,
+    identifier: agent.identifier,
+    type: integration.identifier_mode,
+    department: agent.member.department_name,
+  };
+}

@@ -1,0 +1,47 @@
+/**
+ * CORS for the widget API (spec section 5, rule 4): a browser gets Access-Control-Allow-Origin only
+ * for an origin that some active integration allows. Answers are cached per origin until an
+ * integration changes anywhere (bus message), since every widget request asks.
+ */
+import fastifyCors from '@fastify/cors';
+import type { FastifyInstance } from 'fastify';
+import { parseOrigin } from '../../shared/origin.js';
+import type { Services } from '../services.js';
+
+const MAX_CACHED_ORIGINS = 10_000;
+
+export function createOriginPolicy(services: Services) {
+  const cache = new Map<string, boolean>();
+  services.bus.subscribe((message) => {
+    if (message.type === 'integration' || message.type === 'resync') cache.clear();
+  });
+  return async function isAllowedByAnyIntegration(origin: string): Promise<boolean> {
+    const normalized = parseOrigin(origin);
+    if (!normalized) return false;
+    const known = cache.get(normalized);
+    if (known !== undefined) return known;
+    const [row] = await services.db.query(
+      `SELECT 1 FROM integrations i JOIN accounts a ON a.id = i.account_id
+       WHERE i.status = 'active' AND a.status = 'active' AND (i.allow_all_origins OR $1 = ANY(i.allowed_origins)) LIMIT 1`,
+      [normalized],
+    );
+    if (cache.size >= MAX_CACHED_ORIGINS) cache.clear();
+    cache.set(normalized, Boolean(row));
+    return Boolean(row);
+  };
+}
+
+/** Registers CORS in the current (widget) scope. */
+export async function useWidgetCors(app: FastifyInstance, services: Services): Promise<void> {
+  const allowed = createOriginPolicy(services);
+  await app.register(fastifyCors, {
+    origin: (origin, callback) => {
+      if (!origin) return callback(null, false);
+      allowed(origin).then((ok) => callback(null, ok), (error: Error) => callback(error, false));
+    },
+    methods: ['GET', 'POST'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],
+    exposedHeaders: ['ETag', 'Retry-After'],
+    maxAge: 600,
+  });
+}

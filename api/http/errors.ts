@@ -1,0 +1,84 @@
+/**
+ * One error handler renders every failure as the spec's envelope {ok:false, error, message}.
+ * C2CError carries its own code; fastify's own errors (validation, content type, body size, JSON
+ * syntax, unknown route) are mapped to catalogue codes; anything else is a 500 internal_error that
+ * is logged, never shown.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { C2CError, type ErrorCode } from '../../shared/errors.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Codes for invalid fields, in the order the endpoint checks them. A request with several bad
+     * fields is refused for the first one in this list (spec: validation runs in documented order).
+     */
+    fieldCodes?: ReadonlyArray<readonly [field: string, code: ErrorCode]>;
+  }
+}
+
+interface ValidationIssue {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params?: { keys?: string[] };
+}
+
+function validationError(request: FastifyRequest, error: FastifyError): C2CError {
+  const issues = (error.validation ?? []) as ValidationIssue[];
+  const context = error.validationContext ?? 'body';
+  const fieldCodes = request.routeOptions.config?.fieldCodes ?? [];
+  const topField = (issue: ValidationIssue) => issue.instancePath.split('/')[1] ?? '';
+  const rank = (issue: ValidationIssue) => {
+    const index = fieldCodes.findIndex(([field]) => field === topField(issue));
+    return index === -1 ? fieldCodes.length : index;
+  };
+  const [first] = [...issues].sort((a, b) => rank(a) - rank(b));
+  if (!first) return new C2CError('invalid_request');
+  const code = context === 'body' ? (fieldCodes.find(([field]) => field === topField(first))?.[1] ?? 'invalid_request') : 'invalid_request';
+  const where = first.instancePath ? `${context}${first.instancePath.replaceAll('/', '.')}` : context;
+  const detail =
+    first.keyword === 'unrecognized_keys' && first.params?.keys
+      ? `unknown field(s) ${first.params.keys.join(', ')}`
+      : (first.message ?? 'is invalid');
+  return new C2CError(code, `${where}: ${detail}`);
+}
+
+/** Maps an error of fastify's own to the catalogue. */
+function fromFastify(request: FastifyRequest, error: FastifyError): C2CError | null {
+  if (hasZodFastifySchemaValidationErrors(error)) return validationError(request, error);
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new C2CError('invalid_request', 'The body must be JSON (Content-Type: application/json).');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new C2CError('invalid_request', 'The JSON body is empty.');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new C2CError('invalid_request', 'The body is not valid JSON.');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new C2CError('invalid_request', 'The body is too large.');
+  }
+  if (error instanceof SyntaxError) return new C2CError('invalid_request', 'The body is not valid JSON.');
+  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    return new C2CError('invalid_request', error.message);
+  }
+  return null;
+}
+
+export function sendError(reply: FastifyReply, error: C2CError): FastifyReply {
+  if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter));
+  return reply.code(error.status).type('application/json; charset=utf-8').send(error.toJSON());
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const known = error instanceof C2CError ? error : fromFastify(request, error);
+    if (known) return sendError(reply, known);
+    request.log.error({ err: error }, 'unhandled error');
+    return sendError(reply, new C2CError('internal_error'));
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new C2CError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`)),
+  );
+}

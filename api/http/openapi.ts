@@ -1,0 +1,40 @@
+/**
+ * The OpenAPI 3.1 document, generated from the same zod schemas that validate requests
+ * (@fastify/swagger + fastify-type-provider-zod's transforms), served at
+ * /developers/click2call/openapi.json.
+ */
+import fastifySwagger from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import type { Config } from '../config.js';
+
+export const OPENAPI_PATH = '/developers/click2call/openapi.json';
+
+export async function registerOpenApi(app: FastifyInstance, config: Config): Promise<void> {
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Click-to-call API',
+        version: '1.0.0',
+        description:
+          'Server-key, widget-token and engine endpoints of the click-to-call service. Every error is ' +
+          '{ok:false, error, message} with a code from the catalogue (docs/errors.md).',
+      },
+      servers: [{ url: config.publicBaseUrl }],
+      components: {
+        securitySchemes: {
+          serverKey: { type: 'http', scheme: 'bearer', description: 'c2ck_… server key (backend only)' },
+          widgetToken: { type: 'http', scheme: 'bearer', description: 'c2cw_… widget token' },
+          engineToken: { type: 'http', scheme: 'bearer', description: 'c2ce_… engine token' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+}
+
+export function registerOpenApiRoute(app: FastifyInstance): void {
+  app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
+}

@@ -1,0 +1,82 @@
+/**
+ * The rate limits of spec section 8, on @fastify/rate-limit: its createRateLimit() evaluates one
+ * limit without replying, so a route can apply two (per IP, then per integration) and refuse with
+ * the catalogue's rate_limited and Retry-After. Counting is ours (api/ratelimit), so the window
+ * follows the injectable clock and, with Redis, is shared by every node.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fastifyRateLimit from '@fastify/rate-limit';
+import { C2CError } from '../../shared/errors.js';
+import { LIMITS } from '../../shared/limits.js';
+import type { RateCounter } from '../ratelimit/index.js';
+
+type Limiter = (request: FastifyRequest) => Promise<void>;
+
+export interface RateLimits {
+  serverKeyPerIp: Limiter;
+  serverKeyPerIntegration: (request: FastifyRequest, integrationId: string) => Promise<void>;
+  widgetPerIp: Limiter;
+  enginePerEngine: (request: FastifyRequest, engineId: string) => Promise<void>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    limits: RateLimits;
+  }
+}
+
+/** Adapts a RateCounter to the store interface @fastify/rate-limit instantiates. */
+function storeFor(counter: RateCounter) {
+  return class CounterStore {
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number) {
+      counter.hit(key, timeWindow).then(
+        (hit) => callback(null, { current: hit.count, ttl: hit.resetMs }),
+        (error: Error) => callback(error),
+      );
+    }
+    child() {
+      return this;
+    }
+  };
+}
+
+/** scale multiplies every limit (benchmarks drive thousands of agents from one address). */
+export async function registerRateLimits(app: FastifyInstance, counter: RateCounter, scale = 1): Promise<void> {
+  await app.register(fastifyRateLimit, {
+    global: false,
+    store: storeFor(counter) as never,
+    // Losing Redis must not take the API down with it: count nothing rather than refuse everyone.
+    skipOnError: true,
+  });
+
+  const limiter = (name: string, max: number, key: (request: FastifyRequest) => string) => {
+    const check = app.createRateLimit({
+      max: Math.round(max * scale),
+      timeWindow: LIMITS.rateWindowMs,
+      keyGenerator: (request) => `${name}:${key(request)}`,
+    });
+    return async (request: FastifyRequest) => {
+      const result = await check(request);
+      if (!result.isAllowed && result.isExceeded) {
+        throw new C2CError('rate_limited', undefined, { retryAfter: Math.max(1, result.ttlInSeconds) });
+      }
+    };
+  };
+
+  const subjectKey = Symbol('rateLimitSubject');
+  type WithSubject = FastifyRequest & { [subjectKey]?: string };
+  const bySubject = (name: string, max: number) => {
+    const check = limiter(name, max, (request) => (request as WithSubject)[subjectKey] ?? '');
+    return (request: FastifyRequest, subject: string) => {
+      (request as WithSubject)[subjectKey] = subject;
+      return check(request);
+    };
+  };
+
+  app.decorate('limits', {
+    serverKeyPerIp: limiter('sk-ip', LIMITS.serverKeyPerIpPerMinute, (request) => request.ip),
+    serverKeyPerIntegration: bySubject('sk-int', LIMITS.serverKeyPerIntegrationPerMinute),
+    widgetPerIp: limiter('w-ip', LIMITS.widgetPerIpPerMinute, (request) => request.ip),
+    enginePerEngine: bySubject('eng', LIMITS.enginePerEnginePerMinute),
+  } satisfies RateLimits);
+}

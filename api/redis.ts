@@ -1,0 +1,32 @@
+/**
+ * Redis connections for the bus, the rate counters and the socket adapter. Every client has an
+ * `error` listener (losing Redis must never crash a node) and fails fast instead of queueing
+ * while disconnected; it reconnects on its own with a capped backoff.
+ */
+import { Redis } from 'ioredis';
+
+export function redisClient(url: string, name: string, options: { queueWhileOffline?: boolean } = {}): Redis {
+  const client = new Redis(url, {
+    connectionName: name,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: options.queueWhileOffline ?? false,
+    retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
+    lazyConnect: false,
+  });
+  client.on('error', () => {});
+  return client;
+}
+
+/** A client that is connected, or after timeoutMs one that keeps trying in the background. */
+export async function connectedRedis(url: string, name: string, timeoutMs = 5000): Promise<Redis> {
+  const client = redisClient(url, name);
+  if (client.status === 'ready') return client;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    client.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return client;
+}

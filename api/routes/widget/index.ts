@@ -1,0 +1,14 @@
+/** Widget-token endpoints (spec section 4), with CORS for allowed origins and the widget hook. */
+import type { FastifyPluginAsync } from 'fastify';
+import { useWidgetAuth } from '../../http/auth.js';
+import { useWidgetCors } from '../../http/cors.js';
+import type { Services } from '../../services.js';
+import { stateRoutes } from './state.js';
+
+export const widgetRoutes =
+  (services: Services): FastifyPluginAsync =>
+  async (app) => {
+    await useWidgetCors(app, services);
+    useWidgetAuth(app, services);
+    await app.register(stateRoutes(services));
+  };

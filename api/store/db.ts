@@ -1,0 +1,34 @@
+/**
+ * The store interface: SQL over one of two drivers (PostgreSQL through `pg`, or PGlite embedded).
+ * Domain services write plain PostgreSQL; both drivers run the same migrations and pass the same
+ * driver suite (test/store/driver.suite.ts).
+ */
+export type Row = Record<string, unknown>;
+
+export interface Sql {
+  /** Run one statement with $1… parameters and return its rows. */
+  query<T = Row>(text: string, params?: readonly unknown[]): Promise<T[]>;
+}
+
+export interface Db extends Sql {
+  readonly driver: 'pg' | 'pglite';
+  /** Run fn in one transaction; a throw rolls it back. */
+  tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
+  /** Run a script of several statements (migrations). */
+  exec(script: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL's SQLSTATE for a unique violation, the same on both drivers. */
+export const UNIQUE_VIOLATION = '23505';
+
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: string; constraint?: string } | null;
+  return e?.code === UNIQUE_VIOLATION && (constraint === undefined || e.constraint === constraint);
+}
+
+/** The first row, or undefined. */
+export async function one<T = Row>(sql: Sql, text: string, params?: readonly unknown[]): Promise<T | undefined> {
+  const rows = await sql.query<T>(text, params);
+  return rows[0];
+}

@@ -1,0 +1,48 @@
+/**
+ * Limits of spec section 8 as named constants, plus the values the spec leaves open
+ * (marked "decided"), each explained in the README's decisions table.
+ */
+export const LIMITS = {
+  widgetTokenTtlSeconds: 30 * 60,
+  launchTicketTtlSeconds: 10 * 60,
+  callIntentExpirySeconds: 60,
+  callStartWaitSeconds: 30,
+  engineOfflineAfterSeconds: 90,
+
+  idempotencyKeyMaxLength: 120,
+  displayFieldMaxLength: 120,
+  metadataMaxBytes: 2000,
+
+  rateWindowMs: 60_000,
+  serverKeyPerIpPerMinute: 300,
+  serverKeyPerIntegrationPerMinute: 600,
+  widgetPerIpPerMinute: 600,
+
+  /** decided: how often a widget polls GET /widget/state while its socket is down */
+  pollMs: 3000,
+  /** decided: engine heartbeat period while its socket is up, and while it is down */
+  heartbeatMs: 15_000,
+  heartbeatFallbackMs: 3000,
+  /** decided: engine endpoints are limited per engine, not per IP (call centres share NAT) */
+  enginePerEnginePerMinute: 600,
+  /** decided: an engine token dies after this long without a heartbeat */
+  engineTokenIdleSeconds: 24 * 60 * 60,
+  /** decided: a claimed intent whose provider leg never starts fails after this */
+  claimConnectTimeoutSeconds: 60,
+  /** decided: after a refresh, the previous widget token keeps working this long (in-flight requests) */
+  widgetTokenRefreshGraceSeconds: 30,
+  /** decided: platform cap on any call, whatever the policy says */
+  platformMaxCallSeconds: 4 * 60 * 60,
+  /** decided: a call must be affordable for at least this long to be placed */
+  minAffordableCallSeconds: 60,
+  /** decided: default per-integration concurrent call limit */
+  defaultConcurrencyLimit: 10,
+  /** decided: longest origin we accept (scheme://host:port) */
+  originMaxLength: 255,
+  /** decided: longest agent identifier value */
+  agentValueMaxLength: 254,
+  /** decided: a request_id of a widget command */
+  requestIdMaxLength: 120,
+  /** decided: dtmf digits per command */
+  dtmfMaxDigits: 32,
+} as const;

@@ -1,0 +1,27 @@
+/**
+ * Origins (scheme + host + port). Used for allowed-origin lists, SessionRequest.origin and the
+ * Origin header checks. A value with a path, query, fragment or credentials is not an origin.
+ */
+
+/** Returns the normalized origin, or null when the value is not a bare http(s) origin. */
+export function parseOrigin(value: string): string | null {
+  const trimmed = value.trim();
+  if (trimmed === '' || trimmed !== value || /\s/.test(value)) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
+  if (url.username || url.password || url.search || url.hash) return null;
+  // `new URL('https://a.example/')` has pathname '/', so a trailing slash or any path is refused
+  // by comparing against the raw text instead of the parsed pathname.
+  const rest = value.slice(url.protocol.length + 2);
+  if (rest.includes('/') || rest.includes('?') || rest.includes('#')) return null;
+  return url.origin;
+}
+
+export function isOrigin(value: string): boolean {
+  return parseOrigin(value) !== null;
+}

@@ -1,0 +1,47 @@
+/** CORS on the widget API (spec section 5, rule 4): only origins some active integration allows. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setAllowAllOrigins, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
+import { storeDrivers } from '../helpers/env.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('widget CORS on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+  const deps = () => ({ db: h.services.db, bus: h.services.bus, clock: h.services.clock });
+  const preflight = (origin: string) =>
+    api.options('/widget/state', { origin, headers: { 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  it('answers a preflight from an allowed origin with that origin', async () => {
+    const res = await preflight(ORIGIN);
+    expect(res.status).toBe(204);
+    expect(res.headers['access-control-allow-origin']).toBe(ORIGIN);
+    expect(String(res.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization');
+  });
+
+  it('gives no Access-Control-Allow-Origin to any other origin, on preflight or on a real request', async () => {
+    expect((await preflight('https://evil.example')).headers['access-control-allow-origin']).toBeUndefined();
+    const res = await api.get('/widget/state', { origin: 'https://evil.example' });
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+    expect(res.status).toBe(401);
+  });
+
+  it('follows integration changes: allow-all, and a disabled integration', async () => {
+    await setAllowAllOrigins(deps(), t.integrationId, true);
+    expect((await preflight('https://anywhere.example')).headers['access-control-allow-origin']).toBe('https://anywhere.example');
+    await setAllowAllOrigins(deps(), t.integrationId, false);
+    expect((await preflight('https://anywhere.example')).headers['access-control-allow-origin']).toBeUndefined();
+    await setIntegrationEnabled(deps(), t.integrationId, false);
+    expect((await preflight(ORIGIN)).headers['access-control-allow-origin']).toBeUndefined();
+    await setIntegrationEnabled(deps(), t.integrationId, true);
+    expect((await preflight(ORIGIN)).headers['access-control-allow-origin']).toBe(ORIGIN);
+  });
+});

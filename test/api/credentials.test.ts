@@ -1,0 +1,112 @@
+/**
+ * Credentials and operator switches taking effect on the next request (spec sections 1 and 5):
+ * server key rotation and revocation, integration revocation ending widget sessions, member
+ * changes, the platform switch, and the widget token's origin and lifetime.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { updateMember } from '../../api/domain/operator/accounts.js';
+import { revokeServerKey, rotateServerKey, setCoverage } from '../../api/domain/operator/integrations.js';
+import { revokeIntegration } from '../../api/domain/operator/revocation.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('credentials on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+  const deps = () => ({ db: h.services.db, bus: h.services.bus, clock: h.services.clock });
+  const sessionBody = () => ({ integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN });
+  const newSession = async (key = t.serverKey) => {
+    const res = await api.post('/sessions', sessionBody(), { auth: key });
+    expect(res.status).toBe(201);
+    return res.body.widget_token as string;
+  };
+  const state = (token: string, origin = ORIGIN) => api.get('/widget/state', { auth: token, origin });
+
+  beforeAll(async () => {
+    h = await createHarness(driver, { widgetTokenTtlSeconds: 1800 });
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  it('stores secrets only as SHA-256, never in clear', async () => {
+    const token = await newSession();
+    const keys = await h.services.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM server_keys');
+    const sessions = await h.services.db.query('SELECT * FROM widget_sessions');
+    const dump = JSON.stringify({ keys, sessions });
+    expect(dump).not.toContain(t.serverKey.slice(5 + 16));
+    expect(dump).not.toContain(token.slice(5 + 16));
+    expect(keys.every((k) => Buffer.from(k.secret_hash).length === 32)).toBe(true);
+  });
+
+  it('rotation invalidates the old key on its next request and the new key works', async () => {
+    const old = t.serverKey;
+    const fresh = await rotateServerKey(deps(), t.integrationId);
+    expect(fresh).toMatch(/^c2ck_/);
+    await expectError(api.post('/sessions', sessionBody(), { auth: old }), 401, 'unauthorized');
+    expect((await api.post('/sessions', sessionBody(), { auth: fresh })).status).toBe(201);
+    t.serverKey = fresh;
+  });
+
+  it('revoking the key stops the backend', async () => {
+    await revokeServerKey(deps(), t.integrationId);
+    await expectError(api.post('/sessions', sessionBody(), { auth: t.serverKey }), 401, 'unauthorized');
+    await expectError(api.get('/calls/ci_x', { auth: t.serverKey }), 401, 'unauthorized');
+    t.serverKey = await rotateServerKey(deps(), t.integrationId);
+  });
+
+  it('a widget token works only from its own origin, and only until it expires', async () => {
+    const token = await newSession();
+    const ok = await state(token);
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ ok: true, engine: null, call: null, poll_ms: 3000, version: 1 });
+    expect(ok.body.session_expires_at).toBe(Math.floor(h.clock.now() / 1000) + 1800);
+    await expectError(state(token, 'https://evil.example'), 403, 'origin_not_allowed');
+    await expectError(api.get('/widget/state', { auth: token }), 403, 'origin_not_allowed');
+    await expectError(state(token, `${ORIGIN}/path`), 403, 'origin_not_allowed');
+    await expectError(state('c2cw_' + 'x'.repeat(48)), 401, 'unauthorized');
+    await expectError(state(t.serverKey), 401, 'unauthorized');
+
+    await h.clock.advanceSeconds(1799);
+    expect((await state(token)).status).toBe(200);
+    await h.clock.advanceSeconds(1);
+    await expectError(state(token), 401, 'unauthorized');
+  });
+
+  it('disabling or un-assigning the agent applies on the next widget request', async () => {
+    const token = await newSession();
+    await updateMember(deps(), t.agent.id, { enabled: false });
+    await expectError(state(token), 403, 'agent_disabled');
+    await updateMember(deps(), t.agent.id, { enabled: true });
+    expect((await state(token)).status).toBe(200);
+    await setCoverage(deps(), t.integrationId, { mode: 'members', inheritFuture: true, memberIds: [] });
+    await expectError(state(token), 403, 'agent_not_assigned');
+    await setCoverage(deps(), t.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [t.salesId] });
+    expect((await state(token)).status).toBe(200);
+  });
+
+  it('the platform switch makes every endpoint refuse at once, and back', async () => {
+    const token = await newSession();
+    await h.services.platform.setDisabled(true);
+    await expectError(api.post('/sessions', sessionBody(), { auth: t.serverKey }), 403, 'platform_disabled');
+    await expectError(api.post('/calls', {}, { auth: t.serverKey }), 403, 'platform_disabled');
+    await expectError(api.get('/calls/ci_x', { auth: t.serverKey }), 403, 'platform_disabled');
+    await expectError(state(token), 403, 'platform_disabled');
+    await expectError(api.post('/sessions', sessionBody()), 403, 'platform_disabled');
+    await h.services.platform.setDisabled(false);
+    expect((await state(token)).status).toBe(200);
+  });
+
+  it('revoking the integration ends every widget session at once and stops its key', async () => {
+    const a = await newSession();
+    const b = await newSession();
+    const result = await revokeIntegration(h.services, t.integrationId);
+    expect(result.sessions).toBeGreaterThanOrEqual(2);
+    await expectError(state(a), 401, 'unauthorized');
+    await expectError(state(b), 401, 'unauthorized');
+    await expectError(api.post('/sessions', sessionBody(), { auth: t.serverKey }), 401, 'unauthorized');
+  });
+});

@@ -1,0 +1,50 @@
+/** The OpenAPI document (spec section 9): valid OpenAPI 3, version 1.0.0, every endpoint with its statuses. */
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, createHarness, type Harness } from '../helpers/harness.js';
+
+describe('GET /developers/click2call/openapi.json', () => {
+  let h: Harness;
+  let doc: any;
+
+  beforeAll(async () => {
+    h = await createHarness('pglite');
+    const res = await client(h.app).get('//developers/click2call/openapi.json');
+    expect(res.status).toBe(200);
+    doc = res.body;
+  });
+  afterAll(() => h.close());
+
+  it('is a valid OpenAPI 3 document declaring version 1.0.0', async () => {
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(doc.info.version).toBe('1.0.0');
+    await SwaggerParser.validate(structuredClone(doc));
+  });
+
+  it('declares every endpoint with its documented statuses', () => {
+    const expected: Record<string, Record<string, string[]>> = {
+      '/api/v1/click2call/sessions': { post: ['201', '401', '403', '404', '409', '422', '429'] },
+      '/api/v1/click2call/calls': { post: ['200', '202', '402', '403', '409', '422', '429'] },
+      '/api/v1/click2call/calls/{id}': { get: ['200', '404'] },
+      '/api/v1/click2call/calls/{id}/hangup': { post: ['200', '404', '502'] },
+      '/api/v1/click2call/widget/state': { get: ['200', '401', '403'] },
+    };
+    for (const [path, methods] of Object.entries(expected)) {
+      for (const [method, statuses] of Object.entries(methods)) {
+        const operation = doc.paths[path]?.[method];
+        expect(operation, `${method} ${path}`).toBeDefined();
+        for (const status of statuses) expect(Object.keys(operation.responses), `${method} ${path}`).toContain(status);
+      }
+    }
+  });
+
+  it('describes the resources from the same schemas that validate requests', () => {
+    const schemas = doc.components.schemas;
+    for (const name of ['Session', 'SessionRequest', 'Call', 'CallRequest', 'Policy', 'Engine', 'Display', 'WidgetState', 'Error']) {
+      expect(schemas[name], name).toBeDefined();
+    }
+    expect(schemas.CallRequest.additionalProperties).toBe(false);
+    expect(schemas.CallRequest.properties.contact_reference.maxLength).toBe(120);
+    expect(schemas.Call.properties.status.enum).toContain('no_answer');
+  });
+});

@@ -1,0 +1,93 @@
+/**
+ * Rate limits (spec section 8) with a clock the test controls: 300/min per IP and 600/min per
+ * integration on server-key endpoints, 600/min per IP on widget endpoints, 429 rate_limited with
+ * Retry-After counting down to the end of the window.
+ */
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { redisUrl, storeDrivers } from '../helpers/env.js';
+import { openTestDatabase } from '../helpers/databases.js';
+import { ManualClock } from '../../api/clock.js';
+import { expectError } from '../helpers/expect.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+const [driver] = storeDrivers();
+
+describe(`rate limits (counters in memory, store ${driver})`, () => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+
+  beforeEach(async () => {
+    await h?.close();
+    h = await createHarness(driver!);
+    t = await seedTenant(h.services);
+    api = client(h.app);
+    // Start at the beginning of a window so Retry-After is predictable.
+    await h.clock.advance(60_000 - (h.clock.now() % 60_000));
+  });
+  afterAll(() => h.close());
+
+  const burst = async (n: number, send: () => Promise<{ status: number }>) => {
+    for (let i = 0; i < n; i += 1) {
+      const r = await send();
+      expect(r.status).not.toBe(429);
+    }
+  };
+
+  it('refuses the 301st server-key request from one IP in a minute, with Retry-After', async () => {
+    const get = (ip = '198.51.100.1') => api.get('/calls/ci_unknown', { auth: t.serverKey, ip });
+    await burst(300, () => get());
+    await h.clock.advanceSeconds(20);
+    const refused = await expectError(get(), 429, 'rate_limited');
+    expect(refused.headers['retry-after']).toBe('40');
+    expect((await get('198.51.100.2')).status).toBe(404);
+    await h.clock.advanceSeconds(40);
+    expect((await get()).status).toBe(404);
+  });
+
+  it('refuses the 601st request of one integration in a minute, whatever the IPs', async () => {
+    let ip = 0;
+    const get = () => api.get('/calls/ci_unknown', { auth: t.serverKey, ip: `198.51.100.${(ip++ % 4) + 10}` });
+    await burst(600, get);
+    const refused = await expectError(get(), 429, 'rate_limited');
+    expect(Number(refused.headers['retry-after'])).toBe(60);
+  });
+
+  it('counts unauthenticated requests per IP too', async () => {
+    await burst(300, () => api.get('/calls/ci_x', { auth: 'c2ck_bad', ip: '198.51.100.9' }));
+    await expectError(api.get('/calls/ci_x', { auth: 'c2ck_bad', ip: '198.51.100.9' }), 429, 'rate_limited');
+  });
+
+  it('refuses the 601st widget request from one IP in a minute', async () => {
+    const session = await api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey });
+    const token = session.body.widget_token as string;
+    const poll = () => api.get('/widget/state', { auth: token, origin: ORIGIN, ip: '198.51.100.50' });
+    await burst(600, poll);
+    const refused = await expectError(poll(), 429, 'rate_limited');
+    expect(refused.headers['retry-after']).toBe('60');
+    await h.clock.advanceSeconds(60);
+    expect((await poll()).status).toBe(200);
+  });
+});
+
+describe.skipIf(!redisUrl())('rate limits shared across nodes through Redis', () => {
+  it('counts requests to two nodes against one per-IP window', async () => {
+    const database = await openTestDatabase(driver!);
+    const clock = new ManualClock(Date.UTC(2026, 0, 1, 9, 0, 0) + Math.floor(Math.random() * 1e6) * 60_000);
+    const a = await createHarness(driver!, {}, { database, clock, redisCounterUrl: redisUrl() });
+    const b = await createHarness(driver!, {}, { database, clock, redisCounterUrl: redisUrl() });
+    const t = await seedTenant(a.services);
+    const ip = `198.51.100.${Math.floor(Math.random() * 200) + 20}`;
+    const get = (node: Harness) => client(node.app).get('/calls/ci_unknown', { auth: t.serverKey, ip });
+    for (let i = 0; i < 150; i += 1) {
+      expect((await get(a)).status).toBe(404);
+      expect((await get(b)).status).toBe(404);
+    }
+    await expectError(get(b), 429, 'rate_limited');
+    await expectError(get(a), 429, 'rate_limited');
+    await a.close();
+    await b.close();
+    await database.drop();
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * The c2c CLI: operator steps of spec section 1, JSON output, refusal of lines that are not
+ * origins (nothing saved), and the real binary both against the store and through a running server.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCommand } from '../api/cli/admin-bridge.js';
+import { loadConfig } from '../api/config.js';
+import { startNode, type RunningNode } from '../api/serve.js';
+import { createHarness, type Harness } from './helpers/harness.js';
+
+const run = promisify(execFile);
+const BIN = join(import.meta.dirname, '..', 'bin', 'c2c.js');
+
+describe('c2c operator commands', () => {
+  let h: Harness;
+  const c2c = async (...argv: string[]) => {
+    const result = await runCommand(['--json', ...argv], async () => h.services);
+    return { ...result, json: result.stdout.length ? JSON.parse(result.stdout.join('\n')) : undefined };
+  };
+
+  beforeAll(async () => {
+    h = await createHarness('pglite');
+  });
+  afterAll(() => h.close());
+
+  it('sets up an account, a member and an integration, and shows the server key once', async () => {
+    const account = await c2c('account', 'create', '--name', 'Beta', '--balance', '25.50');
+    expect(account.code).toBe(0);
+    expect(account.json.balance_micros).toBe(25_500_000);
+    const member = await c2c('member', 'create', '--account', account.json.id, '--email', 'bo@beta.example', '--name', 'Bo');
+    expect(member.json.uuid).toMatch(/^[0-9a-f-]{36}$/);
+    const integration = await c2c('integration', 'create', '--account', account.json.id, '--name', 'Beta CRM', '--origin', 'https://beta.example', '--numbers', 'hide', '--countries', 'us,gb', '--caller-id', '+12025550100');
+    expect(integration.code).toBe(0);
+    expect(integration.json.server_key).toMatch(/^c2ck_/);
+    const [row] = await h.services.db.query<any>('SELECT * FROM integrations WHERE id = $1', [integration.json.integration_id]);
+    expect(row).toMatchObject({ allowed_origins: ['https://beta.example'], number_visibility: 'hide', destination_countries: ['US', 'GB'] });
+
+    const rotated = await c2c('integration', 'rotate-key', integration.json.integration_id);
+    expect(rotated.json.server_key).not.toBe(integration.json.server_key);
+  });
+
+  it('refuses lines that are not origins, names them, and saves nothing', async () => {
+    const account = await c2c('account', 'create', '--name', 'Gamma');
+    const created = await c2c('integration', 'create', '--account', account.json.id, '--name', 'G', '--origin', 'https://ok.example');
+    const id = created.json.integration_id;
+    const refused = await c2c('integration', 'origins', id, '--origin', 'https://fine.example', '--origin', 'https://bad.example/path', '--origin', 'not an origin');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.join('\n')).toContain('https://bad.example/path');
+    expect(refused.stderr.join('\n')).toContain('not an origin');
+    const [row] = await h.services.db.query<any>('SELECT allowed_origins FROM integrations WHERE id = $1', [id]);
+    expect(row.allowed_origins).toEqual(['https://ok.example']);
+    const accepted = await c2c('integration', 'origins', id, '--origin', 'https://fine.example', '--origin', 'HTTPS://Other.Example:8443');
+    expect(accepted.json.allowed_origins).toEqual(['https://fine.example', 'https://other.example:8443']);
+  });
+
+  it('switches the platform off and on', async () => {
+    expect((await c2c('platform', 'disable')).json).toEqual({ disabled: true });
+    expect(await h.services.platform.isDisabled()).toBe(true);
+    expect((await c2c('platform', 'enable')).json).toEqual({ disabled: false });
+  });
+
+  it('reports bad arguments without running anything', async () => {
+    const result = await c2c('integration', 'policy', 'c2c_x', '--numbers', 'sometimes');
+    expect(result.code).not.toBe(0);
+    expect(result.stderr.join('\n')).toContain('show, hide, masked');
+  });
+});
+
+describe('the c2c binary', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'c2c-cli-'));
+  const env = { ...process.env, C2C_DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', LOG_LEVEL: 'silent' };
+  let node: RunningNode | undefined;
+  afterAll(async () => {
+    await node?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('works against the embedded store when no server runs, then through the running server', async () => {
+    const offline = await run(process.execPath, [BIN, '--json', 'account', 'create', '--name', 'Offline Co'], { env });
+    expect(JSON.parse(offline.stdout).name).toBe('Offline Co');
+
+    node = await startNode(loadConfig({ ...env, PORT: '0' }), { logger: false });
+    const online = await run(process.execPath, [BIN, '--json', 'platform', 'disable'], { env });
+    expect(JSON.parse(online.stdout)).toEqual({ disabled: true });
+    // The running server saw it at once: its own cache was updated by the command it ran.
+    expect(await node.services.platform.isDisabled()).toBe(true);
+    const accounts = await node.services.db.query<{ name: string }>('SELECT name FROM accounts');
+    expect(accounts.map((a) => a.name)).toContain('Offline Co');
+    await run(process.execPath, [BIN, 'platform', 'enable'], { env });
+  });
+
+  it('exits non-zero with a clear message on a bad configuration', async () => {
+    const failed = await run(process.execPath, [BIN, 'platform', 'status'], { env: { ...env, PORT: 'eighty' } }).catch((e) => e);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('PORT');
+  });
+});

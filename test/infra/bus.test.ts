@@ -1,0 +1,83 @@
+/** The bus driver suite: in-process and Redis drivers deliver the same messages to every node. */
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Bus, BusMessage } from '../../api/bus/index.js';
+import { createMemoryBus } from '../../api/bus/memory.js';
+import { createRedisBus } from '../../api/bus/redis.js';
+import { connectedRedis } from '../../api/redis.js';
+import { redisUrl } from '../helpers/env.js';
+
+const waitFor = async (predicate: () => boolean, ms = 3000) => {
+  const start = Date.now();
+  while (!predicate()) {
+    if (Date.now() - start > ms) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+};
+
+type Pair = { a: Bus; b: Bus; close(): Promise<void> };
+
+const drivers: Array<[string, () => Promise<Pair>]> = [
+  ['memory', async () => {
+    const bus = createMemoryBus();
+    return { a: bus, b: bus, close: () => bus.close() };
+  }],
+];
+const url = redisUrl();
+if (url) {
+  drivers.push(['redis', async () => {
+    const a = await createRedisBus(url);
+    const b = await createRedisBus(url);
+    return { a, b, close: async () => { await a.close(); await b.close(); } };
+  }]);
+}
+
+describe.each(drivers)('bus driver %s', (_name, open) => {
+  const opened: Pair[] = [];
+  afterAll(async () => { for (const p of opened) await p.close(); });
+
+  it('delivers a message published on one node to subscribers on every node', async () => {
+    const pair = await open();
+    opened.push(pair);
+    const seenA: BusMessage[] = [];
+    const seenB: BusMessage[] = [];
+    pair.a.subscribe((m) => seenA.push(m));
+    pair.b.subscribe((m) => seenB.push(m));
+    const message: BusMessage = { type: 'agent', integrationId: 'c2c_x', memberId: 'mem_y', version: 7 };
+    pair.a.publish(message);
+    await waitFor(() => seenA.length > 0 && seenB.length > 0);
+    expect(seenA).toContainEqual(message);
+    expect(seenB).toContainEqual(message);
+    expect(pair.a.state()).toBe('up');
+  });
+
+  it('stops delivering to an unsubscribed handler', async () => {
+    const pair = await open();
+    opened.push(pair);
+    const seen: BusMessage[] = [];
+    const stop = pair.b.subscribe((m) => seen.push(m));
+    stop();
+    const control: BusMessage[] = [];
+    pair.b.subscribe((m) => control.push(m));
+    pair.a.publish({ type: 'platform', disabled: false });
+    await waitFor(() => control.length > 0);
+    expect(seen).toEqual([]);
+  });
+});
+
+describe.skipIf(!url)('Redis bus faults', () => {
+  it('survives a killed connection, reports resync, and delivers again', async () => {
+    const a = await createRedisBus(url!);
+    const b = await createRedisBus(url!);
+    const seen: BusMessage[] = [];
+    b.subscribe((m) => seen.push(m));
+    const admin = await connectedRedis(url!, 'c2c-test-admin');
+    await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+    await waitFor(() => seen.some((m) => m.type === 'resync'), 5000);
+    await waitFor(() => b.state() === 'up' && a.state() === 'up', 5000);
+    a.publish({ type: 'platform', disabled: true });
+    await waitFor(() => seen.some((m) => m.type === 'platform'), 5000);
+    admin.disconnect();
+    await a.close();
+    await b.close();
+  });
+});

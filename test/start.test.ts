@@ -1,0 +1,76 @@
+/**
+ * What `npm start` does (issue: Foundation, item 9): the service on the embedded store, the demo
+ * tenant seeded idempotently, demo.json written, and the demo credentials working from outside.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../api/config.js';
+import { startNode, type RunningNode } from '../api/serve.js';
+
+describe('npm start with the demo flag', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'c2c-start-'));
+  const config = () => loadConfig({ C2C_DATA_DIR: dataDir, PORT: '0', DEMO_PORT: '3999', LOG_LEVEL: 'silent' });
+  let node: RunningNode | undefined;
+  afterAll(async () => {
+    await node?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const post = (base: string, path: string, key: string, body: unknown) =>
+    fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+  it('serves /healthz and writes demo.json with working credentials', async () => {
+    node = await startNode(config(), { demo: true, logger: false });
+    expect(await (await fetch(`${node.url}/healthz`)).json()).toEqual({ ok: true, store: 'pglite', bus: 'up' });
+    const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+    expect(Object.keys(demo).sort()).toEqual(['agent', 'agent_disabled', 'agent_unassigned', 'allowed_origin', 'base_url', 'integration_id', 'server_key', 'site_url']);
+    expect(demo.allowed_origin).toBe('http://127.0.0.1:3999');
+
+    const base = `${node.url}/api/v1/click2call`;
+    const session = await post(base, '/sessions', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, origin: demo.allowed_origin });
+    expect(session.status).toBe(201);
+    const disabled = await post(base, '/sessions', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent_disabled, origin: demo.allowed_origin });
+    expect(disabled.status).toBe(403);
+    expect((await disabled.json()).error).toBe('agent_disabled');
+    const outside = await post(base, '/sessions', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent_unassigned, origin: demo.allowed_origin });
+    expect((await outside.json()).error).toBe('agent_not_assigned');
+    const call = await post(base, '/calls', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, phone_number: '+442079460123' });
+    expect(call.status).toBe(409);
+    expect((await call.json()).error).toBe('agent_offline');
+  });
+
+  it('restarts on the same data without losing anything or re-issuing the key', async () => {
+    const before = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+    await node!.close();
+    expect(existsSync(join(dataDir, 'admin.json'))).toBe(false);
+    node = await startNode(config(), { demo: true, logger: false });
+    const after = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+    expect(after.server_key).toBe(before.server_key);
+    const [{ n }] = (await node.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM widget_sessions')) as [{ n: number }];
+    expect(n).toBe(1);
+  });
+});
+
+describe('configuration', () => {
+  it('names every bad variable', () => {
+    const attempt = () => loadConfig({ PORT: 'abc', DATABASE_URL: 'mysql://x', PUBLIC_BASE_URL: 'https://c2c.example/api' });
+    expect(attempt).toThrow(ConfigError);
+    try {
+      attempt();
+    } catch (error) {
+      const message = (error as Error).message;
+      expect(message).toContain('PORT');
+      expect(message).toContain('DATABASE_URL');
+      expect(message).toContain('PUBLIC_BASE_URL');
+    }
+  });
+
+  it('derives the public URLs from the ports by default', () => {
+    const config = loadConfig({ PORT: '9000', GATEWAY_PORT: '9001' });
+    expect(config.apiBaseUrl).toBe('http://127.0.0.1:9000/api/v1/click2call');
+    expect(config.siteUrl).toBe('http://127.0.0.1:9000');
+    expect(config.gatewayUrl).toBe('http://127.0.0.1:9001');
+  });
+});

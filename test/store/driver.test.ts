@@ -1,0 +1,92 @@
+/**
+ * The store driver suite: the same assertions on PGlite and on PostgreSQL (DESIGN, convention 3).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isUniqueViolation, type Db } from '../../api/store/index.js';
+import { migrate } from '../../api/store/migrate.js';
+import { openPglite } from '../../api/store/pglite.js';
+import { storeDrivers } from '../helpers/env.js';
+import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
+
+describe.each(storeDrivers())('store driver %s', (driver) => {
+  let database: TestDatabase;
+  let db: Db;
+
+  beforeAll(async () => {
+    database = await openTestDatabase(driver, { migrate: false });
+    db = database.db;
+  });
+  afterAll(() => database.drop());
+
+  it('applies every migration once, and again is a no-op', async () => {
+    const first = await migrate(db);
+    expect(first).toEqual(['001_foundation.sql', '002_calls.sql']);
+    expect(await migrate(db)).toEqual([]);
+    const tables = await db.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'");
+    expect(tables.map((t) => t.table_name)).toEqual(expect.arrayContaining(['accounts', 'integrations', 'widget_sessions', 'call_intents', 'engines']));
+  });
+
+  it('returns int8 as numbers, jsonb as objects, arrays as arrays and bytea as bytes', async () => {
+    const [row] = await db.query<{ big: number; j: { a: number[] }; arr: string[]; b: Uint8Array }>(
+      "SELECT 9007199254740991::bigint AS big, '{\"a\":[1,2]}'::jsonb AS j, ARRAY['x','y'] AS arr, '\\x0102'::bytea AS b",
+    );
+    expect(row).toMatchObject({ big: 9007199254740991, j: { a: [1, 2] }, arr: ['x', 'y'] });
+    expect([...row!.b]).toEqual([1, 2]);
+  });
+
+  it('rolls a failed transaction back entirely', async () => {
+    await db.query('CREATE TABLE t_rollback (id int PRIMARY KEY)');
+    await expect(
+      db.tx(async (sql) => {
+        await sql.query('INSERT INTO t_rollback VALUES (1)');
+        await sql.query('INSERT INTO t_rollback VALUES (1)');
+      }),
+    ).rejects.toSatisfy((error: unknown) => isUniqueViolation(error));
+    expect(await db.query('SELECT * FROM t_rollback')).toEqual([]);
+  });
+
+  it('serializes transactions that take the same advisory lock', async () => {
+    await db.query('CREATE TABLE t_counter (n int NOT NULL)');
+    await db.query('INSERT INTO t_counter VALUES (0)');
+    await Promise.all(
+      Array.from({ length: 20 }, () =>
+        db.tx(async (sql) => {
+          await sql.query("SELECT pg_advisory_xact_lock(hashtext('counter'))");
+          const [row] = await sql.query<{ n: number }>('SELECT n FROM t_counter');
+          await sql.query('UPDATE t_counter SET n = $1', [row!.n + 1]);
+        }),
+      ),
+    );
+    expect(await db.query('SELECT n FROM t_counter')).toEqual([{ n: 20 }]);
+  });
+
+  it('lets exactly one of many concurrent conditional updates win', async () => {
+    await db.query("CREATE TABLE t_claim (id int PRIMARY KEY, status text NOT NULL)");
+    await db.query("INSERT INTO t_claim VALUES (1, 'queued')");
+    const results = await Promise.all(
+      Array.from({ length: 25 }, (_, i) =>
+        db.query("UPDATE t_claim SET status = $1 WHERE id = 1 AND status = 'queued' RETURNING id", [`claimed-${i}`]),
+      ),
+    );
+    expect(results.filter((rows) => rows.length === 1)).toHaveLength(1);
+  });
+});
+
+describe('PGlite persistence', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'c2c-pglite-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('keeps data across a restart of the embedded store', async () => {
+    const first = await openPglite(dir);
+    await migrate(first);
+    await first.query("INSERT INTO rates (prefix, per_minute_micros) VALUES ('+44', 123)");
+    await first.close();
+    const second = await openPglite(dir);
+    expect(await migrate(second)).toEqual([]);
+    expect(await second.query('SELECT prefix, per_minute_micros FROM rates')).toEqual([{ prefix: '+44', per_minute_micros: 123 }]);
+    await second.close();
+  });
+});
