@@ -11,6 +11,8 @@ import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
 import { serverKeyRoutes } from './routes/server/index.js';
 import { widgetRoutes } from './routes/widget/index.js';
+import { engineGroup } from './routes/engine/index.js';
+import { webhookRoutes } from './routes/provider/webhooks.js';
 import type { Services } from './services.js';
 
 export interface AppOptions {
@@ -61,8 +63,24 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     async (api) => {
       await api.register(serverKeyRoutes(services));
       await api.register(widgetRoutes(services));
+      await api.register(engineGroup(services));
     },
     { prefix: API_PREFIX },
   );
+  await app.register(webhookRoutes(services));
+  attachSimulator(app, services);
   return app;
+}
+
+/** The simulator delivers its webhooks to this app in-process, signed exactly as over HTTP. */
+function attachSimulator(app: FastifyInstance, services: Services): void {
+  services.providers.simulator.attach(async (path, params, signature) => {
+    const response = await app.inject({
+      method: 'POST',
+      url: path,
+      payload: new URLSearchParams(params).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature },
+    });
+    return { status: response.statusCode, body: response.body };
+  });
 }

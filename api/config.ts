@@ -37,7 +37,8 @@ const EnvSchema = z.object({
   PUBLIC_SITE_URL: publicOrigin.optional(),
   PUBLIC_GATEWAY_URL: publicOrigin.optional(),
   C2C_DEMO: flag.default(false),
-  VOICE_PROVIDER: z.enum(['simulated', 'twilio']).default('simulated'),
+  // The Twilio driver arrives with its own issue; until then the simulator is the only provider.
+  VOICE_PROVIDER: z.enum(['simulated']).default('simulated'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   WIDGET_TOKEN_TTL_SECONDS: z.coerce.number().int().min(5).max(24 * 3600).default(LIMITS.widgetTokenTtlSeconds),
   TRUST_PROXY: flag.default(false),
@@ -61,7 +62,7 @@ export interface Config {
   /** where socket.io-client connects */
   gatewayUrl: string;
   demo: boolean;
-  voiceProvider: 'simulated' | 'twilio';
+  voiceProvider: 'simulated';
   logLevel: string;
   widgetTokenTtlSeconds: number;
   trustProxy: boolean;

@@ -33,7 +33,8 @@ export async function openServices(config: Config, clock: Clock = systemClock): 
   const db = await openStore(config);
   const bus = await openBus(config.redisUrl);
   const counter = await openRateCounter(config.redisUrl, clock);
-  return createServices({ config, db, bus, clock, counter });
+  const log = (message: string, error?: unknown) => console.error(message, error instanceof Error ? error.message : (error ?? ''));
+  return createServices({ config, db, bus, clock, counter, log });
 }
 
 export async function closeServices(services: Services): Promise<void> {
@@ -51,6 +52,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://127.0.0.1:${port}`;
   const removeAdminFile = publishAdminFile(url);
+  services.reaper.start();
 
   if (options.demo) {
     const { credentials, fresh } = await seedDemo(services, config);
@@ -71,6 +73,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
     close() {
       closing ??= (async () => {
         removeAdminFile();
+        await services.reaper.stop();
         await app.close();
         await closeServices(services);
       })();

@@ -1,15 +1,20 @@
 /**
- * The service container: infrastructure (store, bus, clock, counters, config) and the domain
- * services built on it. Routes and the gateway receive this one object, so both call the same
- * domain code.
+ * The service container: infrastructure (store, bus, clock, counters, providers, config) and the
+ * domain services built on it. Routes and the gateway receive this one object, so both call the
+ * same domain code.
  */
 import type { Realtime } from '../shared/types.js';
 import type { Bus } from './bus/index.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import { createCalls } from './domain/calls/service.js';
+import { createCommands } from './domain/commands/service.js';
+import { createEngines } from './domain/engines/service.js';
 import { createPlatform } from './domain/platform.js';
+import { createReaper } from './domain/reaper.js';
 import { createSessions } from './domain/sessions.js';
+import { createWidgetStates } from './domain/widget-states.js';
+import { createProviders, type Providers } from './providers/index.js';
 import type { RateCounter } from './ratelimit/index.js';
 import type { Db } from './store/index.js';
 
@@ -19,15 +24,24 @@ export interface Infra {
   bus: Bus;
   clock: Clock;
   counter: RateCounter;
+  /** defaults to the configured provider plus the simulator */
+  providers?: Providers;
+  /** where background work (the reaper) reports failures */
+  log?: (message: string, error?: unknown) => void;
 }
 
 export function createServices(infra: Infra) {
   const { config, db, bus, clock } = infra;
+  const providers = infra.providers ?? createProviders(config, clock);
   const platform = createPlatform(db, bus, clock);
   const sessions = createSessions({ db, bus, clock, widgetTokenTtlSeconds: config.widgetTokenTtlSeconds });
-  const calls = createCalls({ db, bus, clock });
+  const calls = createCalls({ db, bus, clock, config, providers });
+  const commands = createCommands({ db, bus, clock, providers });
+  const engines = createEngines({ db, bus, clock, config, providers, commands });
+  const reaper = createReaper({ db, bus, clock, providers, log: infra.log });
   const realtime: Realtime = { url: config.gatewayUrl, path: '/socket.io', available: false };
-  return { ...infra, platform, sessions, calls, realtime };
+  const widgetStates = createWidgetStates({ db, bus, clock, realtime });
+  return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates };
 }
 
 export type Services = ReturnType<typeof createServices>;

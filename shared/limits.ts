@@ -27,6 +27,10 @@ export const LIMITS = {
   enginePerEnginePerMinute: 600,
   /** decided: an engine token dies after this long without a heartbeat */
   engineTokenIdleSeconds: 24 * 60 * 60,
+  /** decided: an engine silent this long no longer holds its calls: they are flagged orphaned */
+  engineStaleSeconds: 30,
+  /** decided: a heartbeat not mentioning a call orphans it only after this grace (the claim may be in flight) */
+  orphanGraceSeconds: 5,
   /** decided: a claimed intent whose provider leg never starts fails after this */
   claimConnectTimeoutSeconds: 60,
   /** decided: after a refresh, the previous widget token keeps working this long (in-flight requests) */

@@ -300,7 +300,11 @@ export function buildProgram(services: ServicesProvider, out: Output): Command {
     .description('revoke for good: keys stop, widget sessions and call windows end, calls end')
     .action(async (id: string) => {
       const result = await revokeIntegration(await services(), id);
-      out.result({ integration_id: id, ...result }, `integration ${id} revoked (${result.sessions} widget sessions ended)`);
+      out.result(
+        { integration_id: id, ...result },
+        `integration ${id} revoked: ${result.sessions} widget sessions, ${result.engines} call windows and ${result.calls} calls ended` +
+          (result.uncertain ? ` (${result.uncertain} calls could not be ended yet; the service keeps trying)` : ''),
+      );
     });
 
   const platform = program.command('platform').description('the platform-wide switch');
@@ -332,6 +336,20 @@ export function buildProgram(services: ServicesProvider, out: Output): Command {
     .action(async (number: string, o: { account?: string }) => {
       await blockNumber(await deps(), o.account ?? null, number);
       out.result({ number, account_id: o.account ?? null }, `${number} is on the do-not-call list`);
+    });
+
+  program
+    .command('call')
+    .description('calls')
+    .command('inbound')
+    .description('simulated provider: ring a routable agent of the integration with an incoming call')
+    .requiredOption('--integration <integrationId>')
+    .requiredOption('--from <e164>', "the caller's number")
+    .option('--agent <email>', "ring only this member's window")
+    .option('--name <name>', 'caller name shown in the widget')
+    .action(async (o: { integration: string; from: string; agent?: string; name?: string }) => {
+      const call = await (await services()).calls.injectInbound({ integrationId: o.integration, from: o.from, memberEmail: o.agent, callerName: o.name });
+      out.result(call, `incoming call ${call.call_id} from ${o.from} is ringing`);
     });
 
   return program;

@@ -41,6 +41,15 @@ export interface WidgetContext {
   agent: ResolvedAgent;
 }
 
+const MAX_CACHED_CONTEXTS = 50_000;
+
+/** A token's checks as last read from the store: the context, or the refusal it earned. */
+interface CachedAuth {
+  session: WidgetSessionRow;
+  integration: IntegrationWithAccount;
+  outcome: { agent: ResolvedAgent } | { failure: C2CError };
+}
+
 export interface SessionsDeps {
   db: Db;
   bus: Bus;
@@ -67,6 +76,49 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
     return { id, token: credential.token, expiresAt: now + ttlMs };
   }
 
+  /**
+   * Widget requests are the hot path (polls), so the checks that read the store are cached per
+   * token, the outcome included. The bus drops an entry when its session, integration or member
+   * changes, so revocation, disabling and un-assigning still apply on the next request.
+   */
+  const contexts = new Map<string, CachedAuth>();
+  // Bumped by every invalidation: a load that overlapped one is used once but not cached.
+  let generation = 0;
+  bus.subscribe((message) => {
+    if (message.type === 'session' || message.type === 'integration' || message.type === 'member' || message.type === 'resync') generation += 1;
+    if (message.type === 'resync') return contexts.clear();
+    for (const [lookup, context] of contexts) {
+      if (
+        (message.type === 'session' && context.session.id === message.sessionId) ||
+        (message.type === 'integration' && context.integration.id === message.integrationId) ||
+        (message.type === 'member' && context.session.member_id === message.memberId)
+      ) {
+        contexts.delete(lookup);
+      }
+    }
+  });
+
+  async function loadContext(lookup: string): Promise<CachedAuth> {
+    const startedAt = generation;
+    const [session] = await db.query<WidgetSessionRow>('SELECT * FROM widget_sessions WHERE lookup = $1', [lookup]);
+    if (!session) throw new C2CError('unauthorized');
+    const integration = await findIntegration(db, session.integration_id);
+    if (!integration) throw new C2CError('unauthorized');
+    let context: CachedAuth;
+    try {
+      assertIntegrationUsable(integration);
+      if (!originAllowed(integration, session.origin)) throw new C2CError('origin_not_allowed');
+      context = { session, integration, outcome: { agent: await reloadAgent(db, integration, session.member_id) } };
+    } catch (error) {
+      if (!(error instanceof C2CError)) throw error;
+      context = { session, integration, outcome: { failure: error } };
+    }
+    if (generation !== startedAt) return context;
+    if (contexts.size >= MAX_CACHED_CONTEXTS) contexts.clear();
+    contexts.set(lookup, context);
+    return context;
+  }
+
   return {
     /** POST /sessions: the integration is the server key's; checks run in the documented order. */
     async create(integration: IntegrationWithAccount, request: SessionRequest) {
@@ -85,19 +137,16 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
     async authenticate(token: string | undefined, originHeader: string | undefined): Promise<WidgetContext> {
       const presented = parseCredential('widgetToken', token);
       if (!presented) throw new C2CError('unauthorized');
-      const [session] = await db.query<WidgetSessionRow>('SELECT * FROM widget_sessions WHERE lookup = $1', [presented.lookup]);
-      if (!session || !secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
+      const context = contexts.get(presented.lookup) ?? (await loadContext(presented.lookup));
+      const { session } = context;
+      if (!secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
       if (session.revoked_at !== null) throw new C2CError('unauthorized', 'The widget session has ended.');
       if (session.expires_at <= clock.now()) throw new C2CError('unauthorized', 'The widget token has expired; refresh it or ask the session endpoint again.');
       if (originHeader === undefined || parseOrigin(originHeader) !== session.origin) {
         throw new C2CError('origin_not_allowed', 'A widget token works only on the origin it was created for.');
       }
-      const integration = await findIntegration(db, session.integration_id);
-      if (!integration) throw new C2CError('unauthorized');
-      assertIntegrationUsable(integration);
-      if (!originAllowed(integration, session.origin)) throw new C2CError('origin_not_allowed');
-      const agent = await reloadAgent(db, integration, session.member_id);
-      return { session, integration, agent };
+      if ('failure' in context.outcome) throw context.outcome.failure;
+      return { session, integration: context.integration, agent: context.outcome.agent };
     },
 
     /** POST /widget/refresh: a new token for the same agent and origin; the old one lingers briefly. */
@@ -108,7 +157,7 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
         const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;
         await sql.query('UPDATE widget_sessions SET expires_at = LEAST(expires_at, $2) WHERE id = $1', [session.id, graceEnd]);
         return fresh;
-      });
+      }).finally(() => bus.publish({ type: 'session', sessionId: session.id, reason: 'refreshed' }));
     },
 
     /** POST /widget/revoke: ends this widget session (not the call). */

@@ -24,6 +24,7 @@ export interface EngineRow {
   created_at: number;
   last_seen_at: number;
   closed_at: number | null;
+  registered: boolean;
 }
 
 export interface CallRow {
@@ -60,6 +61,7 @@ export interface CallRow {
   hangup_requested_at: number | null;
   end_reason: string | null;
   charge_micros: number | null;
+  provider: 'simulated' | 'twilio';
 }
 
 export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'rejected', 'busy', 'no_answer', 'canceled', 'failed', 'expired'];

@@ -6,12 +6,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken } from '../domain/credentials.js';
 import { authenticateServerKey, type ServerKeyContext } from '../domain/server-keys.js';
 import type { WidgetContext } from '../domain/sessions.js';
+import type { EngineContext } from '../domain/engines/auth.js';
 import type { Services } from '../services.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     serverKey?: ServerKeyContext;
     widget?: WidgetContext;
+    engine?: EngineContext;
   }
 }
 
@@ -24,6 +26,11 @@ export function serverKeyOf(request: FastifyRequest): ServerKeyContext {
 export function widgetOf(request: FastifyRequest): WidgetContext {
   if (!request.widget) throw new Error('route is missing the widget hook');
   return request.widget;
+}
+
+export function engineOf(request: FastifyRequest): EngineContext {
+  if (!request.engine) throw new Error('route is missing the engine hook');
+  return request.engine;
 }
 
 export function useServerKeyAuth(app: FastifyInstance, services: Services): void {
@@ -41,5 +48,24 @@ export function useWidgetAuth(app: FastifyInstance, services: Services): void {
     await services.platform.assertEnabled();
     await app.limits.widgetPerIp(request);
     request.widget = await services.sessions.authenticate(bearerToken(request.headers.authorization), request.headers.origin);
+  });
+}
+
+/** Engine routes (all but pair, whose credential is the ticket in its body). */
+export function useEngineAuth(app: FastifyInstance, services: Services): void {
+  app.addHook('onRequest', async (request) => {
+    if (request.method === 'OPTIONS') return;
+    await services.platform.assertEnabled();
+    request.engine = await services.engines.authenticate(bearerToken(request.headers.authorization));
+    await app.limits.enginePerEngine(request, request.engine.engine.id);
+  });
+}
+
+/** Pairing: the platform switch and the per-IP widget limit; the ticket is checked by the handler. */
+export function usePairingGuard(app: FastifyInstance, services: Services): void {
+  app.addHook('onRequest', async (request) => {
+    if (request.method === 'OPTIONS') return;
+    await services.platform.assertEnabled();
+    await app.limits.widgetPerIp(request);
   });
 }

@@ -1,21 +1,27 @@
 /**
- * Revoking an integration (spec section 1): its keys stop, and every widget session ends at once.
- * Each ended session is announced on the bus so gateways disconnect its sockets.
+ * Revoking an integration (spec section 1): its keys stop, every widget session and call window
+ * ends at once, and calls in progress end through the provider. Each ended session and window is
+ * announced on the bus so gateways disconnect their sockets.
  */
-import type { Sql } from '../../store/index.js';
+import type { Providers } from '../../providers/index.js';
+import { Changes } from '../changes.js';
+import { LIVE_STATUSES } from '../calls/checks.js';
+import { hangupCall } from '../calls/hangup.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
 
 export interface RevocationResult {
   sessions: number;
+  engines: number;
+  calls: number;
+  /** calls the provider could not be reached to end; the reaper retries them */
+  uncertain: number;
 }
 
-export async function revokeIntegration(deps: OperatorDeps, integrationId: string): Promise<RevocationResult> {
+export async function revokeIntegration(deps: OperatorDeps & { providers: Providers }, integrationId: string): Promise<RevocationResult> {
   const now = deps.clock.now();
-  const result = await deps.db.tx(async (sql: Sql) => {
-    const updated = await sql.query(
-      `UPDATE integrations SET status = 'revoked', revoked_at = $2 WHERE id = $1 RETURNING id`,
-      [integrationId, now],
-    );
+  const changes = new Changes();
+  const revoked = await deps.db.tx(async (sql) => {
+    const updated = await sql.query(`UPDATE integrations SET status = 'revoked', revoked_at = $2 WHERE id = $1 RETURNING id`, [integrationId, now]);
     if (updated.length === 0) throw new OperatorError(`No integration ${integrationId}.`);
     await sql.query('UPDATE server_keys SET revoked_at = $2 WHERE integration_id = $1 AND revoked_at IS NULL', [integrationId, now]);
     const sessions = await sql.query<{ id: string }>(
@@ -23,9 +29,28 @@ export async function revokeIntegration(deps: OperatorDeps, integrationId: strin
        WHERE integration_id = $1 AND revoked_at IS NULL RETURNING id`,
       [integrationId, now],
     );
-    return { sessionIds: sessions.map((s) => s.id) };
+    for (const { id } of sessions) changes.sessionEnded(id, 'integration_revoked');
+    const engines = await sql.query<{ id: string; member_id: string }>(
+      `UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'integration_revoked', version = version + 1
+       WHERE integration_id = $1 AND state <> 'closed' RETURNING id, member_id`,
+      [integrationId, now],
+    );
+    for (const engine of engines) {
+      changes.engineClosed(engine.id);
+      await changes.touchAgent(sql, integrationId, engine.member_id);
+    }
+    const calls = await sql.query<{ id: string }>('SELECT id FROM call_intents WHERE integration_id = $1 AND status = ANY($2)', [integrationId, LIVE_STATUSES]);
+    return { sessions: sessions.length, engines: engines.length, callIds: calls.map((c) => c.id) };
   });
   deps.bus.publish({ type: 'integration', integrationId });
-  for (const sessionId of result.sessionIds) deps.bus.publish({ type: 'session', sessionId, reason: 'integration_revoked' });
-  return { sessions: result.sessionIds.length };
+  let uncertain = 0;
+  for (const callId of revoked.callIds) {
+    try {
+      changes.merge((await hangupCall(deps, callId, 'integration_revoked')).changes);
+    } catch {
+      uncertain += 1;
+    }
+  }
+  changes.publish(deps.bus);
+  return { sessions: revoked.sessions, engines: revoked.engines, calls: revoked.callIds.length, uncertain };
 }

@@ -3,6 +3,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import { useWidgetAuth } from '../../http/auth.js';
 import { useWidgetCors } from '../../http/cors.js';
 import type { Services } from '../../services.js';
+import { commandRoutes } from './commands.js';
+import { launchTicketRoutes } from './launch-ticket.js';
+import { widgetSessionRoutes } from './session.js';
 import { stateRoutes } from './state.js';
 
 export const widgetRoutes =
@@ -11,4 +14,7 @@ export const widgetRoutes =
     await useWidgetCors(app, services);
     useWidgetAuth(app, services);
     await app.register(stateRoutes(services));
+    await app.register(launchTicketRoutes(services));
+    await app.register(commandRoutes(services));
+    await app.register(widgetSessionRoutes(services));
   };

@@ -1,7 +1,13 @@
-/** GET /widget/state (spec section 4): the agent's WidgetState. */
+/**
+ * GET /widget/state (spec section 4): the agent's WidgetState. This is the poll path, so it is
+ * served from the per-agent cache, answers 304 to an If-None-Match of the current ETag, and
+ * skips response validation (the shape is asserted by the contract tests instead).
+ */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { WidgetState } from '../../../shared/schemas/widget-api.js';
-import { loadAgentState, renderWidgetState } from '../../domain/widget-state.js';
+
+const NotModified = z.null().describe('Not modified: the ETag still matches');
 import { widgetOf } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { Services } from '../../services.js';
@@ -14,19 +20,19 @@ export const stateRoutes =
       {
         schema: {
           summary: "The agent's WidgetState",
+          description: 'Send If-None-Match with the last ETag: an unchanged state answers 304 with no body.',
           tags: ['widget token'],
           security: [{ widgetToken: [] }],
-          response: { 200: WidgetState, ...errorResponses(401, 403, 429) },
+          response: { 200: WidgetState, 304: NotModified, ...errorResponses(401, 403, 429) },
         },
+        serializerCompiler: () => (data) => JSON.stringify(data),
       },
-      async (request) => {
-        const widget = widgetOf(request);
-        const data = await loadAgentState(services.db, widget.integration.id, widget.agent.member.id);
-        return renderWidgetState(
-          data,
-          { integration: widget.integration, agent: widget.agent, sessionExpiresAt: widget.session.expires_at, realtime: services.realtime },
-          services.clock.now(),
-        );
+      async (request, reply) => {
+        const state = await services.widgetStates.forWidget(widgetOf(request));
+        const etag = services.widgetStates.etag(state);
+        reply.header('etag', etag).header('cache-control', 'no-cache');
+        if (request.headers['if-none-match'] === etag) return reply.code(304).send(null);
+        return state;
       },
     );
   };

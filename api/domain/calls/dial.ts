@@ -1,0 +1,58 @@
+/**
+ * The voice webhook's domain half (spec section 3, "claimed → dialing"): consume the claimed
+ * intent exactly once and plan the dial: the real number (from the store, never the browser), the
+ * frozen caller ID, and the time limit from the caps and the wallet's share.
+ */
+import { engineIdentity } from '../../../shared/prefixes.js';
+import type { Clock } from '../../clock.js';
+import type { Db } from '../../store/index.js';
+import { affordableSeconds, timeLimitSeconds } from '../billing.js';
+import { Changes } from '../changes.js';
+import type { CallRow } from '../views.js';
+import { LIVE_STATUSES } from './checks.js';
+
+export interface DialWebhook {
+  callSid: string;
+  from: string;
+  /** the intent id (the engine connects with To = request_id) */
+  to: string;
+  biz: string;
+  callerId: string;
+}
+
+export type DialDecision = { dial: { number: string; callerId: string; timeLimitSeconds: number; intentId: string } } | { reject: string };
+
+export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook): Promise<{ decision: DialDecision; changes: Changes }> {
+  const changes = new Changes();
+  const decision = await db.tx(async (sql): Promise<DialDecision> => {
+    const [call] = await sql.query<CallRow>('SELECT * FROM call_intents WHERE id = $1 AND account_id = $2 FOR UPDATE', [webhook.to, webhook.biz]);
+    if (!call || call.direction !== 'outbound') return { reject: 'unknown intent' };
+    const plan = (limit: number) => ({ dial: { number: call.phone_number, callerId: call.caller_id!, timeLimitSeconds: limit, intentId: call.id } });
+    // The provider retrying the same webhook gets the same answer; anything else is a second use.
+    if (call.provider_call_sid === webhook.callSid && call.time_limit_seconds !== null) return plan(call.time_limit_seconds);
+    if (call.status !== 'claimed' || call.engine_id === null) return { reject: `intent is ${call.status}` };
+    if (webhook.from !== `client:${engineIdentity(call.engine_id)}`) return { reject: 'not the claiming engine' };
+    if (webhook.callerId !== call.caller_id) return { reject: 'caller id differs from the intent' };
+
+    const [account] = await sql.query<{ balance_micros: number; live_calls: number }>(
+      `SELECT a.balance_micros,
+              (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status = ANY($2) AND c.direction = 'outbound') AS live_calls
+       FROM accounts a WHERE a.id = $1`,
+      [call.account_id, LIVE_STATUSES],
+    );
+    const affordable = affordableSeconds(account?.balance_micros ?? 0, call.per_minute_micros, Math.max(1, account?.live_calls ?? 1));
+    const limit = timeLimitSeconds(call.policy.max_call_seconds, affordable);
+    if (limit <= 0) return { reject: 'no balance' };
+    const now = clock.now();
+    const [updated] = await sql.query<CallRow>(
+      `UPDATE call_intents SET status = 'dialing', dialing_at = $2, provider_call_sid = $3, time_limit_seconds = $4
+       WHERE id = $1 AND status = 'claimed' RETURNING *`,
+      [call.id, now, webhook.callSid, limit],
+    );
+    if (!updated) return { reject: 'intent already consumed' };
+    await changes.touchAgent(sql, call.integration_id, call.member_id);
+    return plan(limit);
+  });
+  return { decision, changes };
+}
+

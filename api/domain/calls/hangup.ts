@@ -1,0 +1,47 @@
+/**
+ * Ending a call on request (widget, backend, window, or the service itself). Before a provider leg
+ * exists the intent is simply canceled. Otherwise the provider ends the leg through its REST API;
+ * only when that succeeds is the call recorded as ended, so an unreachable provider answers
+ * hangup_uncertain and never a false "done". The provider's own callback for the same hangup
+ * then finds the call ended and changes nothing.
+ */
+import { C2CError } from '../../../shared/errors.js';
+import type { Clock } from '../../clock.js';
+import { loadProviderAccount, ProviderUnreachable, type Providers } from '../../providers/index.js';
+import type { Db } from '../../store/index.js';
+import { Changes } from '../changes.js';
+import { isTerminal, type CallRow } from '../views.js';
+import { endStatusFor, finishCall, type EndReason } from './lifecycle.js';
+
+export interface HangupDeps {
+  db: Db;
+  clock: Clock;
+  providers: Providers;
+}
+
+export async function hangupCall({ db, clock, providers }: HangupDeps, callId: string, reason: EndReason = 'hangup'): Promise<{ call: CallRow; changes: Changes }> {
+  const changes = new Changes();
+  const read = async () => (await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [callId]))[0]!;
+  let call = await read();
+  if (isTerminal(call.status)) return { call, changes };
+
+  if (call.provider_call_sid === null) {
+    const ended = await db.tx((sql) => finishCall(sql, changes, clock.now(), call.id, { status: endStatusFor(call, reason), reason }));
+    return { call: ended ?? (await read()), changes };
+  }
+
+  await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2) WHERE id = $1', [call.id, clock.now()]);
+  const account = await loadProviderAccount(db, call.account_id);
+  try {
+    await providers.byName(call.provider).hangup(account!, call.provider_call_sid);
+  } catch (error) {
+    if (error instanceof ProviderUnreachable) throw new C2CError('hangup_uncertain', undefined, { cause: error });
+    throw error;
+  }
+  call = await read();
+  if (!isTerminal(call.status)) {
+    await db.tx((sql) => finishCall(sql, changes, clock.now(), call.id, { status: endStatusFor(call, reason), reason }));
+    call = await read();
+  }
+  return { call, changes };
+}

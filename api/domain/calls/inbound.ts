@@ -1,0 +1,96 @@
+/**
+ * Incoming calls through the simulated provider (spec section 8, "incoming"): the call rings one
+ * routable agent, the one whose window is ready, has a microphone, is Available, registered and
+ * not on a call, in an enabled integration that allows incoming calls to an enabled, covered
+ * member. Of several, the one idle longest rings. The real provider's inbound webhook arrives with
+ * the Twilio driver; this is what the demo and integrators' CI use.
+ */
+import { C2CError } from '../../../shared/errors.js';
+import { ID_PREFIX } from '../../../shared/prefixes.js';
+import type { Clock } from '../../clock.js';
+import type { Config } from '../../config.js';
+import { loadProviderAccount, type Providers } from '../../providers/index.js';
+import { INBOUND_RING_SECONDS } from '../../providers/simulated/behaviours.js';
+import { statusCallbackUrl } from '../../providers/twiml.js';
+import type { Db } from '../../store/index.js';
+import { reloadAgent } from '../agents.js';
+import { Changes } from '../changes.js';
+import { newId } from '../credentials.js';
+import { assertIntegrationUsable, findIntegration } from '../integrations/repo.js';
+import { parseE164 } from '../phone.js';
+import type { CallRow, EngineRow } from '../views.js';
+import { LIVE_STATUSES } from './checks.js';
+
+export interface InboundRequest {
+  integrationId: string;
+  from: string;
+  /** ring only this member's window */
+  memberEmail?: string;
+  callerName?: string;
+}
+
+export async function injectInbound(
+  deps: { db: Db; clock: Clock; config: Config; providers: Providers },
+  request: InboundRequest,
+): Promise<{ call: CallRow; changes: Changes }> {
+  const { db, clock } = deps;
+  const from = parseE164(request.from);
+  if (!from) throw new C2CError('invalid_phone_number', 'from must be a valid E.164 number.');
+  const integration = await findIntegration(db, request.integrationId);
+  if (!integration) throw new C2CError('not_found', 'No such integration.');
+  assertIntegrationUsable(integration);
+
+  const candidates = await db.query<EngineRow & { email: string; last_call_at: number | null }>(
+    `SELECT e.*, m.email,
+            (SELECT max(coalesce(c.ended_at, c.created_at)) FROM call_intents c WHERE c.engine_id = e.id) AS last_call_at
+     FROM engines e JOIN members m ON m.id = e.member_id
+     WHERE e.integration_id = $1 AND e.state = 'ready' AND e.mic_ready AND e.available AND e.registered AND NOT e.busy
+       AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status = ANY($2))
+       AND ($3::text IS NULL OR lower(m.email) = lower($3))
+     ORDER BY last_call_at ASC NULLS FIRST, e.created_at ASC`,
+    [integration.id, LIVE_STATUSES, request.memberEmail ?? null],
+  );
+  let chosen: { engine: EngineRow; policy: CallRow['policy']; department: string | null } | undefined;
+  for (const engine of candidates) {
+    try {
+      const agent = await reloadAgent(db, integration, engine.member_id);
+      if (!agent.effective.policy.inbound) continue;
+      chosen = { engine, policy: agent.effective.policy, department: agent.member.department_name };
+      break;
+    } catch {
+      // disabled or no longer covered: not routable
+    }
+  }
+  if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
+
+  const changes = new Changes();
+  const now = clock.now();
+  const id = newId(ID_PREFIX.callIntent);
+  const account = await loadProviderAccount(db, integration.account_id);
+  const legSid = await deps.providers.simulator.ringClient(account!, statusCallbackUrl(deps.config.publicBaseUrl, id), from.e164);
+  const call = await db.tx(async (sql) => {
+    const [row] = await sql.query<CallRow>(
+      `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
+         department, policy, engine_id, provider, provider_call_sid, created_at, expires_at)
+       VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, 'simulated', $10, $11, $12) RETURNING *`,
+      [
+        id,
+        integration.id,
+        integration.account_id,
+        chosen!.engine.member_id,
+        from.e164,
+        request.callerName ?? null,
+        chosen!.department,
+        JSON.stringify(chosen!.policy),
+        chosen!.engine.id,
+        legSid,
+        now,
+        now + INBOUND_RING_SECONDS * 1000,
+      ],
+    );
+    await changes.touchAgent(sql, integration.id, chosen!.engine.member_id);
+    changes.engineWork(chosen!.engine.id);
+    return row!;
+  });
+  return { call, changes };
+}

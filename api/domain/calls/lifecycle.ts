@@ -1,0 +1,107 @@
+/**
+ * The call intent state machine (spec section 3): forward-only transitions, ending a call once,
+ * and billing it once. Every path that ends a call (provider callback, hangup, expiry, engine
+ * offline, revocation) goes through finishCall, so the effects are the same whoever ends it.
+ */
+import type { CallStatus } from '../../../shared/types.js';
+import type { Sql } from '../../store/index.js';
+import { chargeMicros } from '../billing.js';
+import type { Changes } from '../changes.js';
+import { callDurationSeconds, type CallRow } from '../views.js';
+import { LIVE_STATUSES } from './checks.js';
+
+/** Progress order; a status never moves to a lower rank, and terminal ones never move. */
+export const STATUS_RANK: Record<CallStatus, number> = {
+  queued: 0,
+  incoming: 1,
+  claimed: 1,
+  dialing: 2,
+  ringing: 3,
+  connected: 4,
+  completed: 5,
+  rejected: 5,
+  busy: 5,
+  no_answer: 5,
+  canceled: 5,
+  failed: 5,
+  expired: 5,
+};
+
+export type EndReason =
+  | 'hangup'
+  | 'far_end'
+  | 'provider'
+  | 'expired'
+  | 'engine_offline'
+  | 'connect_timeout'
+  | 'integration_revoked'
+  | 'declined'
+  | 'time_limit';
+
+/** How a live call ends when someone hangs up or the service ends it: by whether it was answered. */
+export function endStatusFor(call: Pick<CallRow, 'status' | 'answered_at' | 'direction'>, reason: EndReason): CallStatus {
+  if (call.answered_at !== null) return 'completed';
+  if (reason === 'expired') return 'expired';
+  if (call.status === 'incoming') return reason === 'hangup' || reason === 'declined' ? 'rejected' : 'no_answer';
+  if (reason === 'engine_offline' || reason === 'connect_timeout') return 'failed';
+  return 'canceled';
+}
+
+export interface Finish {
+  status: CallStatus;
+  reason: EndReason;
+  error?: string | null;
+  /** provider's answer time, when the final callback is the first to carry one */
+  answeredAt?: number | null;
+}
+
+/**
+ * Ends a live call once (a second attempt finds it ended and returns undefined), bills it when it
+ * was an answered outbound call, and bumps the agent's version.
+ */
+export async function finishCall(sql: Sql, changes: Changes, nowMs: number, callId: string, finish: Finish): Promise<CallRow | undefined> {
+  const [call] = await sql.query<CallRow>(
+    `UPDATE call_intents SET status = $2, end_reason = $3, error = coalesce($4, error), ended_at = $5,
+       answered_at = coalesce(answered_at, $6), orphaned = false
+     WHERE id = $1 AND status = ANY($7) RETURNING *`,
+    [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null, LIVE_STATUSES],
+  );
+  if (!call) return undefined;
+  const billed = call.status === 'completed' ? await bill(sql, call, nowMs) : call;
+  await changes.touchAgent(sql, call.integration_id, call.member_id);
+  return billed;
+}
+
+/** Debits the wallet once per call: the ledger's unique call_id makes a second debit impossible. */
+async function bill(sql: Sql, call: CallRow, nowMs: number): Promise<CallRow> {
+  if (call.direction !== 'outbound' || call.answered_at === null) return call;
+  const amount = chargeMicros(callDurationSeconds(call, nowMs), call.per_minute_micros);
+  const inserted = await sql.query(
+    `INSERT INTO wallet_ledger (account_id, call_id, amount_micros, reason, created_at) VALUES ($1, $2, $3, 'call', $4)
+     ON CONFLICT (call_id) DO NOTHING RETURNING id`,
+    [call.account_id, call.id, -amount, nowMs],
+  );
+  if (inserted.length === 0) return call;
+  await sql.query('UPDATE accounts SET balance_micros = balance_micros - $2 WHERE id = $1', [call.account_id, amount]);
+  const [updated] = await sql.query<CallRow>('UPDATE call_intents SET charge_micros = $2 WHERE id = $1 RETURNING *', [call.id, amount]);
+  return updated!;
+}
+
+/** Moves a live call forward (never back); returns the row when it moved. */
+export async function advanceCall(
+  sql: Sql,
+  changes: Changes,
+  callId: string,
+  to: CallStatus,
+  set: Record<string, unknown> = {},
+): Promise<CallRow | undefined> {
+  const lower = (Object.keys(STATUS_RANK) as CallStatus[]).filter((status) => STATUS_RANK[status] < STATUS_RANK[to]);
+  const columns = Object.keys(set);
+  const assignments = columns.map((column, index) => `, ${column} = $${index + 3}`).join('');
+  const [call] = await sql.query<CallRow>(
+    `UPDATE call_intents SET status = $2${assignments} WHERE id = $1 AND status = ANY($${columns.length + 3}) RETURNING *`,
+    [callId, to, ...Object.values(set), lower],
+  );
+  if (call) await changes.touchAgent(sql, call.integration_id, call.member_id);
+  return call;
+}

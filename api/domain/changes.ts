@@ -1,0 +1,52 @@
+/**
+ * What a transaction changed, announced on the bus only after it commits, so no node ever pushes
+ * or invalidates on a change that rolled back.
+ */
+import type { Bus } from '../bus/index.js';
+import type { Sql } from '../store/index.js';
+import { bumpAgentVersion } from './widget-state.js';
+
+export class Changes {
+  readonly #agents = new Map<string, { integrationId: string; memberId: string; version: number }>();
+  readonly #engineWork = new Set<string>();
+  readonly #enginesClosed = new Set<string>();
+  readonly #sessions = new Map<string, string>();
+
+  /** Bumps the agent's WidgetState version inside the transaction and records it. */
+  async touchAgent(sql: Sql, integrationId: string, memberId: string): Promise<number> {
+    const version = await bumpAgentVersion(sql, integrationId, memberId);
+    this.#agents.set(`${integrationId}:${memberId}`, { integrationId, memberId, version });
+    return version;
+  }
+
+  /** The engine has new commands or dial requests. */
+  engineWork(engineId: string): this {
+    this.#engineWork.add(engineId);
+    return this;
+  }
+
+  engineClosed(engineId: string): this {
+    this.#enginesClosed.add(engineId);
+    return this;
+  }
+
+  sessionEnded(sessionId: string, reason: string): this {
+    this.#sessions.set(sessionId, reason);
+    return this;
+  }
+
+  merge(other: Changes): this {
+    for (const [key, value] of other.#agents) this.#agents.set(key, value);
+    for (const id of other.#engineWork) this.#engineWork.add(id);
+    for (const id of other.#enginesClosed) this.#enginesClosed.add(id);
+    for (const [id, reason] of other.#sessions) this.#sessions.set(id, reason);
+    return this;
+  }
+
+  publish(bus: Bus): void {
+    for (const agent of this.#agents.values()) bus.publish({ type: 'agent', ...agent });
+    for (const engineId of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work' });
+    for (const engineId of this.#enginesClosed) bus.publish({ type: 'engine', engineId, reason: 'closed' });
+    for (const [sessionId, reason] of this.#sessions) bus.publish({ type: 'session', sessionId, reason });
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * Which widget commands fit which state (spec section 4, "Widget commands"), as a pure decision:
+ * refused with a catalogue code, carried out by the server at once, or queued for the call window.
+ * Hangup and decline are the server's (through the provider), so they work when the window lost
+ * the call or is gone; answer, mute, unmute, dtmf and focus need the window's voice device.
+ */
+import type { ErrorCode } from '../../../shared/errors.js';
+import type { Command, Control } from '../../../shared/types.js';
+import type { CallRow, EngineRow } from '../views.js';
+
+export type Decision =
+  | { refuse: ErrorCode; message: string }
+  | { server: 'hangup' | 'decline' | 'availability' }
+  | { engine: true };
+
+const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.state === 'enabling' || engine.state === 'ready');
+
+export function decideCommand(command: Command, call: CallRow | null, engine: EngineRow | null, agentControls: Control[]): Decision {
+  const controls = call?.policy.controls ?? agentControls;
+  const needsControl = (control: Control): Decision | null =>
+    controls.includes(control) ? null : { refuse: 'control_not_allowed', message: `The policy does not enable ${control}.` };
+  const needsWindow = (): Decision | null =>
+    liveEngine(engine) ? null : { refuse: 'invalid_state', message: 'The agent has no live call window.' };
+  const needsConnected = (): Decision | null =>
+    call?.status === 'connected' ? null : { refuse: 'invalid_state', message: 'There is no connected call.' };
+
+  switch (command.kind) {
+    case 'hangup':
+      return call ? { server: 'hangup' } : { refuse: 'invalid_state', message: 'There is no call to hang up.' };
+    case 'decline':
+      return call?.status === 'incoming' ? { server: 'decline' } : { refuse: 'invalid_state', message: 'There is no incoming call to decline.' };
+    case 'answer':
+      if (call?.status !== 'incoming') return { refuse: 'invalid_state', message: 'There is no incoming call to answer.' };
+      return needsWindow() ?? { engine: true };
+    case 'mute':
+    case 'unmute':
+      return needsControl('mute') ?? needsConnected() ?? needsWindow() ?? { engine: true };
+    case 'dtmf':
+      if (!command.digits) return { refuse: 'invalid_request', message: 'A dtmf command needs digits.' };
+      return needsControl('dtmf') ?? needsConnected() ?? needsWindow() ?? { engine: true };
+    case 'availability':
+      if (command.available === undefined) return { refuse: 'invalid_request', message: 'An availability command needs available (boolean).' };
+      return engine && engine.state !== 'closed' ? { server: 'availability' } : { refuse: 'invalid_state', message: 'The agent has no call window.' };
+    case 'focus':
+      return needsWindow() ?? { engine: true };
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * The engine heartbeat (POST /engine/heartbeat, and the socket's heartbeat event): the window's
+ * state report in; pending commands, dial requests and its call out. It also reconciles which
+ * calls the window really holds: a live call it does not report is flagged orphaned (after a short
+ * grace, since a claim may still be in flight), and un-flagged when it reports it again.
+ */
+import { LIMITS } from '../../../shared/limits.js';
+import type { DialRequest, EngineCommand, HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
+import type { Clock } from '../../clock.js';
+import type { Db, Sql } from '../../store/index.js';
+import { Changes } from '../changes.js';
+import { LIVE_STATUSES } from '../calls/checks.js';
+import type { Commands } from '../commands/service.js';
+import { toCall, type CallRow, type EngineRow } from '../views.js';
+import type { EngineContext } from './auth.js';
+
+/** A command the engine acked as done for the first time (device effects follow for simulated engines). */
+export interface FirstAck {
+  command_id: number;
+  kind: EngineCommand['kind'];
+  call_id: string | null;
+  digits: string | null;
+}
+
+export interface HeartbeatResult {
+  engine: EngineRow;
+  commands: EngineCommand[];
+  dialRequests: DialRequest[];
+  call: CallRow | null;
+  firstAcks: FirstAck[];
+  changes: Changes;
+}
+
+async function applyAcks(sql: Sql, engineId: string, acks: HeartbeatRequest['acks'], at: number): Promise<FirstAck[]> {
+  const first: FirstAck[] = [];
+  for (const ack of acks) {
+    const [row] = await sql.query<FirstAck & { acks: number; status: string }>(
+      `UPDATE widget_commands SET acks = acks + 1,
+         status = CASE WHEN status IN ('queued', 'delivered') THEN $3 ELSE status END,
+         error = CASE WHEN status IN ('queued', 'delivered') THEN $4 ELSE error END,
+         done_at = coalesce(done_at, $5)
+       WHERE id = $1 AND engine_id = $2 RETURNING id AS command_id, kind, call_id, digits, acks, status`,
+      [ack.command_id, engineId, ack.result, ack.error ?? null, at],
+    );
+    if (row && row.acks === 1 && row.status === 'done') first.push({ command_id: Number(row.command_id), kind: row.kind, call_id: row.call_id, digits: row.digits });
+  }
+  return first;
+}
+
+/** Flags or clears `orphaned` on the engine's live calls from what the report says it holds. */
+async function reconcileCalls(sql: Sql, changes: Changes, engine: EngineRow, heldCallId: string | null, at: number): Promise<void> {
+  const calls = await sql.query<CallRow>('SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($2)', [engine.id, LIVE_STATUSES]);
+  for (const call of calls) {
+    const holds = heldCallId === call.id;
+    const since = call.claimed_at ?? call.created_at;
+    const orphaned = !holds && at - since > LIMITS.orphanGraceSeconds * 1000;
+    if (orphaned !== call.orphaned) {
+      await sql.query('UPDATE call_intents SET orphaned = $2 WHERE id = $1', [call.id, orphaned]);
+      await changes.touchAgent(sql, call.integration_id, call.member_id);
+    }
+  }
+}
+
+export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Commands }, context: EngineContext, report: HeartbeatRequest): Promise<HeartbeatResult> {
+  const changes = new Changes();
+  const at = deps.clock.now();
+  const result = await deps.db.tx(async (sql) => {
+    const { engine: before } = context;
+    const state = report.state === 'ready' && report.mic_ready ? 'ready' : 'enabling';
+    const changed =
+      before.state !== state || before.mic_ready !== report.mic_ready || before.busy !== report.busy || before.muted !== report.muted;
+    const [engine] = await sql.query<EngineRow>(
+      `UPDATE engines SET state = $2, mic_ready = $3, busy = $4, muted = $5, last_seen_at = $6, version = version + $7
+       WHERE id = $1 AND state <> 'closed' RETURNING *`,
+      [before.id, state, report.mic_ready, report.busy, report.muted, at, changed ? 1 : 0],
+    );
+    if (!engine) return null;
+    if (changed) await changes.touchAgent(sql, engine.integration_id, engine.member_id);
+    const firstAcks = await applyAcks(sql, engine.id, report.acks, at);
+    await reconcileCalls(sql, changes, engine, report.call_id, at);
+    const commands = await deps.commands.pendingFor(sql, engine.id);
+    const queued = await sql.query<CallRow>(
+      `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = 'queued' AND expires_at > $3 ORDER BY created_at`,
+      [engine.integration_id, engine.member_id, at],
+    );
+    const [call] = await sql.query<CallRow>(
+      'SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($2) ORDER BY created_at DESC LIMIT 1',
+      [engine.id, LIVE_STATUSES],
+    );
+    const dialRequests = queued.map((intent) => {
+      const view = toCall(intent, at);
+      return { request_id: intent.id, display: view.display, expires_at: view.expires_at };
+    });
+    return { engine, commands, dialRequests, call: call ?? null, firstAcks };
+  });
+  if (!result) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
+  return { ...result, changes };
+}

@@ -1,0 +1,129 @@
+/**
+ * The engine service: everything a call window does (spec section 4, "Engine endpoints"), for the
+ * REST routes and the gateway alike. For simulated engines it also plays the voice SDK's part
+ * against the simulator: connecting after a claim, answering and sending digits when the window
+ * acks those commands.
+ */
+import { engineIdentity } from '../../../shared/prefixes.js';
+import type { HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
+import type { Bus } from '../../bus/index.js';
+import type { Clock } from '../../clock.js';
+import type { Config } from '../../config.js';
+import { loadProviderAccount, type Providers } from '../../providers/index.js';
+import type { Db } from '../../store/index.js';
+import { Changes } from '../changes.js';
+import { LIVE_STATUSES } from '../calls/checks.js';
+import { claimIntent } from '../calls/claim.js';
+import { hangupCall } from '../calls/hangup.js';
+import type { Commands } from '../commands/service.js';
+import type { CallRow } from '../views.js';
+import { authenticateEngine, type EngineContext } from './auth.js';
+import { engineHeartbeat, type FirstAck } from './heartbeat.js';
+import { pairEngine } from './pair.js';
+
+export interface EnginesDeps {
+  db: Db;
+  bus: Bus;
+  clock: Clock;
+  config: Config;
+  providers: Providers;
+  commands: Commands;
+}
+
+/** Voice tokens live an hour; the window fetches a new one before that. */
+const VOICE_TOKEN_TTL_SECONDS = 3600;
+
+export function createEngines(deps: EnginesDeps) {
+  const { db, bus, clock, providers } = deps;
+
+  const providerFor = (context: EngineContext) => (context.engine.simulated ? providers.simulator : providers.configured);
+
+  /** What the window's voice device does once it acked a command: only simulated devices need us. */
+  async function deviceEffects(context: EngineContext, acks: FirstAck[]): Promise<void> {
+    if (!context.engine.simulated) return;
+    for (const ack of acks) {
+      if (!ack.call_id) continue;
+      const [call] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [ack.call_id]);
+      if (!call?.provider_call_sid) continue;
+      if (ack.kind === 'answer') await providers.simulator.answer(call.provider_call_sid);
+      if (ack.kind === 'dtmf' && ack.digits) providers.simulator.sendDigits(call.provider_call_sid, ack.digits);
+    }
+  }
+
+  return {
+    authenticate: (token: string | undefined) => authenticateEngine(db, clock, token),
+
+    async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }) {
+      const pairing = await pairEngine(db, clock, input);
+      pairing.changes.publish(bus);
+      return pairing;
+    },
+
+    async voiceToken(context: EngineContext) {
+      const account = await loadProviderAccount(db, context.integration.account_id);
+      const identity = engineIdentity(context.engine.id);
+      const provider = providerFor(context);
+      const token = await provider.accessToken(account!, identity, VOICE_TOKEN_TTL_SECONDS);
+      const changes = new Changes();
+      await db.tx(async (sql) => {
+        const rows = await sql.query('UPDATE engines SET registered = true WHERE id = $1 AND NOT registered RETURNING id', [context.engine.id]);
+        if (rows.length > 0) await changes.touchAgent(sql, context.engine.integration_id, context.engine.member_id);
+      });
+      changes.publish(bus);
+      return { provider: provider.name, token: token.token, identity, expiresAt: token.expiresAt };
+    },
+
+    async heartbeat(context: EngineContext, report: HeartbeatRequest) {
+      const result = await engineHeartbeat(deps, context, report);
+      result.changes.publish(bus);
+      await deviceEffects(context, result.firstAcks);
+      return result;
+    },
+
+    async claim(context: EngineContext, requestId: string) {
+      const provider = providerFor(context);
+      const { call, changes } = await claimIntent(db, clock, context, requestId, provider.name);
+      changes.publish(bus);
+      const params = { To: call.id, Biz: call.account_id, CallerId: call.caller_id ?? '' };
+      if (context.engine.simulated) {
+        // A simulated engine has no voice SDK: the simulator connects for it, as Device.connect would.
+        const account = await loadProviderAccount(db, call.account_id);
+        await providers.simulator.connect(account!, engineIdentity(context.engine.id), params);
+      }
+      const [current] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]);
+      return { call: current!, params };
+    },
+
+    /** The window's own hang-up button: its live call (or the one named) ends through the provider. */
+    async hangup(context: EngineContext, callId: string | undefined): Promise<CallRow | null> {
+      const [call] = await db.query<CallRow>(
+        `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = ANY($3)
+           AND ($4::text IS NULL OR id = $4) ORDER BY (engine_id = $5) DESC, created_at DESC LIMIT 1`,
+        [context.engine.integration_id, context.engine.member_id, LIVE_STATUSES, callId ?? null, context.engine.id],
+      );
+      if (!call) return null;
+      const ended = await hangupCall(deps, call.id, 'hangup');
+      ended.changes.publish(bus);
+      return ended.call;
+    },
+
+    /** The window is closing: it no longer holds its calls (they are orphaned, not ended). */
+    async close(context: EngineContext, reason: string | undefined) {
+      const changes = new Changes();
+      await db.tx(async (sql) => {
+        const closed = await sql.query(
+          `UPDATE engines SET state = 'closed', closed_at = $2, close_reason = $3, version = version + 1 WHERE id = $1 AND state <> 'closed' RETURNING id`,
+          [context.engine.id, clock.now(), reason ?? 'closed'],
+        );
+        if (closed.length === 0) return;
+        await sql.query('UPDATE call_intents SET orphaned = true WHERE engine_id = $1 AND status = ANY($2)', [context.engine.id, LIVE_STATUSES]);
+        await changes.touchAgent(sql, context.engine.integration_id, context.engine.member_id);
+        changes.engineClosed(context.engine.id);
+      });
+      changes.publish(bus);
+    },
+
+  };
+}
+
+export type Engines = ReturnType<typeof createEngines>;

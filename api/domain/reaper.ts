@@ -1,0 +1,127 @@
+/**
+ * The time-driven rules (spec sections 3 and 8), run every second on every API node against the
+ * injectable clock; each rule is a conditional update, so nodes running it together do it once.
+ * - a queued intent expires after 60 s;
+ * - an engine silent for 30 s no longer holds its calls (orphaned);
+ * - an engine silent for 90 s is offline, and its calls are ended through the provider;
+ * - a claimed intent whose provider leg never started fails after 60 s.
+ */
+import { LIMITS } from '../../shared/limits.js';
+import type { Bus } from '../bus/index.js';
+import type { Clock, Timer } from '../clock.js';
+import type { Providers } from '../providers/index.js';
+import type { Db } from '../store/index.js';
+import { Changes } from './changes.js';
+import { LIVE_STATUSES } from './calls/checks.js';
+import { hangupCall } from './calls/hangup.js';
+import { finishCall } from './calls/lifecycle.js';
+import type { CallRow } from './views.js';
+
+export interface ReaperDeps {
+  db: Db;
+  bus: Bus;
+  clock: Clock;
+  providers: Providers;
+  log?: (message: string, error?: unknown) => void;
+}
+
+const ON_ENGINE = LIVE_STATUSES.filter((status) => status !== 'queued');
+
+export function createReaper(deps: ReaperDeps) {
+  const { db, bus, clock } = deps;
+  let timer: Timer | undefined;
+  let running: Promise<void> | undefined;
+
+  async function expireQueued(changes: Changes, now: number) {
+    const due = await db.query<{ id: string }>(`SELECT id FROM call_intents WHERE status = 'queued' AND expires_at <= $1`, [now]);
+    for (const { id } of due) await db.tx((sql) => finishCall(sql, changes, now, id, { status: 'expired', reason: 'expired', error: 'expired' }));
+  }
+
+  async function orphanStale(changes: Changes, now: number) {
+    await db.tx(async (sql) => {
+      const orphaned = await sql.query<{ integration_id: string; member_id: string }>(
+        `UPDATE call_intents c SET orphaned = true FROM engines e
+         WHERE c.engine_id = e.id AND c.status = ANY($2) AND NOT c.orphaned AND e.last_seen_at <= $1
+         RETURNING c.integration_id, c.member_id`,
+        [now - LIMITS.engineStaleSeconds * 1000, ON_ENGINE],
+      );
+      for (const row of orphaned) await changes.touchAgent(sql, row.integration_id, row.member_id);
+    });
+  }
+
+  async function markOffline(changes: Changes, now: number) {
+    await db.tx(async (sql) => {
+      const offline = await sql.query<{ integration_id: string; member_id: string }>(
+        `UPDATE engines SET state = 'offline', version = version + 1
+         WHERE state IN ('enabling', 'ready') AND last_seen_at <= $1 RETURNING integration_id, member_id`,
+        [now - LIMITS.engineOfflineAfterSeconds * 1000],
+      );
+      for (const row of offline) await changes.touchAgent(sql, row.integration_id, row.member_id);
+    });
+  }
+
+  /** Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider. */
+  async function endAbandoned(changes: Changes, now: number) {
+    const abandoned = await db.query<CallRow>(
+      `SELECT c.* FROM call_intents c JOIN engines e ON e.id = c.engine_id
+       WHERE c.status = ANY($2) AND e.last_seen_at <= $1`,
+      [now - LIMITS.engineOfflineAfterSeconds * 1000, ON_ENGINE],
+    );
+    for (const call of abandoned) {
+      try {
+        const ended = await hangupCall(deps, call.id, 'engine_offline');
+        changes.merge(ended.changes);
+      } catch (error) {
+        // The provider is unreachable: the next tick tries again.
+        deps.log?.(`could not end call ${call.id} of an offline engine`, error);
+      }
+    }
+  }
+
+  async function failUnconnected(changes: Changes, now: number) {
+    const stuck = await db.query<{ id: string }>(
+      `SELECT id FROM call_intents WHERE status = 'claimed' AND provider_call_sid IS NULL AND claimed_at <= $1`,
+      [now - LIMITS.claimConnectTimeoutSeconds * 1000],
+    );
+    for (const { id } of stuck) {
+      await db.tx((sql) => finishCall(sql, changes, now, id, { status: 'failed', reason: 'connect_timeout', error: 'connect_timeout' }));
+    }
+  }
+
+  /** One pass of every rule at the clock's current time. */
+  async function tick(): Promise<void> {
+    const changes = new Changes();
+    const now = clock.now();
+    try {
+      await expireQueued(changes, now);
+      await orphanStale(changes, now);
+      await markOffline(changes, now);
+      await endAbandoned(changes, now);
+      await failUnconnected(changes, now);
+    } finally {
+      changes.publish(bus);
+    }
+  }
+
+  function schedule(periodMs: number) {
+    timer = clock.after(periodMs, async () => {
+      running = tick().catch((error: unknown) => deps.log?.('reaper tick failed', error));
+      await running;
+      if (timer) schedule(periodMs);
+    });
+  }
+
+  return {
+    tick,
+    start(periodMs = 1000) {
+      if (!timer) schedule(periodMs);
+    },
+    async stop() {
+      timer?.cancel();
+      timer = undefined;
+      await running;
+    },
+  };
+}
+
+export type Reaper = ReturnType<typeof createReaper>;

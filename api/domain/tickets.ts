@@ -1,0 +1,74 @@
+/**
+ * Launch tickets (spec sections 1 and 5): minted by a widget, carried to the call window in the
+ * URL fragment (never the query, so it reaches no server log), consumed once by pairing, dead
+ * after 10 minutes. Stored hashed like every credential.
+ */
+import { C2CError } from '../../shared/errors.js';
+import { LIMITS } from '../../shared/limits.js';
+import { ID_PREFIX } from '../../shared/prefixes.js';
+import type { Clock } from '../clock.js';
+import type { Sql } from '../store/index.js';
+import { mintCredential, newId, parseCredential, secretMatches, sha256 } from './credentials.js';
+import type { WidgetContext } from './sessions.js';
+
+export interface LaunchTicket {
+  ticket: string;
+  windowUrl: string;
+  windowName: string;
+  expiresIn: number;
+}
+
+/** A window name that is the same for every page of one agent, so window.open() finds the live window. */
+export function windowName(integrationId: string, memberId: string): string {
+  return `c2c_${sha256(`${integrationId}:${memberId}`).toString('hex').slice(0, 16)}`;
+}
+
+export async function issueTicket(sql: Sql, clock: Clock, siteUrl: string, widget: WidgetContext): Promise<LaunchTicket> {
+  const credential = mintCredential('launchTicket');
+  const now = clock.now();
+  await sql.query(
+    `INSERT INTO launch_tickets (id, widget_session_id, integration_id, member_id, lookup, secret_hash, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      newId(ID_PREFIX.launchTicket),
+      widget.session.id,
+      widget.integration.id,
+      widget.agent.member.id,
+      credential.lookup,
+      credential.secretHash,
+      now,
+      now + LIMITS.launchTicketTtlSeconds * 1000,
+    ],
+  );
+  return {
+    ticket: credential.token,
+    windowUrl: `${siteUrl}/click2call/window#ticket=${encodeURIComponent(credential.token)}`,
+    windowName: windowName(widget.integration.id, widget.agent.member.id),
+    expiresIn: LIMITS.launchTicketTtlSeconds,
+  };
+}
+
+export interface ConsumedTicket {
+  integration_id: string;
+  member_id: string;
+  widget_session_id: string;
+}
+
+/** Consumes a ticket inside the caller's transaction; a replayed, expired or unknown ticket is 401. */
+export async function consumeTicket(sql: Sql, clock: Clock, ticket: string): Promise<ConsumedTicket> {
+  const presented = parseCredential('launchTicket', ticket);
+  if (!presented) throw new C2CError('ticket_invalid');
+  const [row] = await sql.query<ConsumedTicket & { id: string; secret_hash: Uint8Array }>(
+    `SELECT t.id, t.secret_hash, t.integration_id, t.member_id, t.widget_session_id
+     FROM launch_tickets t JOIN widget_sessions s ON s.id = t.widget_session_id
+     WHERE t.lookup = $1 AND s.revoked_at IS NULL`,
+    [presented.lookup],
+  );
+  if (!row || !secretMatches(row.secret_hash, presented)) throw new C2CError('ticket_invalid');
+  const consumed = await sql.query(
+    'UPDATE launch_tickets SET consumed_at = $2 WHERE id = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING id',
+    [row.id, clock.now()],
+  );
+  if (consumed.length === 0) throw new C2CError('ticket_invalid');
+  return { integration_id: row.integration_id, member_id: row.member_id, widget_session_id: row.widget_session_id };
+}

@@ -1,0 +1,65 @@
+/**
+ * WidgetState for the poll path, push and session responses, with a per-agent cache. The cache
+ * holds what only changes with the agent's version; a bus message for a newer version drops it
+ * (on this node at once, on others as soon as the bus delivers), and a load that raced a newer
+ * change is not cached. Time-dependent fields are rendered at send time.
+ */
+import type { Realtime, WidgetState } from '../../shared/types.js';
+import type { Bus } from '../bus/index.js';
+import type { Clock } from '../clock.js';
+import type { Db } from '../store/index.js';
+import type { WidgetContext } from './sessions.js';
+import { loadAgentState, renderWidgetState, type AgentStateData } from './widget-state.js';
+
+const MAX_CACHED_AGENTS = 50_000;
+
+export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: Bus; clock: Clock; realtime: Realtime }) {
+  const cache = new Map<string, AgentStateData>();
+  const newest = new Map<string, number>();
+  const key = (integrationId: string, memberId: string) => `${integrationId}:${memberId}`;
+
+  bus.subscribe((message) => {
+    if (message.type === 'agent') {
+      const k = key(message.integrationId, message.memberId);
+      newest.set(k, Math.max(newest.get(k) ?? 0, message.version));
+      const cached = cache.get(k);
+      if (cached && cached.version < message.version) cache.delete(k);
+    } else if (message.type === 'resync') {
+      cache.clear();
+    }
+  });
+
+  async function load(integrationId: string, memberId: string): Promise<AgentStateData> {
+    const k = key(integrationId, memberId);
+    const cached = cache.get(k);
+    if (cached) return cached;
+    const data = await loadAgentState(db, integrationId, memberId);
+    if (data.version >= (newest.get(k) ?? 0)) {
+      if (cache.size >= MAX_CACHED_AGENTS) {
+        cache.clear();
+        newest.clear();
+      }
+      cache.set(k, data);
+    }
+    return data;
+  }
+
+  return {
+    load,
+    /** The agent's WidgetState as this widget sees it, now. */
+    async forWidget(widget: WidgetContext): Promise<WidgetState> {
+      const data = await load(widget.integration.id, widget.agent.member.id);
+      return renderWidgetState(
+        data,
+        { integration: widget.integration, agent: widget.agent, sessionExpiresAt: widget.session.expires_at, realtime },
+        clock.now(),
+      );
+    },
+    /** An entity tag for conditional polls: the state changes only with the version or the session. */
+    etag(state: WidgetState): string {
+      return `"${state.version}.${state.session_expires_at}.${state.realtime.available ? 1 : 0}"`;
+    },
+  };
+}
+
+export type WidgetStates = ReturnType<typeof createWidgetStates>;

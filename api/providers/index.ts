@@ -1,0 +1,38 @@
+/**
+ * The providers a node talks to: the configured one for real engines, and the simulator, which
+ * always exists because simulated engines (tests, demos, integrators' CI) use it whatever the
+ * configuration says. A call records which one carries it.
+ */
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { Sql } from '../store/index.js';
+import type { ProviderAccount, ProviderName, VoiceProvider } from './provider.js';
+import { Simulator } from './simulated/simulator.js';
+
+export type { ProviderAccount, ProviderName, VoiceProvider } from './provider.js';
+export { ProviderUnavailable, ProviderUnreachable } from './provider.js';
+
+export interface Providers {
+  simulator: Simulator;
+  /** the provider of real (non-simulated) engines */
+  configured: VoiceProvider;
+  byName(name: ProviderName): VoiceProvider;
+}
+
+export function createProviders(config: Config, clock: Clock): Providers {
+  const simulator = new Simulator(clock, config.publicBaseUrl);
+  const configured: VoiceProvider = simulator;
+  return {
+    simulator,
+    configured,
+    byName: (name) => (name === 'simulated' ? simulator : configured),
+  };
+}
+
+export async function loadProviderAccount(sql: Sql, accountId: string): Promise<ProviderAccount | undefined> {
+  const [row] = await sql.query<{ id: string; provider_account_sid: string; provider_auth_token: string }>(
+    'SELECT id, provider_account_sid, provider_auth_token FROM accounts WHERE id = $1',
+    [accountId],
+  );
+  return row && { accountId: row.id, accountSid: row.provider_account_sid, authToken: row.provider_auth_token };
+}

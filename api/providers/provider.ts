@@ -1,0 +1,37 @@
+/**
+ * The voice provider interface, shaped after Twilio: an access token for an engine identity, REST
+ * hangup of a leg, and webhooks (routes/provider) that consume an intent and receive status
+ * callbacks, signed with Twilio's scheme. The Twilio driver and the simulator implement it alike;
+ * the simulator additionally plays the part of the browser voice SDK for simulated engines.
+ */
+
+/** The provider account a call or token belongs to (the billing owner's). */
+export interface ProviderAccount {
+  accountId: string;
+  accountSid: string;
+  authToken: string;
+}
+
+export interface AccessToken {
+  token: string;
+  /** Unix milliseconds */
+  expiresAt: number;
+}
+
+/** The provider could not be reached (hangup answers 502 hangup_uncertain). */
+export class ProviderUnreachable extends Error {}
+
+/** The provider cannot issue a token now (voice-token answers 503). */
+export class ProviderUnavailable extends Error {}
+
+export type ProviderName = 'simulated' | 'twilio';
+
+export interface VoiceProvider {
+  readonly name: ProviderName;
+  accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken>;
+  /** Ends a call (the parent leg, and with it the dialed leg) through the provider's REST API. */
+  hangup(account: ProviderAccount, callSid: string): Promise<void>;
+}
+
+/** Provider status callback values (Twilio's CallStatus). */
+export type ProviderCallStatus = 'queued' | 'initiated' | 'ringing' | 'in-progress' | 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled';

@@ -1,0 +1,237 @@
+/**
+ * The simulated voice provider: a real in-process telephony simulator that behaves like Twilio
+ * toward this service. It issues access tokens, receives "device" connects from simulated
+ * engines, asks the voice webhook for dial instructions (signed, like Twilio), executes the TwiML
+ * it gets back, and reports the dialed leg's progress through signed status callbacks, all on the
+ * injectable clock. Legs live in this process: a restart drops them, as a carrier outage would,
+ * and the server's reaper then ends the calls.
+ */
+import { randomBytes } from 'node:crypto';
+import twilio from 'twilio';
+import type { Clock, Timer } from '../../clock.js';
+import { PROVIDER_PATHS } from '../twiml.js';
+import { signWebhook, type WebhookParams } from '../signature.js';
+import {
+  ProviderUnavailable,
+  ProviderUnreachable,
+  type AccessToken,
+  type ProviderAccount,
+  type ProviderCallStatus,
+  type VoiceProvider,
+} from '../provider.js';
+import { behaviourFor, INBOUND_RING_SECONDS } from './behaviours.js';
+
+/** Delivers a signed webhook to this service (in-process); answers the response body. */
+export type WebhookDelivery = (path: string, params: WebhookParams, signature: string) => Promise<{ status: number; body: string }>;
+
+interface Leg {
+  sid: string;
+  parentSid: string | null;
+  account: ProviderAccount;
+  to: string;
+  direction: 'outbound' | 'inbound';
+  status: ProviderCallStatus;
+  statusCallback: string;
+  answeredAt: number | null;
+  timers: Timer[];
+  digits: string;
+  unreachableOnHangup: boolean;
+}
+
+const newSid = () => `CA${randomBytes(16).toString('hex')}`;
+const FINAL: ReadonlySet<ProviderCallStatus> = new Set(['completed', 'busy', 'no-answer', 'failed', 'canceled']);
+
+export class Simulator implements VoiceProvider {
+  readonly name = 'simulated' as const;
+  /** fault switches, for tests and demos of the error paths */
+  readonly faults = { tokens: true };
+  readonly #legs = new Map<string, Leg>();
+  #deliver: WebhookDelivery | undefined;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly publicBaseUrl: string,
+  ) {}
+
+  /** Wires the simulator to the app that receives its webhooks. */
+  attach(deliver: WebhookDelivery): void {
+    this.#deliver = deliver;
+  }
+
+  async accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken> {
+    if (!this.faults.tokens) throw new ProviderUnavailable('simulated token service is down');
+    const AccessTokenClass = twilio.jwt.AccessToken;
+    const token = new AccessTokenClass(account.accountSid, `SK${account.accountSid.slice(2)}`, account.authToken, {
+      identity,
+      ttl: ttlSeconds,
+      nbf: Math.floor(this.clock.now() / 1000),
+    });
+    token.addGrant(new AccessTokenClass.VoiceGrant({ incomingAllow: true, outgoingApplicationSid: `AP${account.accountSid.slice(2)}` }));
+    return { token: token.toJwt(), expiresAt: this.clock.now() + ttlSeconds * 1000 };
+  }
+
+  async hangup(_account: ProviderAccount, callSid: string): Promise<void> {
+    const legs = [...this.#legs.values()].filter((leg) => leg.sid === callSid || leg.parentSid === callSid);
+    if (legs.some((leg) => leg.unreachableOnHangup)) throw new ProviderUnreachable('simulated provider unreachable');
+    for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
+  }
+
+  /**
+   * What the voice SDK's connect() does for a simulated engine: the provider calls the voice
+   * webhook with the connect params, then dials what the TwiML says.
+   */
+  async connect(account: ProviderAccount, identity: string, params: WebhookParams): Promise<string> {
+    const parentSid = newSid();
+    const response = await this.#post(account, PROVIDER_PATHS.voice, {
+      CallSid: parentSid,
+      AccountSid: account.accountSid,
+      From: `client:${identity}`,
+      Direction: 'inbound',
+      CallStatus: 'ringing',
+      ...params,
+    });
+    const dial = parseDial(response.body);
+    if (response.status !== 200 || !dial) return parentSid;
+    const behaviour = behaviourFor(dial.number);
+    const leg: Leg = {
+      sid: newSid(),
+      parentSid,
+      account,
+      to: dial.number,
+      direction: 'outbound',
+      status: 'initiated',
+      statusCallback: dial.statusCallback,
+      answeredAt: null,
+      timers: [],
+      digits: '',
+      unreachableOnHangup: behaviour.unreachableOnHangup,
+    };
+    this.#legs.set(leg.sid, leg);
+    const at = (seconds: number, fn: () => Promise<void>) => leg.timers.push(this.clock.after(seconds * 1000, fn));
+    if (behaviour.failAt) {
+      const { status } = behaviour.failAt;
+      if (behaviour.failAt.at === 0) await this.#end(leg, status);
+      else at(behaviour.failAt.at, () => this.#end(leg, status));
+    }
+    if (behaviour.ringAt !== null) at(behaviour.ringAt, () => this.#report(leg, 'ringing'));
+    if (behaviour.answerAt !== null) {
+      at(behaviour.answerAt, async () => {
+        await this.#answer(leg);
+        const limit = dial.timeLimit;
+        const farEnd = behaviour.farEndHangupAfter;
+        const endAfter = farEnd !== null ? Math.min(farEnd, limit) : limit;
+        leg.timers.push(this.clock.after(endAfter * 1000, () => this.#end(leg, 'completed')));
+      });
+    }
+    return parentSid;
+  }
+
+  /** An inbound call ringing the client `identity`; progress is reported to statusCallback. */
+  async ringClient(account: ProviderAccount, statusCallback: string, from: string): Promise<string> {
+    const leg: Leg = {
+      sid: newSid(),
+      parentSid: null,
+      account,
+      to: from,
+      direction: 'inbound',
+      status: 'ringing',
+      statusCallback,
+      answeredAt: null,
+      timers: [],
+      digits: '',
+      unreachableOnHangup: false,
+    };
+    this.#legs.set(leg.sid, leg);
+    leg.timers.push(this.clock.after(INBOUND_RING_SECONDS * 1000, () => this.#end(leg, 'no-answer')));
+    return leg.sid;
+  }
+
+  /** The simulated device accepted an incoming call. */
+  async answer(callSid: string): Promise<boolean> {
+    const leg = this.#legs.get(callSid);
+    if (!leg || leg.status !== 'ringing') return false;
+    for (const timer of leg.timers.splice(0)) timer.cancel();
+    await this.#answer(leg);
+    return true;
+  }
+
+  /** The simulated device declined an incoming call (reported like Twilio: busy). */
+  async reject(callSid: string): Promise<boolean> {
+    const leg = this.#legs.get(callSid);
+    if (!leg || FINAL.has(leg.status)) return false;
+    await this.#end(leg, 'busy');
+    return true;
+  }
+
+  /** DTMF from the simulated device, heard by the far end of the call. */
+  sendDigits(callSid: string, digits: string): boolean {
+    const leg = this.#find(callSid);
+    if (!leg || leg.status !== 'in-progress') return false;
+    leg.digits += digits;
+    return true;
+  }
+
+  /** What the far end of a call heard as DTMF (tests, demos). */
+  digitsHeard(callSid: string): string {
+    return this.#find(callSid)?.digits ?? '';
+  }
+
+  /** Legs not yet ended, for diagnostics. */
+  liveLegs(): number {
+    return [...this.#legs.values()].filter((leg) => !FINAL.has(leg.status)).length;
+  }
+
+  #find(callSid: string): Leg | undefined {
+    return this.#legs.get(callSid) ?? [...this.#legs.values()].find((leg) => leg.parentSid === callSid);
+  }
+
+  async #answer(leg: Leg): Promise<void> {
+    leg.answeredAt = this.clock.now();
+    await this.#report(leg, 'in-progress');
+  }
+
+  async #end(leg: Leg, status: ProviderCallStatus): Promise<void> {
+    if (FINAL.has(leg.status)) return;
+    for (const timer of leg.timers.splice(0)) timer.cancel();
+    await this.#report(leg, status);
+  }
+
+  async #report(leg: Leg, status: ProviderCallStatus): Promise<void> {
+    if (FINAL.has(leg.status)) return;
+    leg.status = status;
+    if (FINAL.has(status)) this.#legs.delete(leg.sid);
+    const url = new URL(leg.statusCallback);
+    const params: WebhookParams = {
+      CallSid: leg.sid,
+      AccountSid: leg.account.accountSid,
+      CallStatus: status,
+      Direction: leg.direction === 'outbound' ? 'outbound-dial' : 'inbound',
+      To: leg.to,
+      Timestamp: new Date(this.clock.now()).toUTCString(),
+    };
+    if (leg.parentSid) params.ParentCallSid = leg.parentSid;
+    if (status === 'completed' && leg.answeredAt !== null) {
+      params.CallDuration = String(Math.max(0, Math.round((this.clock.now() - leg.answeredAt) / 1000)));
+    }
+    await this.#post(leg.account, url.pathname + url.search, params);
+  }
+
+  async #post(account: ProviderAccount, pathWithQuery: string, params: WebhookParams) {
+    if (!this.#deliver) throw new Error('simulator is not attached to an app');
+    const signature = signWebhook(account.authToken, this.publicBaseUrl + pathWithQuery, params);
+    return this.#deliver(pathWithQuery, params, signature);
+  }
+}
+
+/** Reads the <Dial> our voice webhook answers with (TwiML from dialTwiml). */
+function parseDial(twiml: string): { number: string; timeLimit: number; statusCallback: string } | null {
+  const dial = /<Dial\b([^>]*)>\s*<Number\b([^>]*)>([^<]+)<\/Number>/.exec(twiml);
+  if (!dial) return null;
+  const attribute = (attributes: string, name: string) => new RegExp(`${name}="([^"]*)"`).exec(attributes)?.[1];
+  const unescape = (text: string) => text.replaceAll('&amp;', '&').replaceAll('&quot;', '"').replaceAll('&lt;', '<').replaceAll('&gt;', '>');
+  return {
+    number: unescape(dial[3]!.trim()),
+    timeLimit: Number(attribute(dial[1]!, 'timeLimit') ?? 14400),
+    statusCallback: unescape(attribute(dial[2]!, 'statusCallback') ?? ''),
+  };
+}

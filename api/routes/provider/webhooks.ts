@@ -1,0 +1,88 @@
+/**
+ * Provider webhooks (spec sections 3 and 5, rule 8). The voice webhook consumes a claimed intent
+ * once and answers dial instructions; status callbacks move the call forward. Both are verified
+ * with Twilio's signature scheme against the account the intent belongs to, over the configured
+ * public URL. A voice webhook lacking To, Biz or CallerId is refused before anything else.
+ */
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { C2CError } from '../../../shared/errors.js';
+import { consumeForDial } from '../../domain/calls/dial.js';
+import { applyProviderEvent } from '../../domain/calls/provider-events.js';
+import type { CallRow } from '../../domain/views.js';
+import { loadProviderAccount } from '../../providers/index.js';
+import type { ProviderCallStatus } from '../../providers/provider.js';
+import { verifyWebhook, type WebhookParams } from '../../providers/signature.js';
+import { dialTwiml, PROVIDER_PATHS, rejectTwiml, statusCallbackUrl } from '../../providers/twiml.js';
+import type { Services } from '../../services.js';
+
+const STATUSES: ReadonlySet<string> = new Set(['queued', 'initiated', 'ringing', 'in-progress', 'completed', 'busy', 'no-answer', 'failed', 'canceled']);
+
+export const webhookRoutes =
+  (services: Services): FastifyPluginAsync =>
+  async (app) => {
+    // Providers post application/x-www-form-urlencoded.
+    app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+      done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    });
+
+    const params = (request: FastifyRequest): WebhookParams => {
+      const body = request.body;
+      if (!body || typeof body !== 'object') throw new C2CError('invalid_request', 'Expected form parameters.');
+      return body as WebhookParams;
+    };
+    const verify = async (request: FastifyRequest, accountId: string, form: WebhookParams) => {
+      const account = await loadProviderAccount(services.db, accountId);
+      const url = services.config.publicBaseUrl + request.url;
+      const signature = request.headers['x-twilio-signature'];
+      if (!account || !verifyWebhook(account.authToken, typeof signature === 'string' ? signature : undefined, url, form)) {
+        throw new C2CError('signature_invalid');
+      }
+    };
+
+    app.post(PROVIDER_PATHS.voice, { schema: { hide: true } }, async (request, reply) => {
+      const form = params(request);
+      if (!form.To || !form.Biz || !form.CallerId) throw new C2CError('invalid_request', 'To, Biz and CallerId are required.');
+      await verify(request, form.Biz, form);
+      if (await services.platform.isDisabled()) return reply.type('text/xml').send(rejectTwiml());
+      const { decision, changes } = await consumeForDial(services.db, services.clock, {
+        callSid: form.CallSid ?? '',
+        from: form.From ?? '',
+        to: form.To,
+        biz: form.Biz,
+        callerId: form.CallerId,
+      });
+      changes.publish(services.bus);
+      if ('reject' in decision) {
+        request.log.warn({ intent: form.To, reason: decision.reject }, 'voice webhook rejected');
+        return reply.type('text/xml').send(rejectTwiml());
+      }
+      const { dial } = decision;
+      return reply.type('text/xml').send(
+        dialTwiml({
+          number: dial.number,
+          callerId: dial.callerId,
+          timeLimitSeconds: dial.timeLimitSeconds,
+          statusCallback: statusCallbackUrl(services.config.publicBaseUrl, dial.intentId),
+        }),
+      );
+    });
+
+    app.post(PROVIDER_PATHS.status, { schema: { hide: true } }, async (request, reply) => {
+      const form = params(request);
+      const intentId = (request.query as { intent?: string }).intent;
+      if (!intentId) throw new C2CError('invalid_request', 'The intent query parameter is required.');
+      const [call] = await services.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [intentId]);
+      if (!call) throw new C2CError('not_found');
+      await verify(request, call.account_id, form);
+      if (!form.CallStatus || !STATUSES.has(form.CallStatus) || !form.CallSid) throw new C2CError('invalid_request', 'CallSid and a known CallStatus are required.');
+      const timestamp = form.Timestamp ? Date.parse(form.Timestamp) : Number.NaN;
+      const changes = await applyProviderEvent(services.db, services.clock, call, {
+        callSid: form.CallSid,
+        status: form.CallStatus as ProviderCallStatus,
+        timestamp: Number.isFinite(timestamp) ? timestamp : null,
+      });
+      changes.publish(services.bus);
+      return reply.code(204).send();
+    });
+  };
+
