@@ -3,6 +3,7 @@
  * domain services built on it. Routes and the gateway receive this one object, so both call the
  * same domain code.
  */
+import { SOCKET_PATH } from '../shared/events.js';
 import type { Realtime } from '../shared/types.js';
 import type { Bus } from './bus/index.js';
 import type { Clock } from './clock.js';
@@ -14,6 +15,8 @@ import { createPlatform } from './domain/platform.js';
 import { createReaper } from './domain/reaper.js';
 import { createSessions } from './domain/sessions.js';
 import { createWidgetStates } from './domain/widget-states.js';
+import { createPusher } from './domain/push.js';
+import { createMetrics } from './metrics.js';
 import { createProviders, type Providers } from './providers/index.js';
 import type { RateCounter } from './ratelimit/index.js';
 import type { Db } from './store/index.js';
@@ -39,9 +42,13 @@ export function createServices(infra: Infra) {
   const commands = createCommands({ db, bus, clock, providers });
   const engines = createEngines({ db, bus, clock, config, providers, commands });
   const reaper = createReaper({ db, bus, clock, providers, log: infra.log });
-  const realtime: Realtime = { url: config.gatewayUrl, path: '/socket.io', available: false };
+  // available turns true where a gateway serves this deployment (serve.ts decides by role and config).
+  const realtime: Realtime = { url: config.gatewayUrl, path: SOCKET_PATH, available: false };
   const widgetStates = createWidgetStates({ db, bus, clock, realtime });
-  return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates };
+  const metrics = createMetrics(bus);
+  commands.onRedelivery = () => metrics.redeliveries.inc();
+  const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, observe: metrics.observePush, log: infra.log });
+  return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
 }
 
 export type Services = ReturnType<typeof createServices>;

@@ -1,10 +1,12 @@
 /**
- * The bus carries domain events from the node where a change happened to every other node:
- * cache invalidations for API nodes and pushes for gateway nodes. Two drivers: in-process
- * (single node) and Redis. Delivery is best-effort; a lost message is healed by the REST
- * contract (polls and heartbeats read the store), and a driver that reconnects reports
- * `resync` so caches flush whatever they may have missed.
+ * The bus carries domain events from the node where a change happened to every node, and socket
+ * events to whichever nodes hold the sockets of a room. Two drivers: in-process (one node) and
+ * Redis (pub/sub for node messages; @socket.io/redis-adapter's sharded adapter, dynamic
+ * subscriptions, for rooms, so a push for one agent reaches only the nodes holding that agent).
+ * Delivery is best-effort: a lost message is healed by the REST contract (polls and heartbeats
+ * read the store), and a driver that reconnects reports `resync` so caches flush.
  */
+import type { Server } from 'socket.io';
 
 /** Everything a node may need to hear about. */
 export type BusMessage =
@@ -25,12 +27,26 @@ export type BusMessage =
 
 export type BusState = 'up' | 'down';
 
+/** How a message reached this node: `local` when this node published it. */
+export interface Delivery {
+  local: boolean;
+}
+
+export type BusHandler = (message: BusMessage, delivery: Delivery) => void;
+
 export interface Bus {
   readonly driver: 'memory' | 'redis';
-  /** Deliver to every node, this one included. Never throws. */
+  /** Deliver to every node, this one included (at once, with local: true). Never throws. */
   publish(message: BusMessage): void;
   /** Returns an unsubscribe function. */
-  subscribe(handler: (message: BusMessage) => void): () => void;
+  subscribe(handler: BusHandler): () => void;
+  /**
+   * The socket.io server whose adapter fans room events out across nodes. Gateway nodes attach
+   * it to their uWS app; every node emits to rooms through it (pushes of state and work).
+   */
+  readonly io: Server;
+  /** false only when no node can have a socket in the room (one-node driver, room empty here) */
+  mayHaveListeners(room: string): boolean;
   state(): BusState;
   close(): Promise<void>;
 }

@@ -1,20 +1,26 @@
-/** The in-process bus: one node, synchronous delivery. */
-import type { Bus, BusMessage } from './bus.js';
+/** The in-process bus: one node, synchronous delivery, socket.io's in-memory adapter. */
+import { Server } from 'socket.io';
+import { closeIo } from './close-io.js';
+import type { Bus, BusHandler } from './bus.js';
 
 export function createMemoryBus(): Bus {
-  const handlers = new Set<(message: BusMessage) => void>();
+  const handlers = new Set<BusHandler>();
+  const io = new Server({ serveClient: false });
   return {
     driver: 'memory',
+    io,
     publish(message) {
-      for (const handler of [...handlers]) handler(message);
+      for (const handler of [...handlers]) handler(message, { local: true });
     },
     subscribe(handler) {
       handlers.add(handler);
       return () => handlers.delete(handler);
     },
+    mayHaveListeners: (room) => io.sockets.adapter.rooms.has(room),
     state: () => 'up',
     async close() {
       handlers.clear();
+      closeIo(io);
     },
   };
 }

@@ -1,40 +1,55 @@
 /**
- * The Redis bus: PUBLISH/SUBSCRIBE on one channel. Every client has an `error` listener, so losing
- * Redis never crashes a node; while Redis is down, publishes are dropped (the store stays the
- * truth) and, when the subscription comes back, handlers get `resync`.
+ * The Redis bus. Node messages: PUBLISH/SUBSCRIBE on one channel, delivered locally at once and
+ * skipped when they echo back. Room events: socket.io's sharded Redis adapter (SPUBLISH /
+ * SSUBSCRIBE, dynamic subscription mode), so an agent's push reaches only nodes with a socket in
+ * that agent's room. Every client has an `error` listener, so losing Redis never crashes a node;
+ * while it is down, publishes are dropped (the store stays the truth) and, when the subscription
+ * returns, handlers get `resync`.
  */
+import { randomBytes } from 'node:crypto';
+import { createShardedAdapter } from '@socket.io/redis-adapter';
+import { Server } from 'socket.io';
 import { connectedRedis, redisClient } from '../redis.js';
-import type { Bus, BusMessage, BusState } from './bus.js';
+import { closeIo } from './close-io.js';
+import type { Bus, BusHandler, BusMessage, BusState } from './bus.js';
 
 export const BUS_CHANNEL = 'c2c:bus';
 
+interface Envelope {
+  node: string;
+  message: BusMessage;
+}
+
 export async function createRedisBus(url: string): Promise<Bus> {
+  const node = randomBytes(8).toString('hex');
   const pub = await connectedRedis(url, 'c2c-bus-pub');
-  // The subscriber queues its SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
+  // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
   const sub = redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true });
-  const handlers = new Set<(message: BusMessage) => void>();
+  const adapterPub = await connectedRedis(url, 'c2c-adapter-pub');
+  const adapterSub = redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true });
+  const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
+
+  const handlers = new Set<BusHandler>();
   let subscribed = false;
   let everSubscribed = false;
-
-  const deliver = (message: BusMessage) => {
-    for (const handler of [...handlers]) handler(message);
+  const deliver = (message: BusMessage, local: boolean) => {
+    for (const handler of [...handlers]) handler(message, { local });
   };
 
   sub.on('message', (_channel: string, text: string) => {
-    let message: BusMessage;
+    let envelope: Envelope;
     try {
-      message = JSON.parse(text) as BusMessage;
+      envelope = JSON.parse(text) as Envelope;
     } catch {
       return;
     }
-    deliver(message);
+    if (envelope.node !== node) deliver(envelope.message, false);
   });
   sub.on('close', () => void (subscribed = false));
   sub.on('ready', () => {
-    // ioredis re-subscribes on reconnect by itself (autoResubscribe); we only learn that it did.
     if (everSubscribed && !subscribed) {
       subscribed = true;
-      deliver({ type: 'resync' });
+      deliver({ type: 'resync' }, true);
     }
   });
   await sub.subscribe(BUS_CHANNEL);
@@ -43,21 +58,25 @@ export async function createRedisBus(url: string): Promise<Bus> {
 
   return {
     driver: 'redis',
+    io,
     publish(message) {
+      deliver(message, true);
       if (pub.status !== 'ready') return;
-      pub.publish(BUS_CHANNEL, JSON.stringify(message)).catch(() => {});
+      pub.publish(BUS_CHANNEL, JSON.stringify({ node, message } satisfies Envelope)).catch(() => {});
     },
     subscribe(handler) {
       handlers.add(handler);
       return () => handlers.delete(handler);
     },
+    // Other nodes may hold the room; only Redis knows, and asking costs more than publishing.
+    mayHaveListeners: () => true,
     state(): BusState {
-      return subscribed && pub.status === 'ready' ? 'up' : 'down';
+      return subscribed && pub.status === 'ready' && adapterPub.status === 'ready' && adapterSub.status === 'ready' ? 'up' : 'down';
     },
     async close() {
       handlers.clear();
-      sub.disconnect();
-      pub.disconnect();
+      closeIo(io);
+      for (const client of [sub, pub, adapterSub, adapterPub]) client.disconnect();
     },
   };
 }

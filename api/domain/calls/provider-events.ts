@@ -50,7 +50,12 @@ export async function applyProviderEvent(db: Db, clock: Clock, call: CallRow, ev
         await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'provider', error: 'provider_failed' });
         return;
       case 'canceled':
-        await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: call.hangup_requested_at !== null ? 'hangup' : 'provider' });
+        // An incoming call the agent's side hung up before answering was declined.
+        if (call.direction === 'inbound' && call.status === 'incoming' && call.hangup_requested_at !== null) {
+          await finishCall(sql, changes, now, call.id, { status: 'rejected', reason: 'declined' });
+        } else {
+          await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: call.hangup_requested_at !== null ? 'hangup' : 'provider' });
+        }
         return;
     }
   });

@@ -137,6 +137,9 @@ export function createCommands(deps: CommandsDeps) {
       return { ok: true, status: row.status, command_id: Number(row.id) };
     },
 
+    /** Called for each command handed over again (no ack came for an earlier hand-over). */
+    onRedelivery: undefined as (() => void) | undefined,
+
     /** Commands the engine has not acked yet; each hand-over is counted (deliveries). */
     async pendingFor(sql: Sql, engineId: string): Promise<EngineCommand[]> {
       const rows = await sql.query<CommandRow>(
@@ -145,6 +148,7 @@ export function createCommands(deps: CommandsDeps) {
          WHERE engine_id = $1 AND status IN ('queued', 'delivered') AND refused IS NULL RETURNING *`,
         [engineId, clock.now()],
       );
+      for (const row of rows) if ((row as CommandRow & { deliveries: number }).deliveries > 1) this.onRedelivery?.();
       return rows
         .sort((a, b) => Number(a.id) - Number(b.id))
         .map((row) => ({ command_id: Number(row.id), kind: row.kind, call_id: row.call_id, digits: row.digits, available: row.available, ref: row.call_id }));

@@ -31,7 +31,7 @@ export interface HeartbeatResult {
   changes: Changes;
 }
 
-async function applyAcks(sql: Sql, engineId: string, acks: HeartbeatRequest['acks'], at: number): Promise<FirstAck[]> {
+export async function applyAcks(sql: Sql, engineId: string, acks: HeartbeatRequest['acks'], at: number): Promise<FirstAck[]> {
   const first: FirstAck[] = [];
   for (const ack of acks) {
     const [row] = await sql.query<FirstAck & { acks: number; status: string }>(

@@ -18,7 +18,7 @@ import { hangupCall } from '../calls/hangup.js';
 import type { Commands } from '../commands/service.js';
 import type { CallRow } from '../views.js';
 import { authenticateEngine, type EngineContext } from './auth.js';
-import { engineHeartbeat, type FirstAck } from './heartbeat.js';
+import { applyAcks, engineHeartbeat, type FirstAck } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
 export interface EnginesDeps {
@@ -78,6 +78,12 @@ export function createEngines(deps: EnginesDeps) {
       result.changes.publish(bus);
       await deviceEffects(context, result.firstAcks);
       return result;
+    },
+
+    /** Results of commands the window received by push (the socket's `ack` event). */
+    async ack(context: EngineContext, acks: HeartbeatRequest['acks']) {
+      const first = await db.tx((sql) => applyAcks(sql, context.engine.id, acks, clock.now()));
+      await deviceEffects(context, first);
     },
 
     async claim(context: EngineContext, requestId: string) {

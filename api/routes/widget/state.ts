@@ -3,11 +3,12 @@
  * served from the per-agent cache, answers 304 to an If-None-Match of the current ETag, and
  * skips response validation (the shape is asserted by the contract tests instead).
  */
+import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { WidgetState } from '../../../shared/schemas/widget-api.js';
 
-const NotModified = z.null().describe('Not modified: the ETag still matches');
+const NotModified = z.null().describe('Not modified: the ETag still matches (no body)');
 import { widgetOf } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { Services } from '../../services.js';
@@ -31,7 +32,8 @@ export const stateRoutes =
         const state = await services.widgetStates.forWidget(widgetOf(request));
         const etag = services.widgetStates.etag(state);
         reply.header('etag', etag).header('cache-control', 'no-cache');
-        if (request.headers['if-none-match'] === etag) return reply.code(304).send(null);
+        // A 304 carries no body at all (not even "null"): clients parse it by its headers alone.
+        if (request.headers['if-none-match'] === etag) return (reply as unknown as FastifyReply).code(304).send();
         return state;
       },
     );

@@ -1,0 +1,104 @@
+/**
+ * Push: the node that made a change sends it to the sockets that must see it, through the bus's
+ * rooms: the agent's whole state to the agent's widgets (event `state`), pending commands and dial
+ * requests to the engine (event `work`). Pushes only accelerate: the same truth is in every poll
+ * and heartbeat, and pushed commands stay pending until the engine acks them.
+ */
+import type { PushedState } from '../../shared/events.js';
+import type { Realtime } from '../../shared/types.js';
+import type { Bus } from '../bus/index.js';
+import type { Clock } from '../clock.js';
+import type { Db } from '../store/index.js';
+import { reloadAgent } from './agents.js';
+import type { Commands } from './commands/service.js';
+import { findIntegration } from './integrations/repo.js';
+import { renderWidgetState } from './widget-state.js';
+import type { WidgetStates } from './widget-states.js';
+import { toCall, type CallRow } from './views.js';
+
+export const rooms = {
+  agent: (integrationId: string, memberId: string) => `agent:${integrationId}:${memberId}`,
+  engine: (engineId: string) => `engine:${engineId}`,
+  session: (sessionId: string) => `session:${sessionId}`,
+};
+
+export interface PushDeps {
+  db: Db;
+  bus: Bus;
+  clock: Clock;
+  realtime: Realtime;
+  widgetStates: WidgetStates;
+  commands: Commands;
+  /** observes each push: what, and how long after the change it left */
+  observe?: (kind: 'state' | 'work', startedAt: number) => void;
+  log?: (message: string, error?: unknown) => void;
+}
+
+export function createPusher(deps: PushDeps) {
+  const { db, bus, clock } = deps;
+
+  async function pushState(integrationId: string, memberId: string): Promise<void> {
+    const room = rooms.agent(integrationId, memberId);
+    if (!bus.mayHaveListeners(room)) return;
+    const startedAt = performance.now();
+    const integration = await findIntegration(db, integrationId);
+    if (!integration) return;
+    let agent;
+    try {
+      agent = await reloadAgent(db, integration, memberId);
+    } catch {
+      return; // no longer a valid agent: the gateway ends those sockets
+    }
+    const data = await deps.widgetStates.load(integrationId, memberId);
+    const { session_expires_at: _perSession, ...state } = renderWidgetState(
+      data,
+      { integration, agent, sessionExpiresAt: 0, realtime: deps.realtime },
+      clock.now(),
+    );
+    bus.io.to(room).emit('state', state satisfies PushedState);
+    deps.observe?.('state', startedAt);
+  }
+
+  /** Pending commands and dial requests for an engine: what its next heartbeat would get. */
+  async function engineWork(engineId: string) {
+    return db.tx(async (sql) => {
+      const commands = await deps.commands.pendingFor(sql, engineId);
+      const now = clock.now();
+      const queued = await sql.query<CallRow>(
+        `SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
+         WHERE e.id = $1 AND c.status = 'queued' AND c.expires_at > $2 ORDER BY c.created_at`,
+        [engineId, now],
+      );
+      const dialRequests = queued.map((call) => {
+        const view = toCall(call, now);
+        return { request_id: call.id, display: view.display, expires_at: view.expires_at };
+      });
+      return { commands, dial_requests: dialRequests };
+    });
+  }
+
+  async function pushWork(engineId: string): Promise<void> {
+    const room = rooms.engine(engineId);
+    if (!bus.mayHaveListeners(room)) return;
+    const startedAt = performance.now();
+    bus.io.to(room).emit('work', await engineWork(engineId));
+    deps.observe?.('work', startedAt);
+  }
+
+  const run = (promise: Promise<void>) => promise.catch((error: unknown) => deps.log?.('push failed', error));
+
+  return {
+    engineWork,
+    pushState,
+    /** Starts pushing this node's own changes. */
+    start() {
+      return bus.subscribe((message, { local }) => {
+        if (!local) return;
+        if (message.type === 'agent') run(pushState(message.integrationId, message.memberId));
+        if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId));
+      });
+    },
+  };
+}
+
+export type Pusher = ReturnType<typeof createPusher>;

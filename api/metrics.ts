@@ -1,0 +1,44 @@
+/**
+ * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
+ * sockets by kind, pushes, acks, redeliveries, push latency, and the bus's state.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Bus } from './bus/index.js';
+
+export function createMetrics(bus: Bus) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'c2c_process_' });
+  const sockets = new Gauge({ name: 'c2c_sockets_connected', help: 'Connected sockets on this node', labelNames: ['kind'] as const, registers: [registry] });
+  const pushes = new Counter({ name: 'c2c_pushes_total', help: 'Pushes sent (state to widgets, work to engines)', labelNames: ['kind'] as const, registers: [registry] });
+  const pushLatency = new Histogram({
+    name: 'c2c_push_latency_seconds',
+    help: 'From the committed change to the push leaving this node',
+    labelNames: ['kind'] as const,
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
+  const acks = new Counter({ name: 'c2c_command_acks_total', help: 'Command results acked by engines', labelNames: ['via'] as const, registers: [registry] });
+  const redeliveries = new Counter({ name: 'c2c_command_redeliveries_total', help: 'Commands handed to an engine again because no ack came', registers: [registry] });
+  new Gauge({
+    name: 'c2c_bus_up',
+    help: '1 while the bus (and its Redis connections) is up',
+    labelNames: ['driver'] as const,
+    registers: [registry],
+    collect() {
+      this.set({ driver: bus.driver }, bus.state() === 'up' ? 1 : 0);
+    },
+  });
+  return {
+    registry,
+    sockets,
+    pushes,
+    acks,
+    redeliveries,
+    observePush(kind: 'state' | 'work', startedAt: number) {
+      pushes.inc({ kind });
+      pushLatency.observe({ kind }, (performance.now() - startedAt) / 1000);
+    },
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

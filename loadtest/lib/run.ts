@@ -1,0 +1,54 @@
+/** Shared pieces of the benchmarks: load generators in child processes, scratch databases, result files. */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+
+const run = promisify(execFile);
+export const ROOT = join(import.meta.dirname, '..', '..');
+
+export interface CannonResult {
+  requests: number;
+  rps: number;
+  latency_ms: { p50: number; p99: number; mean: number };
+  status_codes: Record<string, number>;
+  errors: number;
+  timeouts: number;
+  duration_s: number;
+}
+
+/** One autocannon run in a separate process. */
+export async function cannon(spec: Record<string, unknown>): Promise<CannonResult> {
+  const { stdout } = await run(process.execPath, [join(ROOT, 'loadtest', 'lib', 'cannon.mjs'), JSON.stringify(spec)], { maxBuffer: 64 * 1024 * 1024 });
+  return JSON.parse(stdout) as CannonResult;
+}
+
+/** A scratch PostgreSQL database on the server of DATABASE_URL, dropped by the returned function. */
+export async function scratchDatabase(baseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `c2c_bench_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: baseUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+export function writeResult(name: string, data: unknown): string {
+  const dir = join(ROOT, 'loadtest', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
+  return file;
+}

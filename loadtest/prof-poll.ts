@@ -1,0 +1,12 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../api/config.js';
+import { startNode } from '../api/serve.js';
+const dataDir = mkdtempSync(join(tmpdir(), 'c2c-prof-'));
+const config = loadConfig({ PORT: '8111', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+const node = await startNode(config, { demo: true, logger: false, rateLimitScale: 10_000 });
+const d = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+const s = await (await fetch(`${node.url}/api/v1/click2call/sessions`, { method: 'POST', headers: { authorization: `Bearer ${d.server_key}`, 'content-type': 'application/json' }, body: JSON.stringify({ integration_id: 'c2c_demo', agent: d.agent, origin: d.allowed_origin }) })).json();
+console.log(JSON.stringify({ token: s.widget_token, origin: d.allowed_origin }));
+setTimeout(async () => { await node.close(); process.exit(0); }, Number(process.env.PROF_SECONDS ?? 20) * 1000);

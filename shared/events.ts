@@ -1,0 +1,59 @@
+/**
+ * The Socket.IO contract between the gateway and its clients, typed once for both ends (the
+ * gateway, the SDK and the call window). Clients authenticate with `auth: {token}` in the
+ * handshake; widget tokens from their own origin, engine tokens from the service's own pages
+ * or an allowed extension.
+ */
+import type { ErrorCode, ErrorEnvelope } from './errors.js';
+import type { DialRequest, EngineCommand, HeartbeatRequest, HeartbeatResponse } from './schemas/engine-api.js';
+import type { Command, CommandResult, WidgetState } from './types.js';
+
+/**
+ * A pushed WidgetState. It is the agent's, shared by all the agent's widgets, so the
+ * session-specific session_expires_at is present only in the snapshot sent on (re)connect; a
+ * client keeps the value it has when a push lacks it. Never apply a version older than yours.
+ */
+export type PushedState = Omit<WidgetState, 'session_expires_at'> & { session_expires_at?: number };
+
+/** Why the server ended a connection. `final`: do not reconnect with this credential. */
+export interface SocketEnd {
+  code: ErrorCode | 'token_expired' | 'server_restarting' | 'replaced';
+  final: boolean;
+  message: string;
+}
+
+/** connect_error data when the handshake is refused. */
+export type ConnectRefusal = SocketEnd;
+
+/** Commands and dial requests for an engine; ack each command with the `ack` event. */
+export interface EngineWork {
+  commands: EngineCommand[];
+  dial_requests: DialRequest[];
+}
+
+export type Reply<T> = (result: T | ErrorEnvelope) => void;
+
+export interface WidgetServerEvents {
+  state: (state: PushedState) => void;
+  ended: (end: SocketEnd) => void;
+}
+
+export interface WidgetClientEvents {
+  /** the same as POST /widget/commands, answered through the ack callback */
+  command: (command: Command, reply: Reply<CommandResult>) => void;
+}
+
+export interface EngineServerEvents {
+  work: (work: EngineWork) => void;
+  ended: (end: SocketEnd) => void;
+}
+
+export interface EngineClientEvents {
+  /** the same as POST /engine/heartbeat */
+  heartbeat: (report: HeartbeatRequest, reply: Reply<HeartbeatResponse>) => void;
+  /** results of commands received by push: [{command_id, result}] */
+  ack: (acks: HeartbeatRequest['acks'], reply?: Reply<{ ok: true }>) => void;
+}
+
+/** The Socket.IO path on the gateway. */
+export const SOCKET_PATH = '/socket.io';

@@ -1,0 +1,422 @@
+/**
+ * How outgoing calls end, over HTTP (spec sections 3, 4, 7 and 8): the simulated provider's magic
+ * numbers (busy, no answer, failed, long ringing, far-end hangup), the duration caps (policy and
+ * wallet share) and their billing, the 502 hangup_uncertain path, intent expiry, a claim that never
+ * connects, every engine-dependent refusal of POST /calls, and the Idempotency-Key under concurrency.
+ * Each test seeds its own tenant, so live calls and balances never leak from one test to the next.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMember } from '../../api/domain/operator/accounts.js';
+import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
+import { seedTenant, US_NUMBER, type Tenant } from '../helpers/tenant.js';
+
+const BUSY = '+12025550101';
+const NO_ANSWER = '+12025550102';
+const FAILED = '+12025550103';
+const LONG_RINGING = '+12025550104';
+const FAR_END_AFTER_5 = '+12025550205';
+const UNREACHABLE_ON_HANGUP = '+12025550199';
+/** seedTenant's rate for +1, micros per minute */
+const US_RATE = 10_000;
+
+describe.each(storeDrivers())('call outcomes on %s', (driver) => {
+  let h: Harness;
+  let api: Client;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  const deps = () => ({ db: h.services.db, bus: h.services.bus, clock: h.services.clock });
+  const nowSeconds = () => Math.floor(h.clock.now() / 1000);
+
+  /** GET /calls/{id} with the tenant's server key; must answer 200. */
+  async function getCall(t: Tenant, id: string) {
+    const res = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  }
+
+  async function balance(t: Tenant): Promise<number> {
+    const [row] = await h.services.db.query<{ balance_micros: number }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId]);
+    return Number(row!.balance_micros);
+  }
+
+  async function ledgerFor(callId: string) {
+    return h.services.db.query<{ amount_micros: number; reason: string }>('SELECT amount_micros, reason FROM wallet_ledger WHERE call_id = $1', [callId]);
+  }
+
+  async function intentCount(where: string, params: unknown[]): Promise<number> {
+    const [row] = await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM call_intents WHERE ${where}`, params);
+    return row!.n;
+  }
+
+  /** A new member of the tenant's Sales department (covered by the integration); returns the e-mail. */
+  async function salesMember(t: Tenant, name: string): Promise<string> {
+    const member = await createMember(deps(), { accountId: t.accountId, email: `${name}@acme.example`, name, departmentId: t.salesId });
+    return member.email;
+  }
+
+  /** Session → ticket → pair; the engine is not ready until it sends a heartbeat. */
+  async function pairOnly(t: Tenant, email: string, simulated: boolean): Promise<Agent> {
+    const widgetToken = await openSession(api, t, email);
+    const ticket = await launchTicket(api, widgetToken);
+    const paired = await api.post('/engine/pair', { ticket, simulated });
+    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    return { widgetToken, engineToken: paired.body.engine_token, engineId: paired.body.engine.id };
+  }
+
+  /** A ready window that is not simulated: nothing connects after a claim, as with a real browser that never dials. */
+  async function readyRealEngine(t: Tenant, email: string): Promise<Agent> {
+    const agent = await pairOnly(t, email, false);
+    const beat = await heartbeat(api, agent.engineToken);
+    expect(beat.status, JSON.stringify(beat.body)).toBe(200);
+    expect(beat.body.engine).toMatchObject({ state: 'ready', mic_ready: true, simulated: false });
+    return agent;
+  }
+
+  const callAs = (t: Tenant, email: string, body: Record<string, unknown> = {}, key?: string) =>
+    requestCall(api, t, { agent: { type: 'email', value: email }, ...body }, key);
+
+  /** A fresh tenant and ready simulated agent; requests a call to `number` and claims it (the simulator dials). */
+  async function dialed(number: string, options: { balanceMicros?: number; maxCallSeconds?: number } = {}) {
+    const t = await seedTenant(h.services, { balanceMicros: options.balanceMicros });
+    if (options.maxCallSeconds !== undefined) await setPolicy(deps(), t.integrationId, { maxCallSeconds: options.maxCallSeconds });
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t, { phone_number: number });
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    const id: string = requested.body.request_id;
+    const claimed = await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    expect(claimed.status, JSON.stringify(claimed.body)).toBe(200);
+    return { t, agent, id, claimedCall: claimed.body.call, t0: nowSeconds() };
+  }
+
+  describe('magic destination numbers', () => {
+    it('+12025550101 is busy after 1 s', async () => {
+      const { t, id, claimedCall, t0 } = await dialed(BUSY);
+      expect(claimedCall.status).toBe('dialing');
+      expect(await getCall(t, id)).toMatchObject({ status: 'dialing', error: null, ended_at: null });
+
+      await h.clock.advanceSeconds(1);
+      const ended = await getCall(t, id);
+      expect(ended).toMatchObject({ status: 'busy', error: 'busy', answered_at: null, ended_at: t0 + 1, duration: 0 });
+      expect(await ledgerFor(id)).toHaveLength(0);
+      expect(await balance(t)).toBe(100_000_000);
+    });
+
+    it('+12025550102 rings, then is no_answer at 31 s', async () => {
+      const { t, id, claimedCall, t0 } = await dialed(NO_ANSWER);
+      expect(claimedCall.status).toBe('dialing');
+
+      await h.clock.advanceSeconds(1);
+      expect(await getCall(t, id)).toMatchObject({ status: 'ringing', ended_at: null });
+      await h.clock.advanceSeconds(29);
+      expect(await getCall(t, id)).toMatchObject({ status: 'ringing', error: null, ended_at: null });
+
+      await h.clock.advanceSeconds(1);
+      expect(await getCall(t, id)).toMatchObject({ status: 'no_answer', error: 'no_answer', answered_at: null, ended_at: t0 + 31, duration: 0 });
+      expect(await ledgerFor(id)).toHaveLength(0);
+    });
+
+    it('+12025550103 fails at once', async () => {
+      const { t, id, claimedCall, t0 } = await dialed(FAILED);
+      expect(claimedCall).toMatchObject({ request_id: id, status: 'failed' });
+      expect(await getCall(t, id)).toMatchObject({ status: 'failed', error: 'provider_failed', answered_at: null, ended_at: t0, duration: 0 });
+      expect(await ledgerFor(id)).toHaveLength(0);
+    });
+
+    it('+12025550104 still rings at 20 s and connects at 21 s', async () => {
+      const { t, id, t0 } = await dialed(LONG_RINGING);
+      await h.clock.advanceSeconds(1);
+      expect((await getCall(t, id)).status).toBe('ringing');
+      await h.clock.advanceSeconds(19);
+      expect(await getCall(t, id)).toMatchObject({ status: 'ringing', answered_at: null });
+
+      await h.clock.advanceSeconds(1);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', answered_at: t0 + 21, ended_at: null, duration: 0 });
+
+      const hangup = await api.post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey });
+      expect(hangup.status, JSON.stringify(hangup.body)).toBe(200);
+      expect(hangup.body).toMatchObject({ status: 'completed', ended_at: t0 + 21 });
+    });
+
+    it('+12025550205 connects at 3 s and the far end hangs up 5 s later (duration 5)', async () => {
+      const { t, id, t0 } = await dialed(FAR_END_AFTER_5);
+      await h.clock.advanceSeconds(3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', answered_at: t0 + 3 });
+      await h.clock.advanceSeconds(4);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', duration: 4, ended_at: null });
+
+      await h.clock.advanceSeconds(1);
+      const ended = await getCall(t, id);
+      expect(ended).toMatchObject({ status: 'completed', error: null, answered_at: t0 + 3, ended_at: t0 + 8, duration: 5 });
+      const debit = Math.ceil((5 * US_RATE) / 60);
+      expect(await balance(t)).toBe(100_000_000 - debit);
+      expect((await ledgerFor(id)).map((row) => Number(row.amount_micros))).toEqual([-debit]);
+    });
+  });
+
+  describe('time limits', () => {
+    it('the policy max_call_seconds ends a connected call at 30 s, billed for 30 s', async () => {
+      const { t, id, t0 } = await dialed(US_NUMBER, { maxCallSeconds: 30 });
+      await h.clock.advanceSeconds(3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', answered_at: t0 + 3 });
+      await h.clock.advanceSeconds(29);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', duration: 29 });
+
+      await h.clock.advanceSeconds(1);
+      const ended = await getCall(t, id);
+      expect(ended).toMatchObject({ status: 'completed', duration: 30, ended_at: t0 + 33 });
+      expect(ended.ended_at - ended.answered_at).toBe(30);
+      const debit = Math.ceil((30 * US_RATE) / 60);
+      expect(await balance(t)).toBe(100_000_000 - debit);
+      expect((await ledgerFor(id)).map((row) => Number(row.amount_micros))).toEqual([-debit]);
+    });
+
+    it("the wallet's share ends the call at the affordable limit, debited once by ceil(duration × rate / 60)", async () => {
+      // 15,200 micros at 10,000 per minute pay for 91.2 s: the provider limit is 91 s.
+      const start = 15_200;
+      const affordable = Math.floor((start * 60) / US_RATE);
+      expect(affordable).toBe(91);
+      const { t, id, t0 } = await dialed(US_NUMBER, { balanceMicros: start });
+      await h.clock.advanceSeconds(3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', answered_at: t0 + 3 });
+      await h.clock.advanceSeconds(affordable - 1);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', duration: affordable - 1 });
+
+      await h.clock.advanceSeconds(1);
+      const ended = await getCall(t, id);
+      expect(ended).toMatchObject({ status: 'completed', duration: affordable, ended_at: t0 + 3 + affordable });
+      const debit = Math.ceil((affordable * US_RATE) / 60);
+      expect(debit).toBe(15_167);
+      expect(await balance(t)).toBe(start - debit);
+      expect(await ledgerFor(id)).toEqual([expect.objectContaining({ reason: 'call' })]);
+      expect(Number((await ledgerFor(id))[0]!.amount_micros)).toBe(-debit);
+
+      // A later hangup changes nothing, and what is left pays for less than 60 s.
+      const again = await api.post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey });
+      expect(again.status).toBe(200);
+      expect(again.body).toMatchObject({ status: 'completed', duration: affordable });
+      expect(await balance(t)).toBe(start - debit);
+      expect(await ledgerFor(id)).toHaveLength(1);
+      await expectError(requestCall(api, t), 402, 'insufficient_balance');
+    });
+  });
+
+  describe('provider unreachable on hangup', () => {
+    it('answers 502 hangup_uncertain to the server key and to the widget, and the call stays connected', async () => {
+      const { t, agent, id, t0 } = await dialed(UNREACHABLE_ON_HANGUP);
+      await h.clock.advanceSeconds(3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', answered_at: t0 + 3 });
+
+      await expectError(api.post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey }), 502, 'hangup_uncertain');
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', ended_at: null });
+
+      const first = await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-uncertain-1' }), 502, 'hangup_uncertain');
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', ended_at: null });
+      const replay = await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-uncertain-1' }), 502, 'hangup_uncertain');
+      expect(replay.body).toEqual(first.body);
+      const rows = await h.services.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM widget_commands WHERE request_id = 'hangup-uncertain-1' AND integration_id = $1",
+        [t.integrationId],
+      );
+      expect(rows[0]!.n).toBe(1);
+
+      await h.clock.advanceSeconds(2);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', duration: 2, ended_at: null });
+      expect(await ledgerFor(id)).toHaveLength(0);
+    });
+  });
+
+  describe('calls that never start', () => {
+    it('a queued intent nobody claims expires after 60 s, and cannot be claimed then', async () => {
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const requested = await requestCall(api, t);
+      expect(requested.status).toBe(202);
+      const id: string = requested.body.request_id;
+      const createdAt = nowSeconds();
+      expect(requested.body.expires_at).toBe(createdAt + 60);
+
+      await h.clock.advanceSeconds(59);
+      await h.services.reaper.tick();
+      expect(await getCall(t, id)).toMatchObject({ status: 'queued', ended_at: null });
+
+      await h.clock.advanceSeconds(1);
+      await h.services.reaper.tick();
+      expect(await getCall(t, id)).toMatchObject({ status: 'expired', error: 'expired', ended_at: createdAt + 60, answered_at: null });
+
+      await expectError(api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken }), 404, 'not_found');
+      expect((await getCall(t, id)).status).toBe('expired');
+    });
+
+    it('an intent claimed by a window whose provider leg never starts fails with connect_timeout after 60 s', async () => {
+      const t = await seedTenant(h.services);
+      const agent = await readyRealEngine(t, t.agent.email);
+      const requested = await requestCall(api, t);
+      expect(requested.status).toBe(202);
+      const id: string = requested.body.request_id;
+      const claimed = await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+      expect(claimed.status, JSON.stringify(claimed.body)).toBe(200);
+      expect(claimed.body.call.status).toBe('claimed');
+      const claimedAt = nowSeconds();
+
+      await h.clock.advanceSeconds(30);
+      await heartbeat(api, agent.engineToken, { call_id: id });
+      await h.clock.advanceSeconds(29);
+      await h.services.reaper.tick();
+      expect(await getCall(t, id)).toMatchObject({ status: 'claimed', ended_at: null });
+
+      await h.clock.advanceSeconds(1);
+      await h.services.reaper.tick();
+      expect(await getCall(t, id)).toMatchObject({ status: 'failed', error: 'connect_timeout', ended_at: claimedAt + 60, answered_at: null });
+      expect(await ledgerFor(id)).toHaveLength(0);
+    });
+  });
+
+  describe('engine-dependent refusals of POST /calls', () => {
+    it('agent_offline without a window, and again after the window closes', async () => {
+      const t = await seedTenant(h.services);
+      await expectError(requestCall(api, t), 409, 'agent_offline');
+
+      const agent = await readyAgent(api, t);
+      const closed = await api.post('/engine/close', {}, { auth: agent.engineToken });
+      expect(closed.status, JSON.stringify(closed.body)).toBe(200);
+      await expectError(requestCall(api, t), 409, 'agent_offline');
+      expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(0);
+    });
+
+    it('agent_not_ready while the window reports no microphone', async () => {
+      const t = await seedTenant(h.services);
+      const agent = await pairOnly(t, t.agent.email, true);
+      const beat = await heartbeat(api, agent.engineToken, { mic_ready: false });
+      expect(beat.status).toBe(200);
+      expect(beat.body.engine).toMatchObject({ mic_ready: false, live: true });
+      await expectError(requestCall(api, t), 409, 'agent_not_ready');
+      expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(0);
+
+      await heartbeat(api, agent.engineToken, { mic_ready: true });
+      expect((await requestCall(api, t)).status).toBe(202);
+    });
+
+    it('agent_busy while the agent has a queued call', async () => {
+      const t = await seedTenant(h.services);
+      await readyAgent(api, t);
+      const first = await requestCall(api, t, {}, 'busy-first');
+      expect(first.status).toBe(202);
+      await expectError(requestCall(api, t, { phone_number: '+12025550124' }, 'busy-second'), 409, 'agent_busy');
+      await expectError(requestCall(api, t, { phone_number: '+442079460123' }), 409, 'agent_busy');
+      expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(1);
+
+      // Once that call is over the agent is free again.
+      const canceled = await api.post(`/calls/${first.body.request_id}/hangup`, undefined, { auth: t.serverKey });
+      expect(canceled.body).toMatchObject({ status: 'canceled' });
+      expect((await requestCall(api, t, { phone_number: '+12025550124' }, 'busy-second')).status).toBe(202);
+    });
+
+    it('agent_busy while the window reports busy', async () => {
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const beat = await heartbeat(api, agent.engineToken, { busy: true });
+      expect(beat.body.engine).toMatchObject({ state: 'ready', busy: true });
+      await expectError(requestCall(api, t), 409, 'agent_busy');
+      expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(0);
+
+      await heartbeat(api, agent.engineToken, { busy: false });
+      expect((await requestCall(api, t)).status).toBe(202);
+    });
+
+    it("concurrency_limit (429) when another agent's call fills the integration's limit", async () => {
+      const t = await seedTenant(h.services, { concurrencyLimit: 1 });
+      const bea = await salesMember(t, 'bea');
+      await readyAgent(api, t);
+      await readyAgent(api, t, bea);
+
+      const first = await requestCall(api, t);
+      expect(first.status).toBe(202);
+      await expectError(callAs(t, bea), 429, 'concurrency_limit');
+      expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(1);
+
+      await setPolicy(deps(), t.integrationId, { concurrencyLimit: 2 });
+      expect((await callAs(t, bea)).status).toBe(202);
+    });
+  });
+
+  it('50 Idempotency-Keys × 20 concurrent POST /calls create exactly 50 intents', { timeout: 120_000 }, async () => {
+    const KEYS = 50;
+    const COPIES = 20;
+    const BATCH = 25; // 25 keys × 20 = 500 requests, under 600/min per integration
+    // A fresh rate window for the setup requests.
+    await h.clock.advanceSeconds(60);
+    const t = await seedTenant(h.services, { concurrencyLimit: 100 });
+
+    const emails: string[] = [];
+    const engines: string[] = [];
+    for (let i = 0; i < KEYS; i++) {
+      const email = await salesMember(t, `race${i}`);
+      emails.push(email);
+      engines.push((await readyRealEngine(t, email)).engineToken);
+    }
+    const bodyFor = (i: number, phone = US_NUMBER) => ({
+      integration_id: t.integrationId,
+      agent: { type: 'email', value: emails[i] },
+      phone_number: phone,
+      display_name: `Contact ${i}`,
+    });
+    const keyFor = (i: number) => `race-key-${i}`;
+    // Each key from its own address: 20 per IP, far under 300/min.
+    const post = (i: number, phone?: string) =>
+      api.post('/calls', bodyFor(i, phone), { auth: t.serverKey, headers: { 'idempotency-key': keyFor(i) }, ip: `198.51.100.${i + 1}` });
+    const keepAlive = async () => {
+      for (const token of engines) expect((await heartbeat(api, token)).status).toBe(200);
+    };
+
+    const replies: { status: number; body: any }[][] = [];
+    for (let from = 0; from < KEYS; from += BATCH) {
+      // Per-minute windows reset between batches.
+      await h.clock.advanceSeconds(60);
+      await keepAlive();
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(BATCH, KEYS - from) }, (_, k) => Promise.all(Array.from({ length: COPIES }, () => post(from + k)))),
+      );
+      replies.push(...batch);
+    }
+
+    expect(replies).toHaveLength(KEYS);
+    const ids = new Set<string>();
+    replies.forEach((perKey, i) => {
+      const statuses = perKey.map((r) => r.status);
+      expect(statuses.filter((s) => s === 202), `key ${i}: ${JSON.stringify(perKey.find((r) => r.status !== 200 && r.status !== 202)?.body)}`).toHaveLength(1);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(COPIES - 1);
+      const requestIds = new Set(perKey.map((r) => r.body.request_id));
+      expect(requestIds.size).toBe(1);
+      const [requestId] = [...requestIds];
+      expect(requestId).toMatch(/^ci_/);
+      ids.add(requestId!);
+    });
+    expect(ids.size).toBe(KEYS);
+    expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(KEYS);
+    const stored = await h.services.db.query<{ id: string; idempotency_key: string }>(
+      'SELECT id, idempotency_key FROM call_intents WHERE integration_id = $1',
+      [t.integrationId],
+    );
+    const byKey = new Map(stored.map((row) => [row.idempotency_key, row.id]));
+    replies.forEach((perKey, i) => expect(byKey.get(keyFor(i))).toBe(perKey[0]!.body.request_id));
+
+    // Afterwards: a replay returns the same intent with 200; another body under the same key is a conflict.
+    await h.clock.advanceSeconds(60);
+    for (let i = 0; i < KEYS; i++) {
+      const again = await post(i);
+      expect(again.status, JSON.stringify(again.body)).toBe(200);
+      expect(again.body.request_id).toBe(replies[i]![0]!.body.request_id);
+    }
+    await expectError(post(7, '+12025550124'), 409, 'idempotency_conflict');
+    expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(KEYS);
+  });
+});

@@ -1,0 +1,397 @@
+/**
+ * The engine (call window) lifecycle over HTTP (spec sections 1, 3, 4, 5 and 8): launch tickets
+ * (fragment, single use, 10 minutes, dead with their widget session), one engine per agent (a new
+ * window replaces an idle one and is refused while the old one is on a call), voice tokens, the
+ * 90 s offline rule and its deliberate end of provider legs, orphaned calls (silent, closed or
+ * forgetful windows) and their hangup, the engine token's idle lifetime, revocation and disabling
+ * taking effect on the next engine request, and the atomic claim (one winner out of five).
+ *
+ * One harness per store driver (opening a store is the slow part); each test seeds its own tenant,
+ * so revocations and disabled members never leak into the next one, and starts with no live
+ * provider legs. The reaper does not run by itself here: tests move the clock and then call
+ * reaper.tick().
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { updateMember } from '../../api/domain/operator/accounts.js';
+import { revokeIntegration } from '../../api/domain/operator/revocation.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { client, createHarness, type Client, type Harness, type Reply } from '../helpers/harness.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, widgetState, type Agent } from '../helpers/flows.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+  const deps = () => ({ db: h.services.db, bus: h.services.bus, clock: h.services.clock });
+  const nowSeconds = () => Math.floor(h.clock.now() / 1000);
+  const callStatus = async (id: string) => {
+    const res = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  };
+  const state = async (widgetToken: string) => {
+    const res = await widgetState(api, widgetToken);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  };
+  const pair = (ticket: string, simulated = true) => api.post('/engine/pair', { ticket, simulated });
+  const tick = () => h.services.reaper.tick();
+
+  /** POST /calls → dial request on the heartbeat → claim → ringing → connected (3 s after the claim). */
+  async function connectedCall(agent: Agent): Promise<{ id: string; claimedAt: number; answeredAt: number }> {
+    const requested = await requestCall(api, t);
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    const id: string = requested.body.request_id;
+    const beat = await heartbeat(api, agent.engineToken);
+    expect(beat.body.dial_requests.map((d: { request_id: string }) => d.request_id)).toEqual([id]);
+    const claimed = await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    expect(claimed.status, JSON.stringify(claimed.body)).toBe(200);
+    expect(claimed.body.call.status).toBe('dialing');
+    const claimedAt = nowSeconds();
+    expect((await heartbeat(api, agent.engineToken, { call_id: id, busy: true })).status).toBe(200);
+    await h.clock.advanceSeconds(3);
+    const connected = await callStatus(id);
+    expect(connected).toMatchObject({ status: 'connected', orphaned: false });
+    expect(connected.answered_at).toBe(nowSeconds());
+    return { id, claimedAt, answeredAt: connected.answered_at };
+  }
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  // Every test gets its own tenant (account, integration, agent) on the suite's store and clock.
+  beforeEach(async () => {
+    t = await seedTenant(h.services);
+  });
+
+  // Whatever a test left on the line is hung up through the provider, so the next one starts with
+  // no live provider legs; a fault switch is always restored.
+  afterEach(async () => {
+    h.services.providers.simulator.faults.tokens = true;
+    const live = await h.services.db.query<{ id: string; integration_id: string }>(
+      `SELECT id, integration_id FROM call_intents WHERE provider_call_sid IS NOT NULL AND ended_at IS NULL`,
+    );
+    for (const call of live) await h.services.calls.hangupByServer(call.integration_id, call.id);
+  });
+
+  it('launch tickets travel in the fragment, are single use, live 10 minutes and die with their session', async () => {
+    const widgetToken = await openSession(api, t);
+    const first = await api.post('/widget/launch-ticket', undefined, { auth: widgetToken, origin: ORIGIN });
+    const second = await api.post('/widget/launch-ticket', undefined, { auth: widgetToken, origin: ORIGIN });
+    expect(first.status).toBe(200);
+    expect(second.status).toBe(200);
+    const ticket: string = first.body.ticket;
+    expect(first.body.window_url).toBe(`${h.config.siteUrl}/click2call/window#ticket=${encodeURIComponent(ticket)}`);
+    const url = new URL(first.body.window_url);
+    expect(url.search).toBe('');
+    expect(url.hash).toBe(`#ticket=${encodeURIComponent(ticket)}`);
+    expect(first.body.expires_in).toBe(600);
+    expect(second.body.ticket).not.toBe(ticket);
+    // The same window name for every ticket of one agent, so window.open() finds the live window.
+    expect(typeof first.body.window_name).toBe('string');
+    expect(first.body.window_name.length).toBeGreaterThan(0);
+    expect(second.body.window_name).toBe(first.body.window_name);
+
+    // Single use: the first pairing consumes it, a replay is refused.
+    expect((await pair(ticket)).status).toBe(201);
+    await expectError(pair(ticket), 401, 'ticket_invalid');
+
+    // 10 minutes: still good at 599 s, dead at 600 s.
+    const early = await launchTicket(api, widgetToken);
+    const late = await launchTicket(api, widgetToken);
+    await h.clock.advanceSeconds(599);
+    expect((await pair(early)).status).toBe(201);
+    await h.clock.advanceSeconds(1);
+    await expectError(pair(late), 401, 'ticket_invalid');
+
+    // Garbage, and a well-formed ticket with a wrong secret.
+    await expectError(pair('garbage'), 401, 'ticket_invalid');
+    const fresh = await launchTicket(api, widgetToken);
+    const forged = fresh.slice(0, -1) + (fresh.endsWith('A') ? 'B' : 'A');
+    await expectError(pair(forged), 401, 'ticket_invalid');
+    expect((await pair(fresh)).status).toBe(201);
+
+    // A ticket whose widget session was revoked (logout) cannot pair any more.
+    const other = await openSession(api, t);
+    const orphanTicket = await launchTicket(api, other);
+    const revoked = await api.post('/widget/revoke', undefined, { auth: other, origin: ORIGIN });
+    expect(revoked.status).toBe(200);
+    await expectError(pair(orphanTicket), 401, 'ticket_invalid');
+  });
+
+  it('a second window replaces an idle first one', async () => {
+    const first = await readyAgent(api, t);
+    expect((await state(first.widgetToken)).engine).toMatchObject({ id: first.engineId, state: 'ready', live: true });
+
+    const paired = await pair(await launchTicket(api, first.widgetToken));
+    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    const secondId: string = paired.body.engine.id;
+    expect(secondId).not.toBe(first.engineId);
+
+    await expectError(heartbeat(api, first.engineToken), 401, 'unauthorized');
+    await expectError(api.post('/engine/voice-token', undefined, { auth: first.engineToken }), 401, 'unauthorized');
+    expect((await heartbeat(api, paired.body.engine_token)).status).toBe(200);
+    expect((await state(first.widgetToken)).engine).toMatchObject({ id: secondId, state: 'ready', live: true });
+  });
+
+  it('a second window is refused while the first is on a call, and its ticket pairs once the call ends', async () => {
+    const agent = await readyAgent(api, t);
+    const { id } = await connectedCall(agent);
+
+    const ticket = await launchTicket(api, agent.widgetToken);
+    await expectError(pair(ticket), 409, 'agent_busy');
+    // The first window keeps its call and its credential.
+    expect((await heartbeat(api, agent.engineToken, { call_id: id, busy: true })).status).toBe(200);
+    expect((await state(agent.widgetToken)).engine).toMatchObject({ id: agent.engineId, live: true });
+    expect((await callStatus(id)).status).toBe('connected');
+
+    const hangup = await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'busy-hangup' });
+    expect(hangup.status, JSON.stringify(hangup.body)).toBe(200);
+    expect((await callStatus(id)).status).toBe('completed');
+
+    const paired = await pair(ticket);
+    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    expect(paired.body.engine.id).not.toBe(agent.engineId);
+    await expectError(heartbeat(api, agent.engineToken), 401, 'unauthorized');
+    expect((await state(agent.widgetToken)).engine.id).toBe(paired.body.engine.id);
+  });
+
+  it('voice-token answers a provider token for c2c_<engine_id>, and 503 when the provider is down', async () => {
+    const widgetToken = await openSession(api, t);
+    const paired = await pair(await launchTicket(api, widgetToken));
+    expect(paired.status).toBe(201);
+    const engineToken: string = paired.body.engine_token;
+    const engineId: string = paired.body.engine.id;
+
+    const res = await api.post('/engine/voice-token', undefined, { auth: engineToken });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.identity).toBe(`c2c_${engineId}`);
+    expect(res.body.token).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    const claims = JSON.parse(Buffer.from(res.body.token.split('.')[1], 'base64url').toString('utf8'));
+    expect(claims.grants.identity).toBe(`c2c_${engineId}`);
+    expect(res.body.expires_at).toBeGreaterThan(nowSeconds());
+
+    const simulator = h.services.providers.simulator;
+    simulator.faults.tokens = false;
+    try {
+      await expectError(api.post('/engine/voice-token', undefined, { auth: engineToken }), 503, 'provider_unavailable');
+    } finally {
+      simulator.faults.tokens = true;
+    }
+    expect((await api.post('/engine/voice-token', undefined, { auth: engineToken })).status).toBe(200);
+  });
+
+  it('an engine is offline after 90 s without a heartbeat, revives with one, and one missed heartbeat is no hangup', async () => {
+    const agent = await readyAgent(api, t);
+    await h.clock.advanceSeconds(89);
+    await tick();
+    expect((await state(agent.widgetToken)).engine).toMatchObject({ state: 'ready', live: true });
+
+    await h.clock.advanceSeconds(1);
+    await tick();
+    expect((await state(agent.widgetToken)).engine).toMatchObject({ state: 'offline', live: false });
+    await expectError(requestCall(api, t), 409, 'agent_offline');
+
+    const revived = await heartbeat(api, agent.engineToken);
+    expect(revived.status).toBe(200);
+    expect(revived.body.engine).toMatchObject({ state: 'ready', live: true });
+    expect((await state(agent.widgetToken)).engine).toMatchObject({ state: 'ready', live: true });
+
+    // During a call, a 20 s gap (one missed 15 s heartbeat) ends nothing and orphans nothing.
+    const { id } = await connectedCall(agent);
+    await h.clock.advanceSeconds(20);
+    await tick();
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: false });
+    expect((await heartbeat(api, agent.engineToken, { call_id: id, busy: true })).status).toBe(200);
+    await h.clock.advanceSeconds(20);
+    await tick();
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: false });
+    expect((await state(agent.widgetToken)).engine).toMatchObject({ state: 'ready', live: true });
+  });
+
+  it('an engine gone silent mid-call orphans the call at 30 s and ends its provider leg at 90 s', async () => {
+    const agent = await readyAgent(api, t);
+    const simulator = h.services.providers.simulator;
+    const { id, claimedAt, answeredAt } = await connectedCall(agent);
+    // The last heartbeat was at the claim; the far end is on the line.
+    expect(simulator.liveLegs()).toBe(1);
+
+    await h.clock.advanceSeconds(claimedAt + 29 - nowSeconds());
+    await tick();
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: false });
+    await h.clock.advanceSeconds(1);
+    await tick();
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: true });
+    expect((await state(agent.widgetToken)).call).toMatchObject({ request_id: id, status: 'connected', orphaned: true });
+
+    await h.clock.advanceSeconds(59);
+    await tick();
+    expect((await callStatus(id)).status).toBe('connected');
+    expect(simulator.liveLegs()).toBe(1);
+
+    await h.clock.advanceSeconds(1);
+    await tick();
+    const ended = await callStatus(id);
+    expect(ended.status).toBe('completed');
+    expect(ended.answered_at).toBe(answeredAt);
+    expect(ended.ended_at).toBe(claimedAt + 90);
+    expect(ended.duration).toBe(ended.ended_at - answeredAt);
+    expect(ended.duration).toBe(87);
+    expect(simulator.liveLegs()).toBe(0);
+    const widget = await state(agent.widgetToken);
+    expect(widget.engine).toMatchObject({ state: 'offline', live: false });
+    expect(widget.call).toMatchObject({ request_id: id, status: 'completed', duration: 87 });
+  });
+
+  it('a window closed mid-call leaves an orphaned call that the widget or the backend can hang up', async () => {
+    const simulator = h.services.providers.simulator;
+    const agent = await readyAgent(api, t);
+    const { id } = await connectedCall(agent);
+
+    const closed = await api.post('/engine/close', {}, { auth: agent.engineToken });
+    expect(closed.status, JSON.stringify(closed.body)).toBe(200);
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: true });
+    const widget = await state(agent.widgetToken);
+    expect(widget.call).toMatchObject({ request_id: id, status: 'connected', orphaned: true });
+    expect(widget.engine).toMatchObject({ id: agent.engineId, state: 'closed', live: false });
+    await expectError(heartbeat(api, agent.engineToken, { call_id: id }), 401, 'unauthorized');
+    expect(simulator.liveLegs()).toBe(1);
+
+    const hangup = await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'orphan-hangup' });
+    expect(hangup.status, JSON.stringify(hangup.body)).toBe(200);
+    expect(hangup.body.status).toBe('done');
+    expect(await callStatus(id)).toMatchObject({ status: 'completed', orphaned: false });
+    expect(simulator.liveLegs()).toBe(0);
+
+    // A second window, a second call, closed too: this time the backend hangs it up.
+    const next = await pair(await launchTicket(api, agent.widgetToken));
+    expect(next.status).toBe(201);
+    const second: Agent = { widgetToken: agent.widgetToken, engineToken: next.body.engine_token, engineId: next.body.engine.id };
+    expect((await heartbeat(api, second.engineToken)).body.engine.state).toBe('ready');
+    const call2 = await connectedCall(second);
+    expect((await api.post('/engine/close', {}, { auth: second.engineToken })).status).toBe(200);
+    expect(await callStatus(call2.id)).toMatchObject({ status: 'connected', orphaned: true });
+    const byBackend = await api.post(`/calls/${call2.id}/hangup`, undefined, { auth: t.serverKey });
+    expect(byBackend.status, JSON.stringify(byBackend.body)).toBe(200);
+    expect(byBackend.body).toMatchObject({ request_id: call2.id, status: 'completed' });
+    expect(await callStatus(call2.id)).toMatchObject({ status: 'completed', orphaned: false });
+    expect(simulator.liveLegs()).toBe(0);
+  });
+
+  it('a heartbeat that does not report the live call orphans it after the grace, and reporting it again clears the flag', async () => {
+    const agent = await readyAgent(api, t);
+    const { id, claimedAt } = await connectedCall(agent);
+    // 3 s after the claim: within the grace, the claim may still be in flight.
+    expect((await heartbeat(api, agent.engineToken, { call_id: null })).status).toBe(200);
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: false });
+
+    await h.clock.advanceSeconds(claimedAt + 6 - nowSeconds());
+    const forgot = await heartbeat(api, agent.engineToken, { call_id: null });
+    expect(forgot.status).toBe(200);
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: true });
+    expect((await state(agent.widgetToken)).call).toMatchObject({ request_id: id, orphaned: true });
+
+    await h.clock.advanceSeconds(2);
+    expect((await heartbeat(api, agent.engineToken, { call_id: id, busy: true })).status).toBe(200);
+    expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: false });
+    expect((await state(agent.widgetToken)).call).toMatchObject({ request_id: id, orphaned: false });
+  });
+
+  it('an engine token dies after 24 h without a heartbeat', async () => {
+    const agent = await readyAgent(api, t);
+    await h.clock.advanceSeconds(86_399);
+    expect((await api.post('/engine/voice-token', undefined, { auth: agent.engineToken })).status).toBe(200);
+    await h.clock.advanceSeconds(1);
+    await expectError(api.post('/engine/voice-token', undefined, { auth: agent.engineToken }), 401, 'unauthorized');
+    await expectError(heartbeat(api, agent.engineToken), 401, 'unauthorized');
+  });
+
+  it('revoking the integration mid-call kills the engine token and ends the call through the provider', async () => {
+    const simulator = h.services.providers.simulator;
+    const agent = await readyAgent(api, t);
+    const { id } = await connectedCall(agent);
+    await h.clock.advanceSeconds(10);
+    expect(simulator.liveLegs()).toBe(1);
+
+    await revokeIntegration(h.services, t.integrationId);
+    await expectError(heartbeat(api, agent.engineToken, { call_id: id }), 401, 'unauthorized');
+    await expectError(widgetState(api, agent.widgetToken), 401, 'unauthorized');
+    await expectError(api.get(`/calls/${id}`, { auth: t.serverKey }), 401, 'unauthorized');
+    expect(simulator.liveLegs()).toBe(0);
+    // The key is revoked too, so read the call through the same projection GET /calls/{id} serves.
+    const ended = await h.services.calls.get(t.integrationId, id);
+    expect(ended).toMatchObject({ status: 'completed', duration: 10, orphaned: false });
+  });
+
+  it('disabling the member refuses the next engine request with 403 agent_disabled', async () => {
+    const agent = await readyAgent(api, t);
+    await updateMember(deps(), t.agent.id, { enabled: false });
+    await expectError(heartbeat(api, agent.engineToken), 403, 'agent_disabled');
+    await expectError(api.post('/engine/voice-token', undefined, { auth: agent.engineToken }), 403, 'agent_disabled');
+    await updateMember(deps(), t.agent.id, { enabled: true });
+    expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+  });
+
+  it('of five concurrent claims of one intent exactly one wins, over 1,000 intents', async () => {
+    const TRIALS = 1000;
+    const CLAIMANTS = 5;
+    /** intents raced at once; a batch of trials stays under the 600/min per-engine limit */
+    const PARALLEL = 10;
+    const PER_WINDOW = 100;
+
+    const widgetToken = await openSession(api, t);
+    const paired = await pair(await launchTicket(api, widgetToken), false);
+    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    const engineToken: string = paired.body.engine_token;
+    const engineId: string = paired.body.engine.id;
+
+    const now = h.clock.now();
+    await h.services.db.query(
+      `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, policy,
+         caller_id, per_minute_micros, created_at, expires_at)
+       SELECT 'ci_race' || lpad(g::text, 4, '0'), $1, $2, $3, 'outbound', 'queued', $4, $5::jsonb, $6, 10000, $7, $8
+       FROM generate_series(1, ${TRIALS}) AS g`,
+      [t.integrationId, t.accountId, t.agent.id, '+12025550123', JSON.stringify(paired.body.policy), '+12025550100', now, now + 24 * 3600 * 1000],
+    );
+    const ids = Array.from({ length: TRIALS }, (_, i) => `ci_race${String(i + 1).padStart(4, '0')}`);
+
+    const claim = (id: string) => api.post('/engine/claim', { request_id: id }, { auth: engineToken });
+    const anomalies: string[] = [];
+    let sampleLoser: Reply | undefined;
+    for (let windowStart = 0; windowStart < TRIALS; windowStart += PER_WINDOW) {
+      for (let start = windowStart; start < Math.min(windowStart + PER_WINDOW, TRIALS); start += PARALLEL) {
+        await Promise.all(
+          ids.slice(start, start + PARALLEL).map(async (id) => {
+            const replies = await Promise.all(Array.from({ length: CLAIMANTS }, () => claim(id)));
+            const winners = replies.filter((r) => r.status === 200);
+            const losers = replies.filter((r) => r.status === 404 && r.body?.error === 'not_found');
+            if (winners.length !== 1 || losers.length !== CLAIMANTS - 1) {
+              anomalies.push(`${id}: ${replies.map((r) => `${r.status} ${r.body?.error ?? r.body?.call?.status}`).join(', ')}`);
+            } else if (winners[0]!.body.call.request_id !== id || winners[0]!.body.call.status !== 'claimed') {
+              anomalies.push(`${id}: winner answered ${JSON.stringify(winners[0]!.body.call)}`);
+            }
+            sampleLoser ??= losers[0];
+          }),
+        );
+      }
+      // A new rate window for the next batch of trials.
+      await h.clock.advanceSeconds(60);
+    }
+    expect(anomalies).toEqual([]);
+    expect(sampleLoser).toBeDefined();
+    await expectError(sampleLoser!, 404, 'not_found');
+
+    const [claimed] = await h.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM call_intents WHERE id LIKE 'ci_race%' AND status = 'claimed' AND engine_id = $1`,
+      [engineId],
+    );
+    expect(claimed!.n).toBe(TRIALS);
+    // A claimed intent can never be claimed again.
+    await expectError(claim(ids[0]!), 404, 'not_found');
+  }, 120_000);
+});
