@@ -43,6 +43,13 @@ const EnvSchema = z.object({
   WIDGET_TOKEN_TTL_SECONDS: z.coerce.number().int().min(5).max(24 * 3600).default(LIMITS.widgetTokenTtlSeconds),
   TRUST_PROXY: flag.default(false),
   C2C_ALLOW_UWS_FALLBACK: flag.default(false),
+  /** Chromium extension ids of this installation's extension (comma-separated) */
+  C2C_EXTENSION_IDS: z
+    .string()
+    .regex(/^[a-p]{32}(,[a-p]{32})*$/, 'must be comma-separated Chromium extension ids (32 letters a–p)')
+    .optional(),
+  /** benchmarks only: multiplies every rate limit */
+  C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
 });
 
 export interface Config {
@@ -67,6 +74,11 @@ export interface Config {
   widgetTokenTtlSeconds: number;
   trustProxy: boolean;
   allowUwsFallback: boolean;
+  /** chrome-extension://<id> origins allowed to run an engine */
+  extensionOrigins: string[];
+  /** whether PUBLIC_GATEWAY_URL was set: an API-only node then tells clients push is available */
+  gatewayConfigured: boolean;
+  rateLimitScale: number;
 }
 
 export const API_PREFIX = '/api/v1/click2call';
@@ -101,6 +113,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     widgetTokenTtlSeconds: e.WIDGET_TOKEN_TTL_SECONDS,
     trustProxy: e.TRUST_PROXY,
     allowUwsFallback: e.C2C_ALLOW_UWS_FALLBACK,
+    extensionOrigins: (e.C2C_EXTENSION_IDS?.split(',') ?? []).map((id) => `chrome-extension://${id}`),
+    gatewayConfigured: e.PUBLIC_GATEWAY_URL !== undefined,
+    rateLimitScale: e.C2C_RATE_LIMIT_SCALE,
   };
   return { ...config, ...overrides };
 }

@@ -3,6 +3,7 @@
  * services and the app, listen, and (with the demo flag) seed the demo tenant.
  */
 import type { FastifyInstance } from 'fastify';
+import { startGateway, type Gateway } from '../gateway/server.js';
 import { buildApp } from './app.js';
 import { openBus } from './bus/index.js';
 import { registerAdminBridge } from './cli/admin-bridge.js';
@@ -13,15 +14,22 @@ import { openRateCounter } from './ratelimit/index.js';
 import { createServices, type Services } from './services.js';
 import { openStore } from './store/index.js';
 
+export type Role = 'api' | 'gateway' | 'all';
+
 export interface RunningNode {
+  role: Role;
   services: Services;
-  app: FastifyInstance;
-  /** the API's listening address */
-  url: string;
+  /** the API (roles api and all) */
+  app?: FastifyInstance;
+  /** the API's listening address (roles api and all) */
+  url?: string;
+  /** the real-time gateway (roles gateway and all) */
+  gateway?: Gateway;
   close(): Promise<void>;
 }
 
 export interface StartOptions {
+  role?: Role;
   demo?: boolean;
   logger?: boolean | object;
   clock?: Clock;
@@ -44,40 +52,56 @@ export async function closeServices(services: Services): Promise<void> {
 }
 
 export async function startNode(config: Config, options: StartOptions = {}): Promise<RunningNode> {
+  const role = options.role ?? 'all';
   const services = await openServices(config, options.clock);
-  const app = await buildApp(services, { logger: options.logger, rateLimitScale: options.rateLimitScale });
-  const publishAdminFile = registerAdminBridge(app, services);
-  await app.listen({ port: config.port, host: config.host });
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const url = `http://127.0.0.1:${port}`;
-  const removeAdminFile = publishAdminFile(url);
-  services.reaper.start();
-
-  if (options.demo) {
-    const { credentials, fresh } = await seedDemo(services, config);
-    const log = app.log;
-    if (fresh) {
-      log.info(`Demo tenant ready. Credentials (also in ${demoFile(config)}):\n${JSON.stringify({ ...credentials, server_key: '<see demo.json>' }, null, 2)}`);
-      process.stdout.write(`\nDemo server key (shown once here; kept in ${demoFile(config)}): ${credentials.server_key}\n\n`);
-    } else {
-      log.info(`Demo tenant ready; credentials in ${demoFile(config)}`);
-    }
-  }
-
+  // Clients learn push is available where a gateway serves this deployment.
+  services.realtime.available = role !== 'api' || config.gatewayConfigured;
+  const stopPusher = services.pusher.start();
+  const cleanups: Array<() => Promise<void> | void> = [];
+  const node: RunningNode = { role, services, close: () => closing ?? (closing = closeAll()) };
   let closing: Promise<void> | undefined;
-  return {
-    services,
-    app,
-    url,
-    close() {
-      closing ??= (async () => {
+  const closeAll = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+    stopPusher();
+    await closeServices(services);
+  };
+
+  try {
+    if (role !== 'api') {
+      const gateway = await startGateway(services, { port: config.gatewayPort, host: config.host });
+      node.gateway = gateway;
+      cleanups.push(() => gateway.close());
+    }
+    if (role !== 'gateway') {
+      const app = await buildApp(services, { logger: options.logger, rateLimitScale: options.rateLimitScale ?? config.rateLimitScale });
+      const publishAdminFile = registerAdminBridge(app, services);
+      await app.listen({ port: config.port, host: config.host });
+      const address = app.server.address();
+      const port = typeof address === 'object' && address ? address.port : config.port;
+      node.app = app;
+      node.url = `http://127.0.0.1:${port}`;
+      const removeAdminFile = publishAdminFile(node.url);
+      services.reaper.start();
+      cleanups.push(async () => {
         removeAdminFile();
         await services.reaper.stop();
         await app.close();
-        await closeServices(services);
-      })();
-      return closing;
-    },
-  };
+      });
+      if (options.demo) await announceDemo(services, config, app);
+    }
+  } catch (error) {
+    await node.close();
+    throw error;
+  }
+  return node;
+}
+
+async function announceDemo(services: Services, config: Config, app: FastifyInstance): Promise<void> {
+  const { credentials, fresh } = await seedDemo(services, config);
+  if (fresh) {
+    app.log.info(`Demo tenant ready. Credentials (also in ${demoFile(config)}):\n${JSON.stringify({ ...credentials, server_key: '<see demo.json>' }, null, 2)}`);
+    process.stdout.write(`\nDemo server key (shown once here; kept in ${demoFile(config)}): ${credentials.server_key}\n\n`);
+  } else {
+    app.log.info(`Demo tenant ready; credentials in ${demoFile(config)}`);
+  }
 }

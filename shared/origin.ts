@@ -3,8 +3,21 @@
  * Origin header checks. A value with a path, query, fragment or credentials is not an origin.
  */
 
+const MEMO_LIMIT = 1000;
+const memo = new Map<string, string | null>();
+
 /** Returns the normalized origin, or null when the value is not a bare http(s) origin. */
 export function parseOrigin(value: string): string | null {
+  // Every widget request parses its Origin header, and a deployment sees few distinct ones.
+  const known = memo.get(value);
+  if (known !== undefined) return known;
+  const parsed = parse(value);
+  if (memo.size >= MEMO_LIMIT) memo.clear();
+  memo.set(value, parsed);
+  return parsed;
+}
+
+function parse(value: string): string | null {
   const trimmed = value.trim();
   if (trimmed === '' || trimmed !== value || /\s/.test(value)) return null;
   let url: URL;

@@ -4,22 +4,24 @@
  */
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../config.js';
-import { closeServices, openServices, startNode } from '../serve.js';
+import { closeServices, openServices, startNode, type Role } from '../serve.js';
 import type { Services } from '../services.js';
 import { findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
 
 async function serve(argv: string[]): Promise<void> {
   const command = new Command('c2c serve')
-    .description('run the service (API; the demo tenant with --demo)')
-    .addOption(new Option('--role <role>', 'which part of the service this node runs').choices(['api', 'all']).default('all'))
+    .description('run the service: the API, the real-time gateway, or both (the default); --demo seeds the demo tenant')
+    .addOption(new Option('--role <role>', 'which part of the service this node runs').choices(['api', 'gateway', 'all']).default('all'))
     .option('--demo', 'seed the demo tenant and print its credentials')
     .parse(argv, { from: 'user' });
-  const options = command.opts<{ role: string; demo?: boolean }>();
+  const options = command.opts<{ role: Role; demo?: boolean }>();
   const config = loadConfig();
-  const node = await startNode(config, { demo: options.demo || config.demo });
-  node.app.log.info(`API on ${node.url}/api/v1/click2call (store: ${node.services.db.driver}, bus: ${node.services.bus.driver})`);
+  const node = await startNode(config, { role: options.role, demo: options.demo || config.demo });
+  const log = (message: string) => (node.app ? node.app.log.info(message) : console.log(JSON.stringify({ level: 30, time: Date.now(), msg: message })));
+  if (node.url) log(`API on ${node.url}/api/v1/click2call (store: ${node.services.db.driver}, bus: ${node.services.bus.driver})`);
+  if (node.gateway) log(`gateway on port ${node.gateway.port} (uWebSockets.js ${node.gateway.native ? 'native' : 'FALLBACK'}, bus: ${node.services.bus.driver})`);
   const stop = (signal: string) => {
-    node.app.log.info(`${signal}: shutting down`);
+    log(`${signal}: shutting down`);
     const deadline = setTimeout(() => process.exit(1), 10_000);
     deadline.unref();
     node.close().then(() => process.exit(0), () => process.exit(1));

@@ -3,7 +3,7 @@
  * lookup finds the row through an index; the secret is stored only as SHA-256 and compared in
  * constant time, so neither the database nor response timing reveals it.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { customAlphabet } from 'nanoid';
 import { CREDENTIAL_PREFIX, type CredentialKind } from '../../shared/prefixes.js';
 
@@ -53,7 +53,8 @@ export function secretMatches(stored: Uint8Array, presented: PresentedCredential
 }
 
 export function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
+  // the one-shot hash is markedly cheaper than createHash() on the per-request path
+  return hash('sha256', text, 'buffer');
 }
 
 /** Reads `Authorization: Bearer <token>`. */

@@ -44,20 +44,23 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     return data;
   }
 
+  const render = (widget: WidgetContext, data: AgentStateData): WidgetState =>
+    renderWidgetState(
+      data,
+      { integration: widget.integration, agent: widget.agent, sessionExpiresAt: widget.session.expires_at, realtime },
+      clock.now(),
+    );
+
   return {
     load,
+    render,
     /** The agent's WidgetState as this widget sees it, now. */
     async forWidget(widget: WidgetContext): Promise<WidgetState> {
-      const data = await load(widget.integration.id, widget.agent.member.id);
-      return renderWidgetState(
-        data,
-        { integration: widget.integration, agent: widget.agent, sessionExpiresAt: widget.session.expires_at, realtime },
-        clock.now(),
-      );
+      return render(widget, await load(widget.integration.id, widget.agent.member.id));
     },
     /** An entity tag for conditional polls: the state changes only with the version or the session. */
-    etag(state: WidgetState): string {
-      return `"${state.version}.${state.session_expires_at}.${state.realtime.available ? 1 : 0}"`;
+    etag(widget: WidgetContext, data: AgentStateData): string {
+      return `"${data.version}.${widget.session.expires_at}.${realtime.available ? 1 : 0}"`;
     },
   };
 }

@@ -1,24 +1,20 @@
 // Runs one autocannon measurement in its own process (so the load generator does not share the
-// server's event loop) and prints a JSON summary on stdout. Usage: node cannon.mjs '<json spec>'
+// server's event loop) and prints a JSON summary on stdout. Usage: node cannon.mjs <spec.json>
 // spec: {url, method, headers, connections, duration | amount, body?, bodies?: string[]}
 // With `bodies`, every request takes the next body of the list, across all connections.
+import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 
-const spec = JSON.parse(process.argv[2]);
+const spec = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 let next = 0;
 const result = await autocannon({
   url: spec.url,
   method: spec.method ?? 'GET',
   headers: spec.headers ?? {},
-  body: spec.bodies ? spec.bodies[0] : spec.body,
+  body: spec.body,
   connections: spec.connections ?? 10,
   ...(spec.amount ? { amount: spec.amount } : { duration: spec.duration ?? 10 }),
-  setupClient: spec.bodies
-    ? (client) => {
-        client.setBody(spec.bodies[next++ % spec.bodies.length]);
-        client.on('response', () => client.setBody(spec.bodies[next++ % spec.bodies.length]));
-      }
-    : undefined,
+  requests: spec.bodies ? [{ setupRequest: (request) => ({ ...request, body: spec.bodies[next++ % spec.bodies.length] }) }] : undefined,
 });
 const codes = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, stats]) => [code, stats.count]));
 process.stdout.write(

@@ -1,7 +1,8 @@
 /** Shared pieces of the benchmarks: load generators in child processes, scratch databases, result files. */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -19,10 +20,16 @@ export interface CannonResult {
   duration_s: number;
 }
 
-/** One autocannon run in a separate process. */
+/** One autocannon run in a separate process (the spec travels in a file: it may hold thousands of bodies). */
 export async function cannon(spec: Record<string, unknown>): Promise<CannonResult> {
-  const { stdout } = await run(process.execPath, [join(ROOT, 'loadtest', 'lib', 'cannon.mjs'), JSON.stringify(spec)], { maxBuffer: 64 * 1024 * 1024 });
-  return JSON.parse(stdout) as CannonResult;
+  const file = join(tmpdir(), `c2c-cannon-${randomBytes(6).toString('hex')}.json`);
+  writeFileSync(file, JSON.stringify(spec));
+  try {
+    const { stdout } = await run(process.execPath, [join(ROOT, 'loadtest', 'lib', 'cannon.mjs'), file], { maxBuffer: 64 * 1024 * 1024 });
+    return JSON.parse(stdout) as CannonResult;
+  } finally {
+    rmSync(file, { force: true });
+  }
 }
 
 /** A scratch PostgreSQL database on the server of DATABASE_URL, dropped by the returned function. */

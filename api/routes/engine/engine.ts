@@ -4,7 +4,6 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { C2CError } from '../../../shared/errors.js';
-import { LIMITS } from '../../../shared/limits.js';
 import {
   Claimed,
   ClaimRequest,
@@ -17,7 +16,8 @@ import {
   VoiceToken,
 } from '../../../shared/schemas/engine-api.js';
 import { seconds } from '../../clock.js';
-import { toCall, toEngine } from '../../domain/views.js';
+import { heartbeatBody } from '../../domain/engines/responses.js';
+import { toCall } from '../../domain/views.js';
 import { engineOf, useEngineAuth } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
 import { ProviderUnavailable } from '../../providers/index.js';
@@ -62,16 +62,7 @@ export const engineRoutes =
       },
       async (request) => {
         const result = await services.engines.heartbeat(engineOf(request), request.body);
-        const now = services.clock.now();
-        return {
-          ok: true as const,
-          engine: toEngine(result.engine, now),
-          commands: result.commands,
-          dial_requests: result.dialRequests,
-          call: result.call ? toCall(result.call, now) : null,
-          heartbeat_ms: LIMITS.heartbeatMs,
-          server_time: seconds(now),
-        };
+        return heartbeatBody(result, services.clock.now());
       },
     );
 

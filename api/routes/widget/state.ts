@@ -29,12 +29,13 @@ export const stateRoutes =
         serializerCompiler: () => (data) => JSON.stringify(data),
       },
       async (request, reply) => {
-        const state = await services.widgetStates.forWidget(widgetOf(request));
-        const etag = services.widgetStates.etag(state);
+        const widget = widgetOf(request);
+        const data = await services.widgetStates.load(widget.integration.id, widget.agent.member.id);
+        const etag = services.widgetStates.etag(widget, data);
         reply.header('etag', etag).header('cache-control', 'no-cache');
         // A 304 carries no body at all (not even "null"): clients parse it by its headers alone.
         if (request.headers['if-none-match'] === etag) return (reply as unknown as FastifyReply).code(304).send();
-        return state;
+        return services.widgetStates.render(widget, data);
       },
     );
   };

@@ -1,0 +1,75 @@
+/**
+ * Ending connections the moment their credential stops being good: a widget session that ended,
+ * an engine closed or replaced, the platform switched off, and (re-checked) every socket of an
+ * integration or member that changed. Widget tokens are also re-checked when they expire: the
+ * client is told to reconnect with a fresh token (a retry reason), never left on a dead one.
+ * Each node acts on its own sockets; the bus tells every node.
+ */
+import type { Server, Socket } from 'socket.io';
+import { ERROR_CATALOGUE } from '../shared/errors.js';
+import type { SocketEnd } from '../shared/events.js';
+import type { Timer } from '../api/clock.js';
+import { rooms } from '../api/domain/push.js';
+import type { Services } from '../api/services.js';
+import { end, endWithError } from './connections.js';
+import { reauthenticate, type SocketData } from './handshake.js';
+
+function endRoom(io: Server, room: string | null, reason: SocketEnd): void {
+  const target = room === null ? io.local : io.local.in(room);
+  target.emit('ended', reason);
+  target.disconnectSockets(true);
+}
+
+/** Re-checks each local socket in a room; those that no longer pass are ended with their code. */
+async function recheckRoom(services: Services, io: Server, room: string): Promise<void> {
+  const sockets = await io.local.in(room).fetchSockets();
+  await Promise.all(
+    sockets.map(async (remote) => {
+      const socket = io.sockets.sockets.get(remote.id);
+      if (!socket) return;
+      try {
+        await reauthenticate(services, socket.data as SocketData);
+      } catch (error) {
+        endWithError(socket, error);
+      }
+    }),
+  );
+}
+
+export function watchEndings(services: Services, io: Server): () => void {
+  const recheck = (room: string) => void recheckRoom(services, io, room).catch(() => {});
+  return services.bus.subscribe((message) => {
+    switch (message.type) {
+      case 'session':
+        // A refresh keeps the old token alive for a grace period; its sockets move on by themselves.
+        if (message.reason !== 'refreshed') {
+          endRoom(io, rooms.session(message.sessionId), { code: 'unauthorized', final: true, message: `The widget session ended (${message.reason}).` });
+        }
+        return;
+      case 'engine':
+        if (message.reason === 'closed') {
+          endRoom(io, rooms.engine(message.engineId), { code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });
+        }
+        return;
+      case 'platform':
+        if (message.disabled) endRoom(io, null, { code: 'platform_disabled', final: true, message: ERROR_CATALOGUE.platform_disabled.message });
+        return;
+      case 'integration':
+        recheck(`integration:${message.integrationId}`);
+        return;
+      case 'member':
+        recheck(`member:${message.memberId}`);
+        return;
+    }
+  });
+}
+
+/** Ends a widget socket when its token expires, so the client reconnects with a refreshed one. */
+export function watchExpiry(services: Services, socket: Socket): void {
+  const data = socket.data as SocketData;
+  if (data.kind !== 'widget') return;
+  const timer: Timer = services.clock.after(Math.max(0, data.expiresAt - services.clock.now()), () =>
+    end(socket, { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' }),
+  );
+  socket.on('disconnect', () => timer.cancel());
+}

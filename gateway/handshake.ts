@@ -1,0 +1,94 @@
+/**
+ * Handshake authentication: the client sends its token as `auth: {token}`. A widget token is
+ * accepted only from its own origin (the same rules as REST, allow-all included); an engine token
+ * only from the service's own pages or an allowed extension. A refusal reaches the client as
+ * connect_error with data {code, final, message}: `final` means this credential will never work,
+ * so the client must not retry with it.
+ */
+import type { Socket } from 'socket.io';
+import { C2CError, type ErrorCode } from '../shared/errors.js';
+import type { ConnectRefusal, SocketEnd } from '../shared/events.js';
+import { parseOrigin } from '../shared/origin.js';
+import { CREDENTIAL_PREFIX } from '../shared/prefixes.js';
+import type { Services } from '../api/services.js';
+
+export interface WidgetSocketData {
+  kind: 'widget';
+  token: string;
+  origin: string;
+  sessionId: string;
+  integrationId: string;
+  memberId: string;
+  expiresAt: number;
+}
+
+export interface EngineSocketData {
+  kind: 'engine';
+  token: string;
+  engineId: string;
+  integrationId: string;
+  memberId: string;
+}
+
+export type SocketData = WidgetSocketData | EngineSocketData;
+
+/** Codes after which retrying later may succeed with the same credential. */
+const RETRYABLE: ReadonlySet<string> = new Set<ErrorCode | SocketEnd['code']>(['service_unavailable', 'internal_error', 'rate_limited', 'server_restarting', 'token_expired']);
+
+export function endFor(error: unknown): SocketEnd {
+  const known = error instanceof C2CError ? error : new C2CError('internal_error');
+  return { code: known.code, final: !RETRYABLE.has(known.code), message: known.message };
+}
+
+/** An engine may connect from the service's own pages and from this installation's extensions. */
+export function engineOriginAllowed(services: Services, origin: string | undefined): boolean {
+  if (origin === undefined) return false;
+  return parseOrigin(origin) === services.config.siteUrl || services.config.extensionOrigins.includes(origin);
+}
+
+/** Re-checks a connected socket's credential (after revocations, on each command). */
+export async function reauthenticate(services: Services, data: SocketData) {
+  await services.platform.assertEnabled();
+  if (data.kind === 'widget') return { kind: 'widget' as const, context: await services.sessions.authenticate(data.token, data.origin) };
+  return { kind: 'engine' as const, context: await services.engines.authenticate(data.token) };
+}
+
+export function handshake(services: Services) {
+  return async (socket: Socket, next: (error?: Error) => void) => {
+    try {
+      await services.platform.assertEnabled();
+      const token: unknown = socket.handshake.auth?.token;
+      const origin = socket.handshake.headers.origin;
+      if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.widgetToken)) {
+        const context = await services.sessions.authenticate(token, origin);
+        socket.data = {
+          kind: 'widget',
+          token,
+          origin: context.session.origin,
+          sessionId: context.session.id,
+          integrationId: context.integration.id,
+          memberId: context.agent.member.id,
+          expiresAt: context.session.expires_at,
+        } satisfies WidgetSocketData;
+      } else if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.engineToken)) {
+        if (!engineOriginAllowed(services, origin)) {
+          throw new C2CError('origin_not_allowed', "An engine connects only from the service's own pages or an allowed extension.");
+        }
+        const context = await services.engines.authenticate(token);
+        socket.data = {
+          kind: 'engine',
+          token,
+          engineId: context.engine.id,
+          integrationId: context.integration.id,
+          memberId: context.agent.member.id,
+        } satisfies EngineSocketData;
+      } else {
+        throw new C2CError('unauthorized', 'auth.token must be a widget token (c2cw_…) or an engine token (c2ce_…).');
+      }
+      next();
+    } catch (error) {
+      const refusal: ConnectRefusal = endFor(error);
+      next(Object.assign(new Error(refusal.message), { data: refusal }));
+    }
+  };
+}

@@ -1,0 +1,81 @@
+/**
+ * The real-time gateway: a uWebSockets.js app with Socket.IO attached (io.attachApp), on
+ * GATEWAY_PORT. The Socket.IO server is the bus's, so room events from any node reach this node's
+ * sockets through the bus's adapter. It holds no business rules: sockets call the same domain
+ * services as the REST routes.
+ */
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { SOCKET_PATH } from '../shared/events.js';
+import { createOriginPolicy } from '../api/http/cors.js';
+import type { Services } from '../api/services.js';
+import { end, onConnection } from './connections.js';
+import { watchEndings, watchExpiry } from './endings.js';
+import { engineOriginAllowed, handshake } from './handshake.js';
+import { loadUws } from './uws.js';
+
+export interface Gateway {
+  port: number;
+  native: boolean;
+  /** Tells every client to reconnect elsewhere (a retry reason), stops listening, and closes. */
+  close(): Promise<void>;
+}
+
+function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: string; text: string }>): void {
+  app.get(path, (res) => {
+    let aborted = false;
+    res.onAborted(() => void (aborted = true));
+    body().then(
+      ({ type, text }) => !aborted && res.cork(() => res.writeHeader('content-type', type).end(text)),
+      () => !aborted && res.cork(() => res.writeStatus('503 Service Unavailable').end()),
+    );
+  });
+}
+
+export async function startGateway(services: Services, options: { port: number; host: string }): Promise<Gateway> {
+  const { uws, native } = loadUws(services.config.allowUwsFallback);
+  const app = uws.App();
+  const io = services.bus.io;
+  const widgetOrigins = createOriginPolicy(services);
+  io.attachApp(app, {
+    path: SOCKET_PATH,
+    // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS follows REST's rules.
+    cors: {
+      origin: (origin: string | undefined, callback: (error: Error | null, allow?: boolean) => void) => {
+        if (!origin) return callback(null, true);
+        if (engineOriginAllowed(services, origin)) return callback(null, true);
+        widgetOrigins(origin).then((ok) => callback(null, ok), () => callback(null, false));
+      },
+    },
+  });
+  io.use(handshake(services));
+  const connected = onConnection(services);
+  io.on('connection', (socket) => {
+    connected(socket);
+    watchExpiry(services, socket);
+  });
+  const stopEndings = watchEndings(services, io);
+
+  serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
+  serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
+
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(options.host, options.port, (socket) => (socket ? resolve(socket) : reject(new Error(`the gateway cannot listen on ${options.host}:${options.port}`))));
+  });
+  const port = uws.us_socket_local_port(listenSocket);
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    native,
+    close() {
+      closing ??= (async () => {
+        stopEndings();
+        uws.us_listen_socket_close(listenSocket);
+        for (const socket of io.of('/').sockets.values()) {
+          end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });
+        }
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,64 @@
+/** GET /widget/state as the poll path: ETag and If-None-Match, and the version bumped by changes. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WidgetState } from '../../shared/schemas/widget-api.js';
+import { storeDrivers } from '../helpers/env.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { command, readyAgent, requestCall } from '../helpers/flows.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('the poll path on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  const poll = (token: string, etag?: string) => api.get('/widget/state', { auth: token, origin: ORIGIN, headers: etag ? { 'if-none-match': etag } : {} });
+
+  it('answers 304 with no body while nothing changed, and 200 with a higher version after a change', async () => {
+    const agent = await readyAgent(api, t);
+    const first = await poll(agent.widgetToken);
+    expect(first.status).toBe(200);
+    const etag = String(first.headers.etag);
+    expect(etag).toMatch(/^".+"$/);
+    WidgetState.parse(first.body);
+
+    await h.clock.advanceSeconds(5);
+    const unchanged = await poll(agent.widgetToken, etag);
+    expect(unchanged.status).toBe(304);
+    expect(unchanged.body).toBeUndefined();
+    expect(unchanged.headers.etag).toBe(etag);
+
+    const availability = await command(api, agent.widgetToken, { kind: 'availability', request_id: 'away-1', available: false });
+    expect(availability.body.status).toBe('done');
+    const changed = await poll(agent.widgetToken, etag);
+    expect(changed.status).toBe(200);
+    expect(changed.body.version).toBeGreaterThan(first.body.version);
+    expect(changed.body.engine.available).toBe(false);
+    expect(changed.headers.etag).not.toBe(etag);
+  });
+
+  it('keeps the cached state exact: every change is visible on the very next poll', async () => {
+    const agent = await readyAgent(api, t, t.agent.email);
+    let last = (await poll(agent.widgetToken)).body.version as number;
+    const seen: string[] = [];
+    const requested = await requestCall(api, t);
+    expect(requested.status).toBe(202);
+    for (const seconds of [0, 1, 2]) {
+      await h.clock.advanceSeconds(seconds);
+      const state = await poll(agent.widgetToken);
+      expect(state.body.version).toBeGreaterThanOrEqual(last);
+      last = state.body.version;
+      seen.push(state.body.call.status);
+      if (seconds === 0) await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: agent.engineToken });
+    }
+    expect(seen).toEqual(['queued', 'ringing', 'connected']);
+    await api.post(`/calls/${requested.body.request_id}/hangup`, undefined, { auth: t.serverKey });
+    expect((await poll(agent.widgetToken)).body.call.status).toBe('completed');
+  });
+});

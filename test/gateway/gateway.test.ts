@@ -1,0 +1,165 @@
+/**
+ * The real-time gateway on one node (issue "Real-time gateway"): uWebSockets.js native, handshake
+ * authentication and every refusal, pushes of state and work, commands and heartbeats over the
+ * socket through the same domain services as REST, and endings the client can act on.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../../gateway/server.js';
+import { loadUws } from '../../gateway/uws.js';
+import { storeDrivers } from '../helpers/env.js';
+import { command, readyAgent, requestCall } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe('uWebSockets.js', () => {
+  it('loads its native binary (not the JavaScript fallback)', () => {
+    expect(loadUws(false).native).toBe(true);
+  });
+});
+
+describe.each(storeDrivers())('the gateway on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+  let gateway: Gateway;
+  let url: string;
+  const sockets: TestSocket[] = [];
+  /** origin null: no Origin header at all */
+  const open = (token: string, origin: string | null = ORIGIN) => {
+    const s = openSocket(url, token, origin ?? undefined);
+    sockets.push(s);
+    return s;
+  };
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    h.services.realtime.available = true;
+    h.services.pusher.start();
+    gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${gateway.port}`;
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(async () => {
+    for (const s of sockets) s.close();
+    await gateway.close();
+    await h.close();
+  });
+
+  it('sends a widget the current state on connect, then every change, with rising versions', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    const first = await widget.next('state');
+    expect(first).toMatchObject({ ok: true, engine: { state: 'ready' }, call: null, realtime: { available: true } });
+    expect(first.session_expires_at).toBeGreaterThan(0);
+    const pushed = widget.next('state');
+    await command(api, agent.widgetToken, { kind: 'availability', request_id: 'a1', available: false });
+    const change = await pushed;
+    expect(change.version).toBeGreaterThan(first.version);
+    expect(change.engine.available).toBe(false);
+    expect(change.session_expires_at).toBeUndefined();
+  });
+
+  it('takes widget commands over the socket with exactly the REST answer and dedupe', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    await widget.next('connect');
+    const first = await request(widget.socket, 'command', { kind: 'availability', request_id: 'sock-1', available: false });
+    expect(first).toMatchObject({ ok: true, status: 'done' });
+    const replay = await request(widget.socket, 'command', { kind: 'availability', request_id: 'sock-1', available: false });
+    expect(replay).toEqual(first);
+    const rest = await command(api, agent.widgetToken, { kind: 'availability', request_id: 'sock-1', available: false });
+    expect(rest.body).toEqual(first);
+    expect(await request(widget.socket, 'command', { kind: 'mute', request_id: 'sock-2' })).toMatchObject({ ok: false, error: 'invalid_state' });
+    expect(await request(widget.socket, 'command', { kind: 'dance', request_id: 'sock-3' })).toMatchObject({ ok: false, error: 'invalid_request' });
+  });
+
+  it('pushes dial requests and commands to the engine at once; the engine acks them over the socket', async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    const initial = await engine.next('work');
+    expect(initial).toEqual({ commands: [], dial_requests: [] });
+    const dial = engine.next('work', { where: (w: any) => w.dial_requests.length > 0 });
+    const requested = await requestCall(api, t);
+    expect((await dial).dial_requests[0].request_id).toBe(requested.body.request_id);
+    await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: agent.engineToken });
+    await h.clock.advanceSeconds(3);
+    const work = engine.next('work', { where: (w: any) => w.commands.length > 0 });
+    const mute = await command(api, agent.widgetToken, { kind: 'mute', request_id: 'm1' });
+    expect(mute.body.status).toBe('queued');
+    const pushed = await work;
+    expect(pushed.commands[0]).toMatchObject({ kind: 'mute', command_id: mute.body.command_id });
+    expect(await request(engine.socket, 'ack', [{ command_id: mute.body.command_id, result: 'done' }])).toEqual({ ok: true });
+    const [row] = await h.services.db.query<any>('SELECT status, acks FROM widget_commands WHERE id = $1', [mute.body.command_id]);
+    expect(row).toMatchObject({ status: 'done', acks: 1 });
+    const beat = await request(engine.socket, 'heartbeat', { state: 'ready', mic_ready: true, muted: true, call_id: requested.body.request_id });
+    expect(beat).toMatchObject({ ok: true, engine: { muted: true }, commands: [] });
+    await api.post(`/calls/${requested.body.request_id}/hangup`, undefined, { auth: t.serverKey });
+  });
+
+  it('refuses a widget token from another origin, a server key, an unknown token, and an engine off its pages', async () => {
+    const agent = await readyAgent(api, t);
+    expect(await open(agent.widgetToken, 'https://evil.example').next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
+    expect(await open(agent.widgetToken, null).next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
+    expect(await open(t.serverKey).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await open('c2cw_' + 'x'.repeat(48)).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await open(agent.engineToken, ORIGIN).next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
+  });
+
+  it('refuses an expired widget token, and ends a connected one at expiry with a retry reason', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    await widget.next('state');
+    const ended = widget.next('ended');
+    await h.clock.advanceSeconds(30 * 60);
+    expect(await ended).toMatchObject({ code: 'token_expired', final: false });
+    expect(await open(agent.widgetToken).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+  });
+
+  it('ends a widget whose session is revoked mid-connection, with a final reason', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    await widget.next('state');
+    const ended = widget.next('ended');
+    const disconnected = widget.next('disconnect');
+    await api.post('/widget/revoke', undefined, { auth: agent.widgetToken, origin: ORIGIN });
+    expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await disconnected).toBe('io server disconnect');
+  });
+
+  it('ends the old window when a new one replaces it', async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    const ended = engine.next('ended');
+    await readyAgent(api, t);
+    expect(await ended).toMatchObject({ code: 'replaced', final: true });
+  });
+
+  it('ends sockets of a member who is disabled, with the code of the refusal', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    await widget.next('state');
+    const ended = widget.next('ended');
+    const { updateMember } = await import('../../api/domain/operator/accounts.js');
+    await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: false });
+    expect(await ended).toMatchObject({ code: 'agent_disabled', final: true });
+    await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: true });
+  });
+
+  it('ends every socket when the platform is disabled, and refuses new ones', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await widget.next('state');
+    await engine.next('work');
+    const endedWidget = widget.next('ended');
+    const endedEngine = engine.next('ended');
+    await h.services.platform.setDisabled(true);
+    expect(await endedWidget).toMatchObject({ code: 'platform_disabled', final: true });
+    expect(await endedEngine).toMatchObject({ code: 'platform_disabled', final: true });
+    expect(await open(agent.widgetToken).next('connect_error')).toMatchObject({ code: 'platform_disabled', final: true });
+    await h.services.platform.setDisabled(false);
+  });
+});

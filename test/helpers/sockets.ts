@@ -1,0 +1,60 @@
+/** Socket.IO clients for gateway suites: connect with a token and an Origin, and wait for events. */
+import { io as connect, type Socket } from 'socket.io-client';
+
+export interface TestSocket {
+  socket: Socket;
+  events: Array<{ event: string; payload: unknown }>;
+  /** resolves with the first event of that name received from now on, or already received when `seen` */
+  next<T = any>(event: string, options?: { timeoutMs?: number; where?: (payload: T) => boolean }): Promise<T>;
+  close(): void;
+}
+
+export function openSocket(url: string, token: string, origin: string | undefined, options: { transports?: Array<'websocket' | 'polling'> } = {}): TestSocket {
+  const socket = connect(url, {
+    path: '/socket.io',
+    auth: { token },
+    transports: options.transports ?? ['websocket'],
+    extraHeaders: origin ? { origin } : {},
+    reconnection: false,
+    forceNew: true,
+  });
+  const events: TestSocket['events'] = [];
+  const waiters: Array<{ event: string; where?: (payload: any) => boolean; resolve: (payload: any) => void }> = [];
+  socket.onAny((event: string, payload: unknown) => {
+    events.push({ event, payload });
+    for (const waiter of [...waiters]) {
+      if (waiter.event === event && (!waiter.where || waiter.where(payload))) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(payload);
+      }
+    }
+  });
+  for (const event of ['connect', 'connect_error', 'disconnect'] as const) {
+    socket.on(event, (payload?: unknown) => {
+      const value = event === 'connect_error' ? (payload as { data?: unknown; message?: string }).data ?? { message: (payload as Error).message } : payload;
+      events.push({ event, payload: value });
+      for (const waiter of [...waiters]) {
+        if (waiter.event === event && (!waiter.where || waiter.where(value))) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(value);
+        }
+      }
+    });
+  }
+  return {
+    socket,
+    events,
+    next(event, options = {}) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ${event} within ${options.timeoutMs ?? 5000} ms; got ${events.map((e) => e.event).join(', ')}`)), options.timeoutMs ?? 5000);
+        waiters.push({ event, where: options.where, resolve: (payload) => { clearTimeout(timer); resolve(payload); } });
+      });
+    },
+    close: () => void socket.close(),
+  };
+}
+
+/** Emits with an acknowledgement and resolves with the server's reply. */
+export function request<T = any>(socket: Socket, event: string, payload: unknown, timeoutMs = 5000): Promise<T> {
+  return socket.timeout(timeoutMs).emitWithAck(event, payload) as Promise<T>;
+}
