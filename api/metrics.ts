@@ -7,7 +7,7 @@ import type { Bus } from './bus/index.js';
 
 export function createMetrics(bus: Bus) {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'c2c_process_' });
+  collectDefaultMetrics({ register: registry, prefix: 'c2c_' });
   const sockets = new Gauge({ name: 'c2c_sockets_connected', help: 'Connected sockets on this node', labelNames: ['kind'] as const, registers: [registry] });
   const pushes = new Counter({ name: 'c2c_pushes_total', help: 'Pushes sent (state to widgets, work to engines)', labelNames: ['kind'] as const, registers: [registry] });
   const pushLatency = new Histogram({

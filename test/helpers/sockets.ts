@@ -9,13 +9,15 @@ export interface TestSocket {
   close(): void;
 }
 
-export function openSocket(url: string, token: string, origin: string | undefined, options: { transports?: Array<'websocket' | 'polling'> } = {}): TestSocket {
+export function openSocket(url: string, token: string, origin: string | undefined, options: { transports?: Array<'websocket' | 'polling'>; reconnect?: boolean } = {}): TestSocket {
   const socket = connect(url, {
     path: '/socket.io',
     auth: { token },
     transports: options.transports ?? ['websocket'],
     extraHeaders: origin ? { origin } : {},
-    reconnection: false,
+    reconnection: options.reconnect ?? false,
+    reconnectionDelay: 200,
+    reconnectionDelayMax: 1000,
     forceNew: true,
   });
   const events: TestSocket['events'] = [];
