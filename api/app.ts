@@ -6,13 +6,17 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { API_PREFIX } from './config.js';
-import { registerErrorHandling } from './http/errors.js';
+import underPressure from '@fastify/under-pressure';
+import { C2CError } from '../shared/errors.js';
+import { registerErrorHandling, sendError } from './http/errors.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
 import { serverKeyRoutes } from './routes/server/index.js';
 import { widgetRoutes } from './routes/widget/index.js';
 import { engineGroup } from './routes/engine/index.js';
 import { webhookRoutes } from './routes/provider/webhooks.js';
+import { assetRoutes } from './routes/pages/assets.js';
+import { windowRoutes } from './routes/pages/window.js';
 import type { Services } from './services.js';
 
 export interface AppOptions {
@@ -50,6 +54,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  // Shed load with a retryable 503 rather than queueing requests behind a stalled event loop.
+  await app.register(underPressure, {
+    maxEventLoopDelay: 2000,
+    pressureHandler: (_request, reply) => void sendError(reply, new C2CError('service_unavailable', 'The service is overloaded; retry shortly.', { retryAfter: 1 })),
+  });
   await registerOpenApi(app, services.config);
   await registerRateLimits(app, services.counter, options.rateLimitScale);
 
@@ -71,6 +80,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     { prefix: API_PREFIX },
   );
   await app.register(webhookRoutes(services));
+  await app.register(assetRoutes);
+  await app.register(windowRoutes(services));
   attachSimulator(app, services);
   return app;
 }
