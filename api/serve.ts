@@ -9,7 +9,8 @@ import { openBus } from './bus/index.js';
 import { registerAdminBridge } from './cli/admin-bridge.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config.js';
-import { demoFile, seedDemo } from './demo/seed.js';
+import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
+import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
 import { createServices, type Services } from './services.js';
 import { openStore } from './store/index.js';
@@ -87,7 +88,21 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
         await services.reaper.stop();
         await app.close();
       });
-      if (options.demo) await announceDemo(services, config, app);
+      if (options.demo) {
+        const credentials = await announceDemo(services, config, app);
+        // DEMO_PORT=0 seeds the tenant without running the demo CRM (benchmarks, some tests).
+        if (config.demoPort === 0) return node;
+        const crm = await startCrmDemo({
+          port: config.demoPort,
+          baseUrl: `${node.url}/api/v1/click2call`,
+          siteUrl: config.siteUrl,
+          integrationId: credentials.integration_id,
+          serverKey: credentials.server_key,
+          users: { agent: credentials.agent, disabled: credentials.agent_disabled, unassigned: credentials.agent_unassigned },
+        });
+        cleanups.push(() => crm.close());
+        app.log.info(`Demo CRM on http://127.0.0.1:${config.demoPort}/`);
+      }
     }
   } catch (error) {
     await node.close();
@@ -96,7 +111,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
   return node;
 }
 
-async function announceDemo(services: Services, config: Config, app: FastifyInstance): Promise<void> {
+async function announceDemo(services: Services, config: Config, app: FastifyInstance): Promise<DemoCredentials> {
   const { credentials, fresh } = await seedDemo(services, config);
   if (fresh) {
     app.log.info(`Demo tenant ready. Credentials (also in ${demoFile(config)}):\n${JSON.stringify({ ...credentials, server_key: '<see demo.json>' }, null, 2)}`);
@@ -104,4 +119,5 @@ async function announceDemo(services: Services, config: Config, app: FastifyInst
   } else {
     app.log.info(`Demo tenant ready; credentials in ${demoFile(config)}`);
   }
+  return credentials;
 }

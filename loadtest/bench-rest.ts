@@ -39,7 +39,7 @@ interface DriverResult {
 async function benchDriver(driver: 'pglite' | 'pg'): Promise<DriverResult> {
   const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bench-'));
   const database = driver === 'pg' ? await scratchDatabase(process.env.DATABASE_URL!) : undefined;
-  const config = loadConfig({ PORT: '0', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...(database ? { DATABASE_URL: database.url } : {}) });
+  const config = loadConfig({ PORT: '0', DEMO_PORT: '0', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...(database ? { DATABASE_URL: database.url } : {}) });
   const node = await startNode(config, { demo: true, logger: false, rateLimitScale: 10_000 });
   const { services } = node;
   const deps = { db: services.db, bus: services.bus, clock: services.clock };

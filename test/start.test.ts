@@ -5,13 +5,18 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './helpers/processes.js';
 import { ConfigError, loadConfig } from '../api/config.js';
 import { startNode, type RunningNode } from '../api/serve.js';
 
 describe('npm start with the demo flag', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'c2c-start-'));
-  const config = () => loadConfig({ C2C_DATA_DIR: dataDir, PORT: '0', DEMO_PORT: '3999', LOG_LEVEL: 'silent' });
+  let demoPort = 0;
+  const config = () => loadConfig({ C2C_DATA_DIR: dataDir, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: String(demoPort), LOG_LEVEL: 'silent' });
+  beforeAll(async () => {
+    demoPort = await freePort();
+  });
   let node: RunningNode | undefined;
   afterAll(async () => {
     await node?.close();
@@ -26,7 +31,7 @@ describe('npm start with the demo flag', () => {
     expect(await (await fetch(`${node.url}/healthz`)).json()).toEqual({ ok: true, store: 'pglite', bus: 'up' });
     const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
     expect(Object.keys(demo).sort()).toEqual(['agent', 'agent_disabled', 'agent_unassigned', 'allowed_origin', 'base_url', 'integration_id', 'server_key', 'site_url']);
-    expect(demo.allowed_origin).toBe('http://127.0.0.1:3999');
+    expect(demo.allowed_origin).toBe(`http://127.0.0.1:${demoPort}`);
 
     const base = `${node.url}/api/v1/click2call`;
     const session = await post(base, '/sessions', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, origin: demo.allowed_origin });
@@ -41,15 +46,33 @@ describe('npm start with the demo flag', () => {
     expect((await call.json()).error).toBe('agent_offline');
   });
 
+  it('runs the demo CRM, whose endpoints pass the service\'s answers through unchanged', async () => {
+    const crm = `http://127.0.0.1:${demoPort}`;
+    const page = await (await fetch(`${crm}/`)).text();
+    expect(page).toContain('/assets/js/click2call-sdk.js');
+    expect(page).not.toMatch(/\+44|\+1202/);
+    const session = await fetch(`${crm}/click2call/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ origin: crm }) });
+    expect(session.status).toBe(201);
+    expect((await session.json()).widget_token).toMatch(/^c2cw_/);
+    const call = await fetch(`${crm}/click2call/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contact_reference: 'crm-1001' }) });
+    expect(call.status).toBe(409);
+    expect((await call.json()).error).toBe('agent_offline');
+    const refused = await fetch(`${crm}/click2call/session`, { method: 'POST', headers: { 'content-type': 'application/json', cookie: 'crm_user=disabled' }, body: JSON.stringify({ origin: crm }) });
+    expect(refused.status).toBe(403);
+    expect((await refused.json()).error).toBe('agent_disabled');
+  });
+
   it('restarts on the same data without losing anything or re-issuing the key', async () => {
     const before = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+    const count = async () => ((await node!.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM widget_sessions'))[0]!.n);
+    const sessionsBefore = await count();
+    expect(sessionsBefore).toBeGreaterThan(0);
     await node!.close();
     expect(existsSync(join(dataDir, 'admin.json'))).toBe(false);
     node = await startNode(config(), { demo: true, logger: false });
     const after = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
     expect(after.server_key).toBe(before.server_key);
-    const [{ n }] = (await node.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM widget_sessions')) as [{ n: number }];
-    expect(n).toBe(1);
+    expect(await count()).toBe(sessionsBefore);
   });
 });
 
