@@ -1,5 +1,7 @@
 /** The bus driver suite: in-process and Redis drivers deliver the same messages to every node. */
+import { io as connect } from 'socket.io-client';
 import { afterAll, describe, expect, it } from 'vitest';
+import { loadUws } from '../../gateway/uws.js';
 import type { Bus, BusMessage } from '../../api/bus/index.js';
 import { createMemoryBus } from '../../api/bus/memory.js';
 import { createRedisBus } from '../../api/bus/redis.js';
@@ -48,6 +50,29 @@ describe.each(drivers)('bus driver %s', (_name, open) => {
     expect(seenA).toContainEqual(message);
     expect(seenB).toContainEqual(message);
     expect(pair.a.state()).toBe('up');
+  });
+
+  it('delivers a room event emitted on one node to a socket connected to another node', async () => {
+    const pair = await open();
+    opened.push(pair);
+    const { uws } = loadUws(false);
+    const app = uws.App();
+    pair.b.io.attachApp(app);
+    pair.b.io.on('connection', (socket) => void socket.join('agent:c2c_x:mem_room'));
+    const listen = await new Promise<any>((resolve) => app.listen('127.0.0.1', 0, resolve));
+    const client = connect(`http://127.0.0.1:${uws.us_socket_local_port(listen)}`, { transports: ['websocket'], reconnection: false, forceNew: true });
+    try {
+      await new Promise((resolve) => client.on('connect', resolve));
+      const received = new Promise((resolve) => client.on('state', resolve));
+      // The adapter subscribes to a room's channel when the room is created: give it a moment.
+      await waitFor(() => pair.b.io.sockets.adapter.rooms.has('agent:c2c_x:mem_room'));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      pair.a.io.to('agent:c2c_x:mem_room').emit('state', { version: 42 });
+      expect(await received).toEqual({ version: 42 });
+    } finally {
+      client.close();
+      uws.us_listen_socket_close(listen);
+    }
   });
 
   it('stops delivering to an unsubscribed handler', async () => {
