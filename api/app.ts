@@ -54,11 +54,13 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
-  // Shed load with a retryable 503 rather than queueing requests behind a stalled event loop.
-  await app.register(underPressure, {
-    maxEventLoopDelay: 2000,
-    pressureHandler: (_request, reply) => void sendError(reply, new C2CError('service_unavailable', 'The service is overloaded; retry shortly.', { retryAfter: 1 })),
-  });
+  // Optionally shed load with a retryable 503 rather than queue requests behind a stalled event loop.
+  if (services.config.maxEventLoopDelayMs > 0) {
+    await app.register(underPressure, {
+      maxEventLoopDelay: services.config.maxEventLoopDelayMs,
+      pressureHandler: (_request, reply) => void sendError(reply, new C2CError('service_unavailable', 'The service is overloaded; retry shortly.', { retryAfter: 1 })),
+    });
+  }
   await registerOpenApi(app, services.config);
   await registerRateLimits(app, services.counter, options.rateLimitScale);
 

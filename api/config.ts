@@ -48,6 +48,8 @@ const EnvSchema = z.object({
     .string()
     .regex(/^[a-p]{32}(,[a-p]{32})*$/, 'must be comma-separated Chromium extension ids (32 letters a–p)')
     .optional(),
+  /** shed load (503 service_unavailable) when the event loop lags more than this; 0 = off */
+  C2C_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).default(0),
   /** benchmarks only: multiplies every rate limit */
   C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
 });
@@ -79,6 +81,7 @@ export interface Config {
   /** whether PUBLIC_GATEWAY_URL was set: an API-only node then tells clients push is available */
   gatewayConfigured: boolean;
   rateLimitScale: number;
+  maxEventLoopDelayMs: number;
 }
 
 export const API_PREFIX = '/api/v1/click2call';
@@ -116,6 +119,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     extensionOrigins: (e.C2C_EXTENSION_IDS?.split(',') ?? []).map((id) => `chrome-extension://${id}`),
     gatewayConfigured: e.PUBLIC_GATEWAY_URL !== undefined,
     rateLimitScale: e.C2C_RATE_LIMIT_SCALE,
+    maxEventLoopDelayMs: e.C2C_MAX_EVENT_LOOP_DELAY_MS,
   };
   return { ...config, ...overrides };
 }

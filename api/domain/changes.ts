@@ -4,7 +4,7 @@
  */
 import type { Bus } from '../bus/index.js';
 import type { Sql } from '../store/index.js';
-import { bumpAgentVersion } from './widget-state.js';
+import { bumpAgentVersion } from './agent-state.js';
 
 export class Changes {
   readonly #agents = new Map<string, { integrationId: string; memberId: string; version: number }>();

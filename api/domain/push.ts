@@ -12,7 +12,7 @@ import type { Db } from '../store/index.js';
 import { reloadAgent } from './agents.js';
 import type { Commands } from './commands/service.js';
 import { findIntegration } from './integrations/repo.js';
-import { renderWidgetState } from './widget-state.js';
+import { renderWidgetState } from './agent-state.js';
 import type { WidgetStates } from './widget-states.js';
 import { toCall, type CallRow } from './views.js';
 

@@ -9,7 +9,7 @@ import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/index.js';
 import type { WidgetContext } from './sessions.js';
-import { loadAgentState, renderWidgetState, type AgentStateData } from './widget-state.js';
+import { loadAgentState, renderWidgetState, type AgentStateData } from './agent-state.js';
 
 const MAX_CACHED_AGENTS = 50_000;
 

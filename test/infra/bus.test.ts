@@ -62,7 +62,7 @@ describe.each(drivers)('bus driver %s', (_name, open) => {
     const listen = await new Promise<any>((resolve) => app.listen('127.0.0.1', 0, resolve));
     const client = connect(`http://127.0.0.1:${uws.us_socket_local_port(listen)}`, { transports: ['websocket'], reconnection: false, forceNew: true });
     try {
-      await new Promise((resolve) => client.on('connect', resolve));
+      await new Promise<void>((resolve) => client.on('connect', () => resolve()));
       const received = new Promise((resolve) => client.on('state', resolve));
       // The adapter subscribes to a room's channel when the room is created: give it a moment.
       await waitFor(() => pair.b.io.sockets.adapter.rooms.has('agent:c2c_x:mem_room'));

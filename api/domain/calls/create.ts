@@ -13,7 +13,7 @@ import type { Db, Sql } from '../../store/index.js';
 import { newId, sha256 } from '../credentials.js';
 import type { IntegrationWithAccount } from '../integrations/repo.js';
 import type { CallRow } from '../views.js';
-import { bumpAgentVersion } from '../widget-state.js';
+import { Changes } from '../changes.js';
 import { checkCallRequest } from './checks.js';
 import { checkAgentEngine } from './engine-checks.js';
 
@@ -21,8 +21,8 @@ export interface CreatedCall {
   call: CallRow;
   /** true when an earlier request with the same Idempotency-Key made this intent */
   replayed: boolean;
-  /** set when a new intent was queued: who must be told */
-  notify?: { memberId: string; engineId: string; version: number };
+  /** what to announce once committed (nothing for a replay) */
+  changes: Changes;
 }
 
 /** JSON with sorted keys, so key order in the body does not change the request's identity. */
@@ -46,7 +46,7 @@ function replay(existing: CallRow, requestHash: Buffer): CreatedCall {
   if (!existing.request_hash || !requestHash.equals(Buffer.from(existing.request_hash))) {
     throw new C2CError('idempotency_conflict');
   }
-  return { call: existing, replayed: true };
+  return { call: existing, replayed: true, changes: new Changes() };
 }
 
 export async function createCall(
@@ -97,7 +97,8 @@ export async function createCall(
         now + LIMITS.callIntentExpirySeconds * 1000,
       ],
     );
-    const version = await bumpAgentVersion(sql, integration.id, memberId);
-    return { call: call!, replayed: false, notify: { memberId, engineId: engine.id, version } };
+    const changes = new Changes().engineWork(engine.id);
+    await changes.touchAgent(sql, integration.id, memberId);
+    return { call: call!, replayed: false, changes };
   });
 }

@@ -32,11 +32,7 @@ export function createCalls(deps: CallsDeps) {
   return {
     async create(integration: IntegrationWithAccount, request: CallRequest, idempotencyKey: string | undefined) {
       const result = await createCall(db, clock, integration, request, idempotencyKey);
-      if (result.notify) {
-        const { memberId, engineId, version } = result.notify;
-        bus.publish({ type: 'agent', integrationId: integration.id, memberId, version });
-        bus.publish({ type: 'engine', engineId, reason: 'work' });
-      }
+      result.changes.publish(bus);
       return { view: toCall(result.call, clock.now()), replayed: result.replayed };
     },
 

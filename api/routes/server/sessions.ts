@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Session, SessionRequest } from '../../../shared/schemas/server-api.js';
 import { toEngine, toWidgetAgent } from '../../domain/views.js';
-import { loadAgentState } from '../../domain/widget-state.js';
+import { loadAgentState } from '../../domain/agent-state.js';
 import { serverKeyOf } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { Services } from '../../services.js';
