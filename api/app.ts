@@ -8,6 +8,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fas
 import { API_PREFIX } from './config.js';
 import underPressure from '@fastify/under-pressure';
 import { C2CError } from '../shared/errors.js';
+import { useApiCors } from './http/cors.js';
 import { registerErrorHandling, sendError } from './http/errors.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
@@ -75,6 +76,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
 
   await app.register(
     async (api) => {
+      await useApiCors(api, services);
       await api.register(serverKeyRoutes(services));
       await api.register(widgetRoutes(services));
       await api.register(engineGroup(services));

@@ -92,7 +92,7 @@ describe('the c2c binary', () => {
     const accounts = await node.services.db.query<{ name: string }>('SELECT name FROM accounts');
     expect(accounts.map((a) => a.name)).toContain('Offline Co');
     await run(process.execPath, [BIN, 'platform', 'enable'], { env });
-  });
+  }, 90_000);
 
   it('exits non-zero with a clear message on a bad configuration', async () => {
     const failed = await run(process.execPath, [BIN, 'platform', 'status'], { env: { ...env, PORT: 'eighty' } }).catch((e) => e);

@@ -1,7 +1,10 @@
 /**
- * CORS for the widget API (spec section 5, rule 4): a browser gets Access-Control-Allow-Origin only
- * for an origin that some active integration allows. Answers are cached per origin until an
- * integration changes anywhere (bus message), since every widget request asks.
+ * CORS for the API (spec section 5, rule 4): a browser gets Access-Control-Allow-Origin only for an
+ * origin that some active integration allows (widgets on integrators' pages), or for the service's
+ * own site and allowed extensions (the call window and the extension, when they are not on the
+ * API's origin). Integration answers are cached per origin until an integration changes anywhere
+ * (bus message), since every widget request asks. Credentials still decide everything: CORS only
+ * lets a browser read the answer.
  */
 import fastifyCors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
@@ -31,13 +34,15 @@ export function createOriginPolicy(services: Services) {
   };
 }
 
-/** Registers CORS in the current (widget) scope. */
-export async function useWidgetCors(app: FastifyInstance, services: Services): Promise<void> {
-  const allowed = createOriginPolicy(services);
+/** Registers CORS once for the whole API scope. */
+export async function useApiCors(app: FastifyInstance, services: Services): Promise<void> {
+  const allowedByIntegration = createOriginPolicy(services);
+  const ownPages = new Set([services.config.siteUrl, ...services.config.extensionOrigins]);
   await app.register(fastifyCors, {
     origin: (origin, callback) => {
       if (!origin) return callback(null, false);
-      allowed(origin).then((ok) => callback(null, ok), (error: Error) => callback(error, false));
+      if (ownPages.has(origin)) return callback(null, true);
+      allowedByIntegration(origin).then((ok) => callback(null, ok), (error: Error) => callback(error, false));
     },
     methods: ['GET', 'POST'],
     allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],

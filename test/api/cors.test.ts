@@ -44,4 +44,10 @@ describe.each(storeDrivers())('widget CORS on %s', (driver) => {
     await setIntegrationEnabled(deps(), t.integrationId, true);
     expect((await preflight(ORIGIN)).headers['access-control-allow-origin']).toBe(ORIGIN);
   });
+
+  it("admits the service's own site on the engine endpoints (a call window not on the API's origin)", async () => {
+    const res = await api.options('/engine/heartbeat', { origin: h.config.siteUrl, headers: { 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' } });
+    expect(res.status).toBe(204);
+    expect(res.headers['access-control-allow-origin']).toBe(h.config.siteUrl);
+  });
 });

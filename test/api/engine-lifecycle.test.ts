@@ -393,5 +393,5 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     expect(claimed!.n).toBe(TRIALS);
     // A claimed intent can never be claimed again.
     await expectError(claim(ids[0]!), 404, 'not_found');
-  }, 120_000);
+  }, 300_000);
 });

@@ -83,8 +83,9 @@ export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Co
       `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = 'queued' AND expires_at > $3 ORDER BY created_at`,
       [engine.integration_id, engine.member_id, at],
     );
+    // The engine's live call, else its latest one, so the window also learns how a call ended.
     const [call] = await sql.query<CallRow>(
-      'SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($2) ORDER BY created_at DESC LIMIT 1',
+      'SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY (status = ANY($2)) DESC, created_at DESC LIMIT 1',
       [engine.id, LIVE_STATUSES],
     );
     const dialRequests = queued.map((intent) => {

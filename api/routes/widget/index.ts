@@ -1,7 +1,6 @@
-/** Widget-token endpoints (spec section 4), with CORS for allowed origins and the widget hook. */
+/** Widget-token endpoints (spec section 4), behind the widget hook (CORS is the API's, see http/cors.ts). */
 import type { FastifyPluginAsync } from 'fastify';
 import { useWidgetAuth } from '../../http/auth.js';
-import { useWidgetCors } from '../../http/cors.js';
 import type { Services } from '../../services.js';
 import { commandRoutes } from './commands.js';
 import { launchTicketRoutes } from './launch-ticket.js';
@@ -11,7 +10,6 @@ import { stateRoutes } from './state.js';
 export const widgetRoutes =
   (services: Services): FastifyPluginAsync =>
   async (app) => {
-    await useWidgetCors(app, services);
     useWidgetAuth(app, services);
     await app.register(stateRoutes(services));
     await app.register(launchTicketRoutes(services));

@@ -1,0 +1,416 @@
+/**
+ * One widget instance: the session, the transport, the state machine and the panel, glued
+ * together. Every input change (a snapshot, the session, the transport, a local effect) ends in
+ * update(), which derives the state, emits statechange and renders.
+ */
+import { LIMITS } from '../../shared/limits.js';
+import { CallWatch } from './call-watch.js';
+import { sendCommand, ACK_TIMEOUT_MS } from './commands.js';
+import { isLive, type Call, type Command, type CommandKind, type CommandResult, type Engine, type LaunchTicket, type WidgetState } from './contract.js';
+import { LocalEffects } from './effects.js';
+import { Emitter } from './emitter.js';
+import { SdkError, isRejection, postIntegrator, widgetApi, type FetchLike } from './http.js';
+import { LaunchTracker, launchCallWindow, type WindowOpener } from './launcher.js';
+import { StateMachine } from './machine.js';
+import { SessionKeeper } from './session.js';
+import { Snapshots } from './snapshots.js';
+import { newRequestId, type Clock, type TimerHandle } from './timing.js';
+import { Transport, type SocketFactory } from './transport.js';
+import type { CallParams, InitOptions, PublicState, SdkEvents } from './types.js';
+import { langOf, textsFor, type Texts } from './ui/texts.js';
+import { Widget, type Position } from './ui/widget.js';
+
+export interface ClientDeps {
+  fetch: FetchLike;
+  io: SocketFactory;
+  clock: Clock;
+  open: WindowOpener;
+  storage: Pick<Storage, 'getItem' | 'setItem'> | null;
+  /** the page's origin, posted to sessionEndpoint */
+  origin: string;
+  /** the SDK script's origin, for the default apiBaseUrl */
+  scriptOrigin: string | null;
+}
+
+const MESSAGE_MS = 10_000;
+const DIGITS = /^[0-9*#wW]{1,32}$/;
+const noSession = () => new SdkError('unauthorized', 'There is no widget session.');
+
+export class Click2CallWidget extends Emitter<SdkEvents> {
+  private readonly machine = new StateMachine();
+  private readonly snapshots: Snapshots;
+  private readonly session: SessionKeeper;
+  private readonly transport: Transport;
+  private readonly api: ReturnType<typeof widgetApi>;
+  private readonly effects: LocalEffects;
+  private readonly callWatch: CallWatch;
+  private readonly launch: LaunchTracker;
+  private widget: Widget | null = null;
+  private shown = { language: '', position: '' };
+  private message: { text: string; until: number } | null = null;
+  private openTab: { url: string; name: string } | null = null;
+  private focusFallbackAt = -Infinity;
+  private callKey = '';
+  private liveCallId: string | null = null;
+  private tickTimer: TimerHandle | undefined;
+  private started = false;
+  private detached = false;
+  private transportStarted = false;
+
+  constructor(
+    readonly options: InitOptions,
+    private readonly d: ClientDeps,
+  ) {
+    super();
+    const clock = d.clock;
+    const now = () => clock.now();
+    this.snapshots = new Snapshots(now);
+    this.effects = new LocalEffects(now);
+    this.callWatch = new CallWatch(clock, () => this.say(this.t.didNotStart, 3 * MESSAGE_MS, true));
+    this.launch = new LaunchTracker(clock, () => this.update());
+    const base = options.apiBaseUrl ?? (d.scriptOrigin ? d.scriptOrigin + '/api/v1/click2call' : '');
+    this.api = widgetApi(d.fetch, base, () => this.session.token);
+    this.session = new SessionKeeper({
+      fetch: d.fetch,
+      clock,
+      integrationId: options.integrationId,
+      sessionEndpoint: options.sessionEndpoint,
+      headers: options.headers ?? {},
+      origin: d.origin,
+      refreshCall: () => this.api('POST', '/widget/refresh'),
+      serverNowMs: () => this.snapshots.serverNowMs(),
+      onStatus: (status, error) => {
+        if (error) this.say(error.message, 0);
+        // Over for this instance: nothing more to poll or push.
+        if (status === 'unauthorized' || status === 'error') this.stopAll();
+        this.update();
+      },
+      onToken: (session) => {
+        if (session) this.adoptDefaults();
+        if (this.transportStarted) return this.transport.reconnect();
+        this.transportStarted = true;
+        this.transport.start(session?.realtime ?? null);
+      },
+    });
+    this.transport = new Transport({
+      clock,
+      io: d.io,
+      session: this.session,
+      getState: (etag) => this.api<WidgetState>('GET', '/widget/state', undefined, etag ? { 'if-none-match': etag } : {}),
+      onSnapshot: (state) => this.onSnapshot(state),
+      onStatus: () => this.update(),
+      pollMs: () => this.snapshots.state?.poll_ms ?? LIMITS.pollMs,
+    });
+  }
+
+  /** Mounts the widget and asks for the session. Called by init(). */
+  start(): this {
+    if (this.started) return this;
+    this.started = true;
+    this.mount(this.options.language, this.options.position);
+    const { integrationId, sessionEndpoint, apiBaseUrl } = this.options;
+    const problem = !integrationId || !sessionEndpoint
+      ? 'init() needs integrationId and sessionEndpoint.'
+      : !apiBaseUrl && !this.d.scriptOrigin ? 'apiBaseUrl is required when the SDK is not loaded from a <script src>.' : null;
+    if (problem) {
+      this.say(problem, 0);
+      this.session.status = 'error';
+    } else void this.session.start();
+    this.update();
+    return this;
+  }
+
+  // ——— public API ———
+
+  getState(): PublicState {
+    const st = this.snapshots.state;
+    return {
+      state: this.machine.state,
+      engine: this.engineView(),
+      call: st?.call ?? null,
+      policy: st?.policy ?? this.session.session?.policy ?? null,
+      agent: st?.agent ?? this.session.session?.agent ?? null,
+      session: { expires_at: this.session.expiresAt ?? st?.session_expires_at ?? null },
+    };
+  }
+
+  /** Opens the call window (inside a user gesture), or brings the live one forward. */
+  enableCalls(): boolean {
+    if (this.detached) return false;
+    const agent = this.session.session?.agent.identifier;
+    this.openTab = null;
+    const opened = launchCallWindow({
+      open: this.d.open,
+      storage: this.d.storage,
+      storageKey: agent ? `c2c.window.${this.options.integrationId}.${agent}` : null,
+      windowMode: this.options.windowMode ?? 'popup',
+      engineLive: !!this.engineView()?.live,
+      now: this.d.clock.now(),
+      fallbackAt: this.focusFallbackAt,
+      onFallback: (at) => {
+        this.focusFallbackAt = at;
+        this.say(this.t.elsewhere);
+      },
+      ticket: () => this.ticket(),
+      focusCommand: () => void this.command('focus').catch(() => {}),
+      onLaunching: (win) => {
+        this.message = null;
+        this.launch.start(win);
+      },
+      onBlocked: (ticket) => {
+        this.openTab = { url: ticket.window_url, name: ticket.window_name };
+        this.say(this.t.popupBlocked, 0, true);
+      },
+      onError: (error) => {
+        this.launch.stop();
+        this.say(this.errorText(error), MESSAGE_MS, true);
+      },
+    });
+    this.update();
+    return opened;
+  }
+
+  /** Asks the integrator's backend for an outgoing call; resolves with its JSON. */
+  async requestCall(params: CallParams = {}): Promise<unknown> {
+    if (!this.options.requestCallEndpoint) throw new SdkError('invalid_options', 'requestCallEndpoint is not set.');
+    const previous = this.snapshots.state?.call?.request_id ?? null;
+    let body: any;
+    try {
+      body = (await postIntegrator(this.d.fetch, this.options.requestCallEndpoint, params, this.options.headers)).body ?? { ok: true };
+    } catch (error) {
+      const e = error as SdkError;
+      body = e.body && typeof e.body === 'object' ? e.body : { ok: false, error: e.code, message: e.message };
+    }
+    this.emit('callrequested', body);
+    if (body?.ok === false) this.say(this.errorText(new SdkError(String(body.error), String(body.message ?? body.error))));
+    else this.callWatch.start(typeof body?.request_id === 'string' ? body.request_id : null, previous, this.snapshots.state?.call ?? null);
+    this.update();
+    return body;
+  }
+
+  answer(): Promise<CommandResult> {
+    return this.command('answer', {}, () => this.effects.pend('answering', this.snapshots.state?.call));
+  }
+
+  decline(): Promise<CommandResult> {
+    return this.command('decline', {}, () => this.effects.pend('ending', this.snapshots.state?.call));
+  }
+
+  /** Ends the call server-side: works from any page, also when the window lost the call or is gone. */
+  hangup(): Promise<CommandResult> {
+    return this.command('hangup', {}, () => this.effects.pend('ending', this.snapshots.state?.call));
+  }
+
+  setMuted(muted: boolean): Promise<CommandResult> {
+    const kind = muted ? 'mute' : 'unmute';
+    if (!this.allows('mute')) return this.refuseLocally(kind, 'control_not_allowed', 'The policy does not enable mute.');
+    return this.command(kind, {}, () => this.effects.flag('muted', muted));
+  }
+
+  sendDigits(digits: string): Promise<CommandResult> {
+    if (!this.allows('dtmf')) return this.refuseLocally('dtmf', 'control_not_allowed', 'The policy does not enable dtmf.');
+    if (!DIGITS.test(digits)) return this.refuseLocally('dtmf', 'invalid_request', 'digits may contain 0-9, * and # (at most 32).');
+    return this.command('dtmf', { digits });
+  }
+
+  setAvailability(available: boolean): Promise<CommandResult> {
+    return this.command('availability', { available }, () => this.effects.flag('available', available));
+  }
+
+  /** Stops polling and the socket and removes the widget. Not a hangup. */
+  detach(): void {
+    if (this.detached) return;
+    this.stopAll();
+    this.detached = true;
+    this.widget?.destroy();
+    this.widget = null;
+    this.emit('detached', undefined);
+  }
+
+  /** Revokes this widget session (for logout); the call window keeps its own session. */
+  async endSession(): Promise<unknown> {
+    const hadToken = this.session.token !== null;
+    this.stopAll();
+    let body: unknown = { ok: true };
+    if (hadToken) {
+      try {
+        body = (await this.api('POST', '/widget/revoke')).body;
+      } catch (error) {
+        const e = error as SdkError;
+        body = e.body ?? { ok: false, error: e.code, message: e.message };
+      }
+    }
+    this.session.status = 'unauthorized';
+    this.update();
+    return body;
+  }
+
+  // ——— commands ———
+
+  private async command(kind: CommandKind, extra: Partial<Command> = {}, effect?: () => () => void): Promise<CommandResult> {
+    if (this.detached) throw new SdkError('detached', 'The widget is detached.');
+    const command: Command = { kind, request_id: newRequestId(), ...extra };
+    const call = this.snapshots.state?.call;
+    // Act on the call the agent sees, never on a newer one.
+    if (isLive(call) && kind !== 'availability' && kind !== 'focus') command.ref = call.request_id;
+    const revert = effect?.();
+    this.update();
+    try {
+      if (!(await this.session.ready())) throw noSession();
+      return await sendCommand(command, {
+        clock: this.d.clock,
+        viaSocket: (c) => this.transport.emitCommand(c, ACK_TIMEOUT_MS),
+        viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c),
+        rejected: (e) => this.session.rejected(e),
+      });
+    } catch (caught) {
+      revert?.();
+      const error = caught instanceof SdkError ? caught : new SdkError('unreachable', String(caught));
+      this.fail(kind, error);
+      throw error;
+    }
+  }
+
+  private refuseLocally(kind: string, code: string, message: string): Promise<never> {
+    const error = new SdkError(code, message);
+    this.fail(kind, error);
+    return Promise.reject(error);
+  }
+
+  private fail(kind: string, error: SdkError): void {
+    this.emit('commandfailed', { kind, error: error.code, message: error.message });
+    this.say(this.errorText(error), error.code === 'hangup_uncertain' ? 0 : MESSAGE_MS, true);
+  }
+
+  private allows(control: 'mute' | 'dtmf'): boolean {
+    const policy = this.snapshots.state?.policy ?? this.session.session?.policy;
+    return !!policy && policy.controls.includes(control);
+  }
+
+  private async ticket(): Promise<LaunchTicket> {
+    if (!(await this.session.ready())) throw noSession();
+    const ask = async () => (await this.api<LaunchTicket>('POST', '/widget/launch-ticket')).body!;
+    try {
+      return await ask();
+    } catch (error) {
+      if (isRejection(error) && (await this.session.rejected(error as SdkError))) return ask();
+      throw error;
+    }
+  }
+
+  // ——— state ———
+
+  /** The engine as the widget shows it: the snapshot's (the session's before any), with unconfirmed effects. */
+  private engineView(): Engine | null {
+    const st = this.snapshots.state;
+    return this.effects.applyTo(st ? st.engine : (this.session.session?.engine ?? null));
+  }
+
+  private onSnapshot(state: WidgetState): void {
+    if (!this.snapshots.offer(state)) return;
+    const { engine, call } = this.snapshots.state!;
+    this.effects.confirm(engine, call);
+    if (engine?.state === 'ready') this.launch.stop();
+    if (this.openTab && engine?.live) this.openTab = null;
+    this.callWatch.check(call);
+    this.session.schedule(); // the server clock may have moved the refresh time
+    this.update();
+  }
+
+  private stopAll(): void {
+    this.transport.stop();
+    this.session.stop();
+    this.launch.stop();
+    this.callWatch.stop();
+    this.d.clock.cancel(this.tickTimer);
+  }
+
+  private update(): void {
+    if (this.detached || !this.started) return;
+    const now = this.d.clock.now();
+    if (this.message && this.message.until <= now) this.message = null;
+    this.effects.expire();
+    const st = this.snapshots.state;
+    const call = st?.call ?? null;
+    const engine = this.engineView();
+    const launching = this.launch.isActive();
+    this.noticeCallEnd(call);
+    const moved = this.machine.update({ session: this.session.status, transport: this.transport.status, hasSnapshot: !!st, engine, call, launching });
+    const key = call ? `${call.request_id}:${call.status}:${call.orphaned}` : '';
+    if ((moved && !moved.refused) || key !== this.callKey) {
+      this.callKey = key;
+      this.emit('statechange', { state: this.machine.state, call });
+    }
+    this.widget?.render({
+      state: this.machine.state,
+      call,
+      engine,
+      policy: st?.policy ?? this.session.session?.policy ?? null,
+      pending: this.effects.pending,
+      duration: this.snapshots.durationOf(call),
+      message: this.message?.text ?? null,
+      openTab: this.openTab,
+    });
+    // Tick while something on screen depends on time: the call timer, a message, an effect, a launch.
+    this.d.clock.cancel(this.tickTimer);
+    this.tickTimer = undefined;
+    const timed = (isLive(call) && call.answered_at !== null) || (this.message && this.message.until !== Infinity) || this.effects.active || launching;
+    if (timed) this.tickTimer = this.d.clock.after(1000 - (now % 1000) || 1000, () => this.update());
+  }
+
+  /** When the call the widget showed ends, it says how, for a moment. */
+  private noticeCallEnd(call: Call | null): void {
+    const live = isLive(call) ? call.request_id : null;
+    if (this.liveCallId && live !== this.liveCallId && call?.request_id === this.liveCallId) this.say(this.t.calls[call.status]);
+    this.liveCallId = live;
+  }
+
+  // ——— the panel ———
+
+  private get t(): Texts {
+    return this.widget?.texts ?? textsFor(this.options.language);
+  }
+
+  private say(text: string, ttl = MESSAGE_MS, render = false): void {
+    this.message = { text, until: ttl ? this.d.clock.now() + ttl : Infinity };
+    if (render) this.update();
+  }
+
+  private errorText(error: SdkError): string {
+    return this.t.errors[error.code] ?? error.message;
+  }
+
+  private mount(language: string | undefined, position: Position | undefined): void {
+    if (typeof document === 'undefined') return;
+    this.widget?.destroy();
+    const lang = language ?? (document.documentElement.lang || undefined);
+    this.shown = { language: langOf(lang), position: position ?? 'bottom-right' };
+    this.widget = new Widget(this.options.container ?? document.body, position ?? 'bottom-right', lang, this.handlers, !this.options.container);
+  }
+
+  /** The session names the integration's widget defaults: used where init() did not choose. */
+  private adoptDefaults(): void {
+    const defaults = this.session.session?.policy?.widget;
+    if (!defaults || !this.widget) return;
+    const language = this.options.language ?? defaults.language;
+    const position = this.options.position ?? defaults.position;
+    if (langOf(language) !== this.shown.language || position !== this.shown.position) this.mount(language, position);
+  }
+
+  private readonly handlers = {
+    enable: () => void this.enableCalls(),
+    answer: () => void this.answer().catch(() => {}),
+    decline: () => void this.decline().catch(() => {}),
+    hangup: () => void this.hangup().catch(() => {}),
+    mute: (muted: boolean) => void this.setMuted(muted).catch(() => {}),
+    digit: (digit: string) => void this.sendDigits(digit).catch(() => {}),
+    available: (available: boolean) => void this.setAvailability(available).catch(() => {}),
+    openTab: () => {
+      // The link's ticket is single-use: once followed, the window is on its way.
+      this.openTab = null;
+      this.message = null;
+      this.launch.start(null);
+      this.update();
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * Widget commands (spec section 4): each carries a client-generated request_id, and a retry after
+ * a network failure reuses it, so the server (which never runs one id twice) gives an exactly-once
+ * effect. Sent over the socket when it is connected (the ack answers like REST), else POSTed.
+ */
+import type { Command, CommandResult, ErrorEnvelope } from './contract.js';
+import { SdkError, isRejection, isTransient, type HttpAnswer } from './http.js';
+import { fullJitter, type Clock } from './timing.js';
+
+export const COMMAND_ATTEMPTS = 4;
+export const ACK_TIMEOUT_MS = 5000;
+
+export interface CommandDeps {
+  clock: Clock;
+  /** null when the socket is not connected */
+  viaSocket: (command: Command) => Promise<CommandResult | ErrorEnvelope> | null;
+  viaRest: (command: Command) => Promise<HttpAnswer<CommandResult>>;
+  /** a rejected token: ask the session again; true when a new token is in use */
+  rejected: (error: SdkError) => Promise<boolean>;
+  random?: () => number;
+}
+
+/** HTTP statuses of the codes a socket ack can carry, so both paths classify alike. */
+const SOCKET_STATUS: Record<string, number> = { unauthorized: 401, rate_limited: 429, internal_error: 500, hangup_uncertain: 502, service_unavailable: 503 };
+
+const uncertain = (message = 'The hangup could not be confirmed; the call may still be up.') => new SdkError('hangup_uncertain', message, 502);
+
+/** Sends a command until it is answered; throws SdkError with the refusal's code otherwise. */
+export async function sendCommand(command: Command, d: CommandDeps): Promise<CommandResult> {
+  let reasked = false;
+  for (let attempt = 0; ; attempt++) {
+    let error: SdkError;
+    try {
+      const pushed = d.viaSocket(command);
+      if (pushed) {
+        const reply = await pushed;
+        if (reply && reply.ok) return reply;
+        const refusal = (reply ?? {}) as Partial<ErrorEnvelope>;
+        const code = refusal.error ?? 'unreachable';
+        throw new SdkError(code, refusal.message ?? code, SOCKET_STATUS[code] ?? 400);
+      }
+      const answer = await d.viaRest(command);
+      if (answer.body && answer.body.ok) return answer.body;
+      throw new SdkError('unreachable', 'The service answered without a result.', 0);
+    } catch (caught) {
+      error = caught instanceof SdkError ? caught : new SdkError('unreachable', String(caught));
+    }
+    // A hangup is never reported done unless the server says so (spec: hangup_uncertain).
+    if (command.kind === 'hangup' && (error.code === 'hangup_uncertain' || error.status === 502)) throw uncertain(error.message);
+    if (isRejection(error) && !reasked) {
+      reasked = true;
+      if (await d.rejected(error)) {
+        attempt -= 1;
+        continue;
+      }
+      throw error;
+    }
+    if (!isTransient(error)) throw error;
+    if (attempt + 1 >= COMMAND_ATTEMPTS) throw command.kind === 'hangup' ? uncertain() : error;
+    const wait = error.retryAfter ? error.retryAfter * 1000 : 200 + fullJitter(attempt, 400, 4000, d.random);
+    await new Promise<void>((resolve) => d.clock.after(wait, resolve));
+  }
+}

@@ -1,0 +1,147 @@
+/**
+ * The resources the SDK reads and sends (spec section 2, shared/schemas), written as plain
+ * interfaces so the SDK's type declarations stand alone (no zod). test/sdk/contract-types.test.ts
+ * checks both ways that they match the shared schemas, so they cannot drift.
+ */
+export type CallStatus =
+  | 'queued'
+  | 'claimed'
+  | 'dialing'
+  | 'ringing'
+  | 'connected'
+  | 'completed'
+  | 'rejected'
+  | 'busy'
+  | 'no_answer'
+  | 'canceled'
+  | 'failed'
+  | 'expired'
+  | 'incoming';
+
+export interface Display {
+  name: string | null;
+  company: string | null;
+  /** null when the policy hides numbers; already masked by the server when it masks them */
+  number: string | null;
+  contact_reference: string | null;
+  department: string | null;
+}
+
+export interface Call {
+  ok?: true;
+  request_id: string;
+  call_id: string;
+  direction: 'outbound' | 'inbound';
+  status: CallStatus;
+  error: string | null;
+  display: Display;
+  answered_at: number | null;
+  ended_at: number | null;
+  duration: number;
+  expires_at: number;
+  server_time: number;
+  orphaned: boolean;
+}
+
+export interface Engine {
+  id: string;
+  state: 'enabling' | 'ready' | 'offline' | 'closed';
+  live: boolean;
+  available: boolean;
+  mic_ready: boolean;
+  busy: boolean;
+  muted: boolean;
+  simulated: boolean;
+  last_seen_ago: number | null;
+  version: number;
+  client: 'window' | 'extension';
+}
+
+export interface Policy {
+  outbound: boolean;
+  inbound: boolean;
+  number_visibility: 'show' | 'hide' | 'masked';
+  controls: Array<'mute' | 'dtmf'>;
+  widget: { position: 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left'; language: string };
+  max_call_seconds: number;
+}
+
+export interface WidgetAgent {
+  name: string;
+  identifier: string;
+  type: 'email' | 'uuid';
+  department: string | null;
+}
+
+export interface Realtime {
+  url: string;
+  path: string;
+  available: boolean;
+}
+
+/** POST /sessions answer, forwarded unchanged by the integrator's sessionEndpoint. */
+export interface Session {
+  ok: true;
+  widget_token: string;
+  expires_at: number;
+  agent: WidgetAgent;
+  policy: Policy;
+  engine: Engine | null;
+  realtime: Realtime;
+}
+
+/** GET /widget/state; a pushed state may lack session_expires_at. */
+export interface WidgetState {
+  ok: true;
+  engine: Engine | null;
+  call: Call | null;
+  policy: Policy;
+  agent: WidgetAgent;
+  version: number;
+  server_time: number;
+  poll_ms: number;
+  session_expires_at?: number;
+  realtime: Realtime;
+}
+
+export type CommandKind = 'hangup' | 'answer' | 'decline' | 'mute' | 'unmute' | 'dtmf' | 'availability' | 'focus';
+
+export interface Command {
+  kind: CommandKind;
+  request_id: string;
+  digits?: string;
+  available?: boolean;
+  ref?: string;
+}
+
+export interface CommandResult {
+  ok: true;
+  status: 'queued' | 'delivered' | 'done' | 'failed';
+  command_id: number;
+}
+
+export interface LaunchTicket {
+  ok: true;
+  ticket: string;
+  window_url: string;
+  expires_in: number;
+  window_name: string;
+}
+
+/** `ended` and connect_error data on the socket. */
+export interface SocketEnd {
+  code: string;
+  final: boolean;
+  message: string;
+}
+
+export interface ErrorEnvelope {
+  ok: false;
+  error: string;
+  message: string;
+}
+
+/** Call statuses while the call is still going (the server's LIVE_STATUSES). */
+export const LIVE_STATUSES: readonly CallStatus[] = ['queued', 'claimed', 'dialing', 'ringing', 'connected', 'incoming'];
+
+export const isLive = (call: Call | null | undefined): call is Call => !!call && LIVE_STATUSES.includes(call.status);

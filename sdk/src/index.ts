@@ -1,0 +1,75 @@
+/**
+ * ServiceClick2Call: the browser SDK (spec section 4, "SDK"). The IIFE build makes these exports
+ * the global object; its methods act on the last initialised widget, so
+ * `ServiceClick2Call.init({...})` then `ServiceClick2Call.enableCalls()` works.
+ */
+import { io } from 'socket.io-client';
+import { Click2CallWidget, type ClientDeps } from './client.js';
+import type { CommandResult } from './contract.js';
+import { SdkError } from './http.js';
+import { systemClock } from './timing.js';
+import type { CallParams, InitOptions, Listener, PublicState, SdkEventName } from './types.js';
+import type { SocketFactory } from './transport.js';
+
+export type * from './contract.js';
+export type * from './types.js';
+export type { WidgetStateName } from './machine.js';
+export { WIDGET_STATES, TRANSITIONS } from './machine.js';
+export { SdkError, Click2CallWidget };
+
+export const version = '1.0.0';
+
+// Read while the <script> runs: document.currentScript is null afterwards (and for modules).
+const scriptOrigin = (() => {
+  try {
+    const src = (typeof document !== 'undefined' && (document.currentScript as HTMLScriptElement | null)?.src) || '';
+    return src ? new URL(src).origin : null;
+  } catch {
+    return null;
+  }
+})();
+
+function defaultDeps(): ClientDeps {
+  let storage: Storage | null = null;
+  try {
+    storage = window.localStorage;
+  } catch {
+    storage = null; // blocked third-party storage
+  }
+  return {
+    fetch: (input, init) => fetch(input, init),
+    io: io as unknown as SocketFactory,
+    clock: systemClock,
+    open: (url, target, features) => window.open(url, target, features),
+    storage,
+    origin: location.origin,
+    scriptOrigin,
+  };
+}
+
+let current: Click2CallWidget | null = null;
+
+/** Creates and starts a widget; later calls on the global act on it. */
+export function init(options: InitOptions, deps?: Partial<ClientDeps>): Click2CallWidget {
+  current = new Click2CallWidget(options, { ...defaultDeps(), ...deps });
+  return current.start();
+}
+
+function widget(): Click2CallWidget {
+  if (!current) throw new SdkError('not_initialised', 'Call ServiceClick2Call.init() first.');
+  return current;
+}
+
+export const enableCalls = (): boolean => widget().enableCalls();
+export const requestCall = (params?: CallParams): Promise<unknown> => widget().requestCall(params);
+export const answer = (): Promise<CommandResult> => widget().answer();
+export const decline = (): Promise<CommandResult> => widget().decline();
+export const hangup = (): Promise<CommandResult> => widget().hangup();
+export const setMuted = (muted: boolean): Promise<CommandResult> => widget().setMuted(muted);
+export const sendDigits = (digits: string): Promise<CommandResult> => widget().sendDigits(digits);
+export const setAvailability = (available: boolean): Promise<CommandResult> => widget().setAvailability(available);
+export const getState = (): PublicState => widget().getState();
+export const on = <E extends SdkEventName>(event: E, fn: Listener<E>): Click2CallWidget => widget().on(event, fn);
+export const off = <E extends SdkEventName>(event: E, fn: Listener<E>): Click2CallWidget => widget().off(event, fn);
+export const detach = (): void => widget().detach();
+export const endSession = (): Promise<unknown> => widget().endSession();

@@ -1,0 +1,148 @@
+/**
+ * enableCalls(): opening the call window inside the user's gesture. The window is opened (or
+ * found) synchronously; the launch ticket is fetched afterwards and the window navigated to
+ * window_url, whose fragment carries the ticket. window_name is stable per agent: remembered in
+ * localStorage, it lets a later call bring the live window to the front instead of opening a
+ * second one. A blocked popup gets an 'Open in new tab' link instead.
+ */
+import type { LaunchTicket } from './contract.js';
+import { SdkError } from './http.js';
+import type { Clock, TimerHandle } from './timing.js';
+
+export type WindowOpener = (url: string, target: string, features?: string) => Window | null;
+
+export interface LaunchDeps {
+  open: WindowOpener;
+  storage: Pick<Storage, 'getItem' | 'setItem'> | null;
+  /** localStorage key for this integration and agent; null before the session names the agent */
+  storageKey: string | null;
+  windowMode: 'popup' | 'tab';
+  /** the agent's engine is live according to the last snapshot */
+  engineLive: boolean;
+  now: number;
+  /** when this widget last fell back to the focus command (ms), and how to record it */
+  fallbackAt: number;
+  onFallback: (at: number) => void;
+  ticket: () => Promise<LaunchTicket>;
+  /** sends the `focus` widget command (fire and forget) */
+  focusCommand: () => void;
+  /** a window is on its way (null: the link was offered instead) */
+  onLaunching: (win: Window) => void;
+  onBlocked: (ticket: LaunchTicket) => void;
+  onError: (error: SdkError) => void;
+}
+
+/** A second enableCalls() this soon after a focus-command fallback opens a window after all. */
+export const FOCUS_FALLBACK_MS = 10_000;
+
+const POPUP_FEATURES = 'popup,width=420,height=680';
+
+function read(storage: LaunchDeps['storage'], key: string | null): string | null {
+  try {
+    return key && storage ? storage.getItem(key) : null;
+  } catch {
+    return null; // storage disabled
+  }
+}
+
+/** A window that has left about:blank (cross-origin access throws) is a live call window. */
+function isCallWindow(win: Window): boolean {
+  try {
+    return win.location.href !== 'about:blank';
+  } catch {
+    return true;
+  }
+}
+
+/** Opens or finds the call window; true when a window was opened or found. */
+export function launchCallWindow(d: LaunchDeps): boolean {
+  const features = d.windowMode === 'popup' ? POPUP_FEATURES : undefined;
+  const known = read(d.storage, d.storageKey);
+  if (!known && d.engineLive && d.now - d.fallbackAt > FOCUS_FALLBACK_MS) {
+    // A live window this page cannot name (opened from another origin or profile): ask it to
+    // come forward. Asked again soon after, the agent does not see it: open one here instead.
+    d.onFallback(d.now);
+    d.focusCommand();
+    return true;
+  }
+  let win: Window | null;
+  try {
+    win = d.open('', known ?? '_blank', features);
+  } catch {
+    win = null;
+  }
+  if (win && isCallWindow(win)) {
+    win.focus();
+    if (d.engineLive) d.focusCommand();
+    return true;
+  }
+  if (win) {
+    placeholder(win);
+    d.onLaunching(win);
+  }
+  d.ticket().then(
+    (ticket) => {
+      try {
+        if (d.storage && d.storageKey) d.storage.setItem(d.storageKey, ticket.window_name);
+      } catch {
+        /* storage disabled: the next enableCalls cannot find this window by name */
+      }
+      if (!win) return d.onBlocked(ticket);
+      if (win.closed) return;
+      win.name = ticket.window_name;
+      win.location.replace(ticket.window_url);
+    },
+    (error: unknown) => {
+      win?.close();
+      d.onError(error instanceof SdkError ? error : new SdkError('unreachable', String(error)));
+    },
+  );
+  return win !== null;
+}
+
+function placeholder(win: Window): void {
+  try {
+    win.document.title = 'Click-to-call';
+    win.document.body.textContent = '…';
+  } catch {
+    /* not ours to write */
+  }
+}
+
+/** How long an opened window may take to become ready before the widget stops saying 'enabling'. */
+export const LAUNCH_WAIT_MS = 60_000;
+
+/** Whether a window enableCalls() opened is still on its way: not ready yet, not closed, not too late. */
+export class LaunchTracker {
+  private on = false;
+  private win: Window | null = null;
+  private timer: TimerHandle | undefined;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly onTimeout: () => void,
+  ) {}
+
+  /** A window is on its way (null: through the 'Open in new tab' link, which gives no handle). */
+  start(win: Window | null): void {
+    this.stop();
+    this.on = true;
+    this.win = win;
+    this.timer = this.clock.after(LAUNCH_WAIT_MS, () => {
+      this.stop();
+      this.onTimeout();
+    });
+  }
+
+  stop(): void {
+    this.on = false;
+    this.win = null;
+    this.clock.cancel(this.timer);
+  }
+
+  /** True while the window is on its way; a window closed by the agent ends it. */
+  isActive(): boolean {
+    if (this.on && this.win?.closed) this.stop();
+    return this.on;
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The WidgetState the SDK holds. Pushes and polls race, so a snapshot is applied only when its
+ * version is greater than the one held (DESIGN: a lost or late push is healed by the next
+ * snapshot). The server's clock is tracked from the last snapshot so durations are the server's:
+ * server_time − answered_at at that snapshot plus the local time elapsed since it was received.
+ */
+import type { Call, WidgetState } from './contract.js';
+
+export class Snapshots {
+  state: WidgetState | null = null;
+  /** server_time of the reference snapshot (s) and the local time it was received (ms) */
+  private serverTime = 0;
+  private receivedAt = 0;
+  private hasClock = false;
+
+  constructor(private readonly now: () => number) {}
+
+  get version(): number {
+    return this.state ? this.state.version : -Infinity;
+  }
+
+  /**
+   * Offers a pushed or polled snapshot. Returns true when it was applied (a newer version). A
+   * snapshot of the same version only refreshes the clock reference; an older one is ignored.
+   */
+  offer(snapshot: WidgetState): boolean {
+    const held = this.state;
+    if (held && snapshot.version < held.version) return false;
+    this.serverTime = snapshot.server_time;
+    this.receivedAt = this.now();
+    this.hasClock = true;
+    if (held && snapshot.version === held.version) return false;
+    // A push carries no session_expires_at (it is per session): keep the one held.
+    this.state = { ...snapshot, session_expires_at: snapshot.session_expires_at ?? held?.session_expires_at };
+    return true;
+  }
+
+  /** The server's clock now, in ms, as estimated from the reference snapshot (local clock before any). */
+  serverNowMs(): number {
+    const now = this.now();
+    return this.hasClock ? this.serverTime * 1000 + (now - this.receivedAt) : now;
+  }
+
+  /**
+   * The call's duration in whole seconds: server_time − answered_at from the reference snapshot,
+   * plus the local time since it was received. null before the call is answered.
+   */
+  durationOf(call: Call | null): number | null {
+    if (!call || call.answered_at === null || !this.hasClock) return null;
+    if (call.ended_at !== null) return call.duration; // final: the server's own figure
+    const elapsed = (this.now() - this.receivedAt) / 1000;
+    return Math.max(0, Math.floor(this.serverTime - call.answered_at + elapsed));
+  }
+}
+
+/** mm:ss, or h:mm:ss from an hour. */
+export function formatDuration(total: number): string {
+  const s = Math.floor(total % 60);
+  const m = Math.floor(total / 60) % 60;
+  const h = Math.floor(total / 3600);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return h > 0 ? `${h}:${pad(m)}:${pad(s)}` : `${pad(m)}:${pad(s)}`;
+}

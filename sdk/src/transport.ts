@@ -1,0 +1,226 @@
+/**
+ * How snapshots reach the SDK: push over Socket.IO (the gateway sends the whole state on every
+ * connect and every change), and GET /widget/state every poll_ms with If-None-Match while the
+ * socket is down or the service has no gateway. Endings are acted on as the gateway classifies
+ * them: final (stop; unauthorized → ask the session again; platform_disabled → error) or not
+ * (reconnect with full-jitter backoff, with a fresh token after token_expired).
+ */
+import type { Command, CommandResult, ErrorEnvelope, Realtime, SocketEnd, WidgetState } from './contract.js';
+import { SdkError, isFatal, isRejection, isTransient, type HttpAnswer } from './http.js';
+import type { TransportStatus } from './machine.js';
+import type { SessionKeeper } from './session.js';
+import { fullJitter, type Clock, type TimerHandle } from './timing.js';
+
+/** The part of a socket.io-client Socket the SDK uses (tests pass a fake). */
+export interface MiniSocket {
+  readonly connected: boolean;
+  on(event: string, fn: (...args: any[]) => void): unknown;
+  connect(): unknown;
+  disconnect(): unknown;
+  timeout(ms: number): { emit(event: string, payload: unknown, ack: (err: Error | null, reply: unknown) => void): unknown };
+}
+
+export type SocketFactory = (url: string, options: Record<string, unknown>) => MiniSocket;
+
+export interface TransportDeps {
+  clock: Clock;
+  io: SocketFactory;
+  session: SessionKeeper;
+  getState: (etag: string | null) => Promise<HttpAnswer<WidgetState>>;
+  onSnapshot: (state: WidgetState) => void;
+  onStatus: (status: TransportStatus) => void;
+  /** poll_ms of the last snapshot */
+  pollMs: () => number;
+}
+
+export class Transport {
+  status: TransportStatus = 'poll';
+  private socket: MiniSocket | null = null;
+  private realtime: Realtime | null = null;
+  private socketUp = false;
+  private pollOk: boolean | null = null;
+  private etag: string | null = null;
+  private pollTimer: TimerHandle | undefined;
+  private polling = false;
+  private reconnectTimer: TimerHandle | undefined;
+  private attempts = 0;
+  private planned = false;
+  private endHandled = false;
+  private socketToken: string | null = null;
+  private stopped = false;
+
+  constructor(private readonly d: TransportDeps) {}
+
+  start(realtime: Realtime | null): void {
+    this.realtime = realtime;
+    this.openSocket();
+    this.pollSoon(0);
+  }
+
+  /** The token changed: reconnect the socket with it (the old token lingers 30 s server-side). */
+  reconnect(): void {
+    if (this.stopped) return;
+    if (!this.socket) return this.openSocket();
+    this.d.clock.cancel(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    this.planned = true;
+    this.socket.disconnect();
+    this.connectSocket();
+  }
+
+  /** A command over the socket, answered like POST /widget/commands; null when not connected. */
+  emitCommand(command: Command, timeoutMs: number): Promise<CommandResult | ErrorEnvelope> | null {
+    const socket = this.socket;
+    if (!socket || !this.socketUp) return null;
+    return new Promise((resolve, reject) =>
+      socket.timeout(timeoutMs).emit('command', command, (err, reply) =>
+        err ? reject(new SdkError('unreachable', 'The command was not acknowledged in time.')) : resolve(reply as CommandResult | ErrorEnvelope),
+      ),
+    );
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.d.clock.cancel(this.pollTimer);
+    this.d.clock.cancel(this.reconnectTimer);
+    this.socket?.disconnect();
+    this.socket = null;
+  }
+
+  private openSocket(): void {
+    const rt = this.realtime;
+    if (this.socket || !rt || !rt.available || this.stopped) return;
+    const socket = this.d.io(rt.url, {
+      path: rt.path,
+      // A callback, so every (re)connect presents the current token.
+      auth: (cb: (auth: { token: string | null }) => void) => {
+        this.socketToken = this.d.session.token;
+        cb({ token: this.socketToken });
+      },
+      transports: ['websocket', 'polling'],
+      tryAllTransports: true,
+      reconnection: false,
+      autoConnect: false,
+      forceNew: true,
+    });
+    this.socket = socket;
+    socket.on('connect', () => {
+      this.socketUp = true;
+      this.attempts = 0;
+      this.d.session.confirm();
+      this.d.clock.cancel(this.pollTimer);
+      this.pollTimer = undefined;
+      this.setStatus();
+    });
+    socket.on('state', (state: WidgetState) => this.d.onSnapshot(state));
+    socket.on('ended', (end: SocketEnd) => void (this.endHandled = this.onEnd(end)));
+    socket.on('disconnect', () => {
+      this.socketUp = false;
+      this.setStatus();
+      if (this.planned || this.stopped) return;
+      this.pollSoon(0);
+      if (!this.endHandled) this.scheduleReconnect();
+    });
+    socket.on('connect_error', (err: Error & { data?: SocketEnd }) => {
+      this.socketUp = false;
+      this.planned = false;
+      if (this.stopped) return;
+      const data = err?.data;
+      if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect();
+      // Poll now unless polling is already under way (failed reconnects must not poll faster than poll_ms).
+      if (this.pollTimer === undefined) this.pollSoon(0);
+    });
+    this.connectSocket();
+  }
+
+  private connectSocket(): void {
+    this.endHandled = false;
+    this.socket?.connect();
+    this.planned = false;
+  }
+
+  /** Acts on an ending; returns true when it took charge of what happens next (else: reconnect with backoff). */
+  private onEnd(end: SocketEnd): boolean {
+    if (!end.final) {
+      if (end.code !== 'token_expired' || this.socketToken !== this.d.session.token) return false;
+      // The refresh reconnects with the new token; if it fails, the session asks again or ends.
+      void this.d.session.refresh();
+      return true;
+    }
+    const error = new SdkError(end.code, end.message, end.code === 'unauthorized' ? 401 : 403);
+    this.closeSocket();
+    // platform_disabled ends the session (error); any other final ending is about this
+    // credential: the session endpoint is asked once more, and its new token reopens the socket.
+    void this.d.session.rejected(error);
+    return true;
+  }
+
+  private closeSocket(): void {
+    this.d.clock.cancel(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    const socket = this.socket;
+    this.socket = null;
+    this.socketUp = false;
+    socket?.disconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped || !this.socket || this.reconnectTimer !== undefined) return;
+    this.reconnectTimer = this.d.clock.after(fullJitter(this.attempts++, 500, 30_000), () => {
+      this.reconnectTimer = undefined;
+      if (this.socket && !this.socketUp && !this.stopped) this.connectSocket();
+    });
+  }
+
+  private pollSoon(ms: number): void {
+    if (this.stopped || this.socketUp || this.polling) return;
+    this.d.clock.cancel(this.pollTimer);
+    this.pollTimer = this.d.clock.after(ms, () => {
+      this.pollTimer = undefined;
+      void this.poll();
+    });
+  }
+
+  private async poll(): Promise<void> {
+    if (this.stopped || this.socketUp || this.polling) return;
+    this.polling = true;
+    let next = this.d.pollMs();
+    try {
+      const answer = await this.d.getState(this.etag);
+      if (answer.etag) this.etag = answer.etag;
+      this.d.session.confirm();
+      this.pollOk = true;
+      if (answer.status === 200 && answer.body) {
+        this.d.onSnapshot(answer.body);
+        if (answer.body.realtime?.available && !this.socket) {
+          this.realtime = answer.body.realtime;
+          this.openSocket();
+        }
+      }
+    } catch (error) {
+      if (isTransient(error)) {
+        this.pollOk = false;
+        const retry = (error as SdkError).retryAfter;
+        if (retry) next = retry * 1000;
+      } else if (isRejection(error) || isFatal(error)) {
+        this.polling = false;
+        if (await this.d.session.rejected(error as SdkError)) next = 0;
+        else return;
+      } else {
+        this.d.session.abort(error as SdkError);
+        return;
+      }
+    } finally {
+      this.polling = false;
+      this.setStatus();
+    }
+    this.pollSoon(next);
+  }
+
+  private setStatus(): void {
+    const status: TransportStatus = this.socketUp ? 'push' : this.pollOk === false ? 'down' : 'poll';
+    if (status === this.status) return;
+    this.status = status;
+    this.d.onStatus(status);
+  }
+}

@@ -1,0 +1,62 @@
+/** The SDK's public types: init options, events and getState(). */
+import type { Call, Engine, Policy, WidgetAgent } from './contract.js';
+import type { WidgetStateName } from './machine.js';
+import type { Position } from './ui/widget.js';
+
+export interface InitOptions {
+  /** the integration's public id (c2c_…) */
+  integrationId: string;
+  /** the integrator's endpoint that creates a widget session (POST, JSON, same-origin cookies) */
+  sessionEndpoint: string;
+  /** the integrator's endpoint that requests an outgoing call (POST, JSON, same-origin cookies) */
+  requestCallEndpoint?: string;
+  mode?: 'persistent-window';
+  /** where the call window opens; default 'popup' */
+  windowMode?: 'popup' | 'tab';
+  /** default: the integration's widget default, else 'bottom-right' */
+  position?: Position;
+  /** 'en' or 'fr'; default: the integration's widget default, else the page's lang, else English */
+  language?: string;
+  /** extra headers for the two integrator endpoints only (e.g. a CSRF header) */
+  headers?: Record<string, string>;
+  /** the service's API; default: the SDK script's origin + '/api/v1/click2call' */
+  apiBaseUrl?: string;
+  /** where the widget is mounted; default document.body (fixed at `position`); another element shows it inline */
+  container?: HTMLElement;
+}
+
+export interface CommandFailure {
+  kind: string;
+  /** the refusal's code, e.g. control_not_allowed, invalid_state, hangup_uncertain, unreachable */
+  error: string;
+  message: string;
+}
+
+export interface SdkEvents {
+  statechange: { state: WidgetStateName; call: Call | null };
+  /** the requestCallEndpoint's JSON, as it answered */
+  callrequested: unknown;
+  detached: undefined;
+  commandfailed: CommandFailure;
+}
+
+export type SdkEventName = keyof SdkEvents;
+export type Listener<E extends SdkEventName> = (payload: SdkEvents[E]) => void;
+
+export interface PublicState {
+  state: WidgetStateName;
+  engine: Engine | null;
+  call: Call | null;
+  policy: Policy | null;
+  agent: WidgetAgent | null;
+  session: { expires_at: number | null };
+}
+
+/** requestCall() parameters: forwarded as the JSON body; the backend looks the number up itself. */
+export interface CallParams {
+  contact_reference?: string;
+  display_name?: string;
+  display_company?: string;
+  metadata?: Record<string, unknown>;
+  [key: string]: unknown;
+}

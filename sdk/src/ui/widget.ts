@@ -1,0 +1,204 @@
+/**
+ * The widget panel: a Shadow DOM (mode open, so tests reach it through shadowRoot) holding real
+ * buttons with stable data-testids, built once and updated in place so keyboard focus survives
+ * every snapshot. It shows only what the policy allows; two live regions announce state changes
+ * (polite) and incoming calls (assertive).
+ */
+import { isLive, type Call, type Engine, type Policy } from '../contract.js';
+import type { WidgetStateName } from '../machine.js';
+import { formatDuration } from '../snapshots.js';
+import { STYLES } from './styles.js';
+import { langOf, textsFor, type Texts } from './texts.js';
+
+export interface ViewModel {
+  state: WidgetStateName;
+  call: Call | null;
+  engine: Engine | null;
+  policy: Policy | null;
+  /** a hangup or decline (ending) or an answer (answering) is on its way */
+  pending: 'ending' | 'answering' | null;
+  /** the server's duration of the call, seconds */
+  duration: number | null;
+  message: string | null;
+  openTab: { url: string; name: string } | null;
+}
+
+export interface WidgetHandlers {
+  enable(): void;
+  answer(): void;
+  decline(): void;
+  hangup(): void;
+  mute(muted: boolean): void;
+  digit(digit: string): void;
+  available(available: boolean): void;
+  openTab(): void;
+}
+
+export type Position = 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left';
+
+const DIGITS = ['1', '2', '3', '4', '5', '6', '7', '8', '9', '*', '0', '#'];
+const digitId = (d: string) => (d === '*' ? 'star' : d === '#' ? 'hash' : d);
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, testid: string, cls = '', parent?: HTMLElement): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.setAttribute('data-testid', testid);
+  if (cls) node.className = cls;
+  parent?.appendChild(node);
+  return node;
+}
+
+export class Widget {
+  readonly host: HTMLElement;
+  readonly root: ShadowRoot;
+  readonly texts: Texts;
+  private readonly n: Record<string, HTMLElement> = {};
+  private announcedState: string | null = null;
+  private announcedIncoming: string | null = null;
+  private keypadOpen = false;
+
+  constructor(container: HTMLElement, position: Position, language: string | undefined, private readonly h: WidgetHandlers, fixed: boolean) {
+    this.texts = textsFor(language);
+    const t = this.texts;
+    this.host = document.createElement('c2c-widget');
+    this.host.setAttribute('data-testid', 'c2c-host');
+    if (fixed) {
+      const [v, side] = position.split('-');
+      this.host.style.cssText = `position:fixed;z-index:2147483000;${v}:16px;${side}:16px;display:block`;
+    } else this.host.style.cssText = 'display:block';
+    this.root = this.host.attachShadow({ mode: 'open' });
+    const style = document.createElement('style');
+    style.textContent = STYLES;
+    this.root.appendChild(style);
+
+    const n = this.n;
+    const panel = (n.panel = el('section', 'c2c-widget', 'p'));
+    panel.setAttribute('aria-label', t.title);
+    panel.lang = langOf(language);
+    this.root.appendChild(panel);
+    n.state = el('p', 'c2c-state', 's', panel);
+    const call = (n.call = el('div', 'c2c-call', '', panel));
+    n.name = el('p', 'c2c-call-name', 'n', call);
+    n.company = el('p', 'c2c-call-company', '', call);
+    n.number = el('p', 'c2c-call-number', '', call);
+    n.status = el('p', 'c2c-call-status', '', call);
+    n.timer = el('p', 'c2c-timer', 't', call);
+    n.timer.setAttribute('role', 'timer');
+    n.message = el('p', 'c2c-message', 'm', panel);
+    const tab = (n.openTab = el('a', 'c2c-open-tab', 'l', panel));
+    tab.textContent = t.openTab;
+    tab.addEventListener('click', () => this.h.openTab());
+
+    const row = el('div', 'c2c-actions', 'r', panel);
+    const button = (testid: string, label: string, cls: string, onClick: () => void) => {
+      const b = el('button', testid, cls, row);
+      b.type = 'button';
+      b.textContent = label;
+      b.addEventListener('click', onClick);
+      return (n[testid] = b);
+    };
+    button('c2c-enable', t.enable, 'g', () => this.h.enable());
+    button('c2c-answer', t.answer, 'g', () => this.h.answer());
+    button('c2c-decline', t.decline, 'd', () => this.h.decline());
+    button('c2c-hangup', t.hangup, 'd', () => this.h.hangup());
+    button('c2c-mute', t.mute, '', () => this.h.mute(n['c2c-mute']!.dataset.muted !== 'true'));
+    const dtmf = button('c2c-dtmf', t.keypad, '', () => {
+      this.keypadOpen = !this.keypadOpen;
+      dtmf.setAttribute('aria-expanded', String(this.keypadOpen));
+      n.keypad!.hidden = !this.keypadOpen;
+    });
+    button('c2c-available', t.available, '', () => this.h.available(n['c2c-available']!.getAttribute('aria-pressed') !== 'true'));
+
+    const keypad = (n.keypad = el('div', 'c2c-keypad', 'k', panel));
+    keypad.id = 'c2c-keypad';
+    dtmf.setAttribute('aria-controls', keypad.id);
+    dtmf.setAttribute('aria-expanded', 'false');
+    for (const d of DIGITS) {
+      const b = el('button', `c2c-digit-${digitId(d)}`, '', keypad);
+      b.type = 'button';
+      b.textContent = d;
+      b.addEventListener('click', () => this.h.digit(d));
+    }
+    n.live = el('div', 'c2c-live', 'sr', panel);
+    n.live.setAttribute('aria-live', 'polite');
+    n.alert = el('div', 'c2c-alert', 'sr', panel);
+    n.alert.setAttribute('role', 'alert');
+    container.appendChild(this.host);
+  }
+
+  /** Shows the view model; only changed nodes are touched. */
+  render(v: ViewModel): void {
+    const { n, texts: t } = this;
+    const live = isLive(v.call) && v.state !== 'unauthorized' && v.state !== 'error' ? v.call : null;
+    const controls = v.policy?.controls ?? [];
+    const connected = live?.status === 'connected' && v.pending !== 'ending';
+    const incoming = live?.status === 'incoming' && !v.pending;
+    const engineLive = !!v.engine?.live;
+
+    n.panel!.dataset.state = v.state;
+    n.state!.dataset.state = v.state;
+    setText(n.state!, t.states[v.state]);
+
+    show(n.call!, !!live);
+    if (live) {
+      const d = live.display;
+      setText(n.name!, d.name ?? d.contact_reference ?? '');
+      setText(n.company!, d.company ?? '');
+      setText(n.number!, d.number ?? ''); // already masked or null: shown as given
+      show(n.company!, !!d.company);
+      show(n.number!, !!d.number);
+      setText(n.status!, v.pending ? t[v.pending] : live.orphaned ? t.orphaned : t.calls[live.status]);
+    }
+    const timer = live?.status === 'connected' && v.duration !== null ? formatDuration(v.duration) : null;
+    show(n.timer!, timer !== null);
+    setText(n.timer!, timer ?? '');
+
+    show(n.message!, !!v.message);
+    setText(n.message!, v.message ?? '');
+    const tab = n.openTab as HTMLAnchorElement;
+    show(tab, !!v.openTab);
+    if (v.openTab && tab.href !== v.openTab.url) {
+      tab.href = v.openTab.url;
+      tab.target = v.openTab.name;
+    }
+
+    show(n['c2c-enable']!, v.state === 'offline' || v.state === 'no_mic');
+    show(n['c2c-answer']!, incoming);
+    show(n['c2c-decline']!, incoming);
+    show(n['c2c-hangup']!, !!live && !incoming && v.pending !== 'ending');
+    const muted = !!v.engine?.muted;
+    const mute = n['c2c-mute']!;
+    show(mute, connected && controls.includes('mute'));
+    mute.dataset.muted = String(muted);
+    setText(mute, muted ? t.unmute : t.mute);
+    const dtmf = connected && controls.includes('dtmf');
+    show(n['c2c-dtmf']!, dtmf);
+    show(n.keypad!, dtmf && this.keypadOpen);
+    const available = n['c2c-available']!;
+    show(available, engineLive && !!v.policy?.inbound && v.state !== 'reconnecting');
+    available.setAttribute('aria-pressed', String(!!v.engine?.available));
+
+    // Announcements: each state once, each incoming call once.
+    const said = v.state + (live ? ':' + live.status : '');
+    if (said !== this.announcedState) {
+      this.announcedState = said;
+      setText(n.live!, live ? `${t.states[v.state]}. ${t.calls[live.status]}` : t.states[v.state]);
+    }
+    if (incoming && live.call_id !== this.announcedIncoming) {
+      this.announcedIncoming = live.call_id;
+      const who = live.display.name ?? live.display.number ?? '';
+      setText(n.alert!, who ? `${t.incoming}: ${who}` : t.incoming);
+    }
+  }
+
+  destroy(): void {
+    this.host.remove();
+  }
+}
+
+function setText(node: HTMLElement, text: string): void {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+function show(node: HTMLElement, visible: boolean): void {
+  if (node.hidden === visible) node.hidden = !visible;
+}

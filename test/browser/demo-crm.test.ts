@@ -1,0 +1,266 @@
+/**
+ * The SDK, the widget and the call window in real Chromium (issue "Browser"), driving the real
+ * service and the demo CRM as a user would: enable calls, call a contact, control the call from a
+ * second tab, answer and decline incoming calls, controls per policy, the blocked-popup path, the
+ * socket cut and restored, and the window closed mid-call.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { chromiumPath, launchChromium, startStack, type Stack } from '../helpers/browser.js';
+
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS ? join(import.meta.dirname, '..', '..', 'docs', 'screenshots') : null;
+
+/** The SDK's public state, read in the page. */
+const sdk = (page: Page) => page.evaluate(() => (window as any).ServiceClick2Call.getState());
+const widgetState = async (page: Page) => (await sdk(page)).state as string;
+const callStatus = async (page: Page) => ((await sdk(page)).call?.status ?? null) as string | null;
+
+async function shoot(page: Page, name: string): Promise<void> {
+  if (!SCREENSHOTS) return;
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.locator('[data-testid=c2c-widget]').screenshot({ path: join(SCREENSHOTS, `widget-${name}.png`) });
+}
+
+describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_000 }, () => {
+  let stack: Stack;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+
+  const newContext = async () => {
+    const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+    contexts.push(context);
+    return context;
+  };
+  const openCrm = async (context: BrowserContext) => {
+    const page = await context.newPage();
+    await page.goto(stack.crmUrl);
+    await expect.poll(() => widgetState(page), { timeout: 15_000 }).not.toMatch(/^(init|connecting)$/);
+    return page;
+  };
+  /** Enable calls from the widget; the popup pairs and the widget shows ready. */
+  const enableCalls = async (context: BrowserContext, page: Page) => {
+    const popup = context.waitForEvent('page');
+    await page.locator('[data-testid=c2c-enable]').click();
+    const window = await popup;
+    await expect.poll(() => widgetState(page), { timeout: 20_000 }).toBe('ready');
+    return window;
+  };
+  const serverCall = async (id: string) => {
+    const response = await fetch(`${stack.demo.base_url}/calls/${id}`, { headers: { authorization: `Bearer ${stack.demo.server_key}` } });
+    return (await response.json()) as any;
+  };
+
+  beforeAll(async () => {
+    stack = await startStack();
+    browser = await launchChromium();
+  }, 120_000);
+  // Each test starts from an agent without a live call window: closing a context closes its window,
+  // which tells the service (otherwise the next enableCalls would rightly bring that window forward).
+  afterEach(async () => {
+    for (const context of contexts.splice(0)) await context.close().catch(() => {});
+    await expect.poll(async () => (await serverEngineState()) !== 'ready', { timeout: 15_000 }).toBe(true);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+  const serverEngineState = async () => {
+    const [row] = await stack.node.services.db.query<{ state: string }>(
+      "SELECT state FROM engines WHERE integration_id = $1 ORDER BY created_at DESC LIMIT 1",
+      [stack.demo.integration_id],
+    );
+    return row?.state;
+  };
+
+  it('enables calls, calls a contact, and hangs up from a second tab with the server\'s duration', async () => {
+    const context = await newContext();
+    const page = await openCrm(context);
+    expect(await widgetState(page)).toBe('offline');
+    await shoot(page, 'offline');
+
+    const window = await enableCalls(context, page);
+    expect(window.url()).toMatch(/\/click2call\/window$/); // the ticket left the address bar
+    await expect.poll(() => window.locator('[data-testid=w-state]').textContent()).toBeTruthy();
+    await shoot(page, 'ready');
+
+    await page.locator('[data-testid=call-crm-1002]').click();
+    await expect.poll(() => callStatus(page), { timeout: 15_000 }).toBe('connected');
+    const { call } = await sdk(page);
+    // The demo policy masks numbers: the page only ever sees bullets and the last digits.
+    expect(call.display.number).toMatch(/^\+1•+0123$/);
+    expect(await page.content()).not.toContain('+12025550123');
+    await expect.poll(() => page.locator('[data-testid=c2c-call-name]').textContent()).toContain('Sam Rivera');
+
+    const second = await openCrm(context);
+    await expect.poll(() => callStatus(second), { timeout: 10_000 }).toBe('connected');
+    await new Promise((resolve) => setTimeout(resolve, 2500)); // let the call run a little
+    await shoot(page, 'call');
+    await second.locator('[data-testid=c2c-hangup]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+    await expect.poll(() => callStatus(second), { timeout: 10_000 }).toBe('completed');
+
+    const ended = await serverCall(call.call_id);
+    expect(ended.status).toBe('completed');
+    expect(ended.duration).toBeGreaterThanOrEqual(2);
+    expect(ended.duration).toBe(ended.ended_at - ended.answered_at);
+    expect((await sdk(page)).call.duration).toBe(ended.duration);
+  });
+
+  it('offers "Open in new tab" when the popup is blocked, and the tab works as the call window', async () => {
+    const context = await newContext();
+    await context.addInitScript(() => {
+      if (location.pathname === '/') window.open = () => null; // what a popup blocker does
+    });
+    const page = await openCrm(context);
+    await page.locator('[data-testid=c2c-enable]').click();
+    const link = page.locator('[data-testid=c2c-open-tab]');
+    await expect.poll(() => link.isVisible(), { timeout: 10_000 }).toBe(true);
+    expect(await link.getAttribute('href')).toMatch(/\/click2call\/window#ticket=c2cl_/);
+    const tab = context.waitForEvent('page');
+    await link.click();
+    await tab;
+    await expect.poll(() => widgetState(page), { timeout: 20_000 }).toBe('ready');
+  });
+
+  it('rings the widget with an incoming call that is answered, and declines another', async () => {
+    const context = await newContext();
+    const page = await openCrm(context);
+    await enableCalls(context, page);
+
+    await page.locator('[data-testid=simulate-incoming]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('incoming');
+    expect(await widgetState(page)).toBe('call');
+    await shoot(page, 'incoming');
+    await page.locator('[data-testid=c2c-answer]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('connected');
+    await page.locator('[data-testid=c2c-hangup]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+
+    await page.locator('[data-testid=simulate-incoming]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('incoming');
+    await page.locator('[data-testid=c2c-decline]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('rejected');
+  });
+
+  it('shows mute and the keypad only where the policy enables them, and they act on the call', async () => {
+    const context = await newContext();
+    const page = await openCrm(context);
+    await enableCalls(context, page);
+    await page.locator('[data-testid=call-crm-1001]').click();
+    await expect.poll(() => callStatus(page), { timeout: 15_000 }).toBe('connected');
+    expect(await page.locator('[data-testid=c2c-mute]').isVisible()).toBe(true);
+    expect(await page.locator('[data-testid=c2c-dtmf]').isVisible()).toBe(true);
+
+    await page.locator('[data-testid=c2c-mute]').click();
+    await expect.poll(async () => (await sdk(page)).engine?.muted, { timeout: 20_000 }).toBe(true);
+    await page.locator('[data-testid=c2c-dtmf]').click();
+    await page.locator('[data-testid=c2c-digit-1]').click();
+    await page.locator('[data-testid=c2c-digit-2]').click();
+    const { call } = await sdk(page);
+    const [row] = await stack.node.services.db.query<{ provider_call_sid: string }>('SELECT provider_call_sid FROM call_intents WHERE id = $1', [call.call_id]);
+    await expect.poll(() => stack.node.services.providers.simulator.digitsHeard(row!.provider_call_sid), { timeout: 20_000 }).toBe('12');
+    await page.locator('[data-testid=c2c-hangup]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+
+    const { services } = stack.node;
+    await setPolicy({ db: services.db, bus: services.bus, clock: services.clock }, stack.demo.integration_id, { controls: [] });
+    try {
+      await page.reload();
+      await expect.poll(() => widgetState(page), { timeout: 15_000 }).toBe('ready');
+      await page.locator('[data-testid=call-crm-1001]').click();
+      await expect.poll(() => callStatus(page), { timeout: 15_000 }).toBe('connected');
+      expect(await page.locator('[data-testid=c2c-mute]').isVisible()).toBe(false);
+      expect(await page.locator('[data-testid=c2c-dtmf]').isVisible()).toBe(false);
+      await page.locator('[data-testid=c2c-hangup]').click();
+      await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+    } finally {
+      await setPolicy({ db: services.db, bus: services.bus, clock: services.clock }, stack.demo.integration_id, { controls: ['mute', 'dtmf'] });
+    }
+  });
+
+  it('keeps the state right by polling while the socket is cut, and goes back to push when it returns', async () => {
+    const context = await newContext();
+    let cut = false;
+    const open: Array<{ close(): Promise<void> }> = [];
+    const page = await context.newPage();
+    await page.routeWebSocket(/socket\.io/, (ws) => {
+      if (cut) return void ws.close();
+      open.push(ws);
+      ws.connectToServer();
+    });
+    await page.route('**/socket.io/**', (route) => (cut ? route.abort() : route.continue()));
+    const polls: number[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/widget/state')) polls.push(Date.now());
+    });
+    await page.goto(stack.crmUrl);
+    await expect.poll(() => widgetState(page), { timeout: 15_000 }).not.toMatch(/^(init|connecting)$/);
+    await enableCalls(context, page);
+
+    cut = true;
+    for (const ws of open.splice(0)) await ws.close();
+    const cutAt = Date.now();
+    // A change made elsewhere (the backend's view of the agent) reaches the page by polling.
+    const other = await openCrm(await newContext());
+    await other.evaluate(() => (window as any).ServiceClick2Call.setAvailability(false));
+    await expect.poll(async () => (await sdk(page)).engine?.available, { timeout: 15_000 }).toBe(false);
+    expect(polls.filter((t) => t > cutAt).length).toBeGreaterThan(0);
+    expect(await widgetState(page)).toBe('unavailable');
+
+    cut = false;
+    await expect.poll(() => open.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const quietFrom = Date.now();
+    await other.evaluate(() => (window as any).ServiceClick2Call.setAvailability(true));
+    await expect.poll(async () => (await sdk(page)).engine?.available, { timeout: 5_000 }).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    // Push is back: the page stopped polling (at most one poll in flight when the socket returned).
+    expect(polls.filter((t) => t > quietFrom).length).toBeLessThanOrEqual(1);
+  });
+
+  it('orphans the call when the window closes mid-call, and the page can still hang it up', async () => {
+    const context = await newContext();
+    const page = await openCrm(context);
+    const window = await enableCalls(context, page);
+    await page.locator('[data-testid=call-crm-1002]').click();
+    await expect.poll(() => callStatus(page), { timeout: 15_000 }).toBe('connected');
+    window.on('dialog', (dialog) => void dialog.accept()); // the "leave during a call?" warning
+    await window.close({ runBeforeUnload: true });
+    await expect.poll(async () => (await sdk(page)).call?.orphaned, { timeout: 60_000 }).toBe(true);
+    await shoot(page, 'orphaned');
+    await page.locator('[data-testid=c2c-hangup]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+  });
+});
+
+describe.skipIf(!chromiumPath())('widget tokens that expire quickly', () => {
+  let stack: Stack;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    stack = await startStack({ WIDGET_TOKEN_TTL_SECONDS: '12' });
+    browser = await launchChromium();
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+
+  it('refreshes the token before it expires, across several lifetimes, and keeps working', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(stack.crmUrl);
+    await expect.poll(() => widgetState(page), { timeout: 15_000 }).toBe('offline');
+    const first = (await sdk(page)).session.expires_at as number;
+    await new Promise((resolve) => setTimeout(resolve, 26_000)); // more than two lifetimes
+    const later = await sdk(page);
+    expect(later.state).toBe('offline');
+    expect(later.session.expires_at).toBeGreaterThan(first + 10);
+    const result = await page.evaluate(() => (window as any).ServiceClick2Call.requestCall({ contact_reference: 'crm-1002' }));
+    expect(result).toMatchObject({ ok: false, error: 'agent_offline' });
+    await context.close();
+  }, 60_000);
+});

@@ -1,0 +1,869 @@
+// @vitest-environment happy-dom
+/**
+ * The whole SDK in a DOM against a scripted service (fetch) and a fake Socket.IO socket: session,
+ * push and polling, endings, commands and their effects, enableCalls, requestCall's 30 s rule,
+ * the server-duration timer, and the widget's Shadow DOM.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Call, Engine, Policy, WidgetState } from '../../sdk/src/contract.js';
+import { Click2CallWidget, type ClientDeps } from '../../sdk/src/client.js';
+import * as SDK from '../../sdk/src/index.js';
+import { systemClock } from '../../sdk/src/timing.js';
+
+const API = 'https://c2c.example/api/v1/click2call';
+const ORIGIN = 'https://crm.example.com';
+const T0 = 1_767_000_000; // server seconds; the browser's clock is deliberately elsewhere
+
+// ——— a scripted service ———
+
+class FakeSocket {
+  connected = false;
+  connects = 0;
+  tokens: Array<string | null> = [];
+  sent: Array<{ event: string; payload: any; ack: (err: Error | null, reply: unknown) => void }> = [];
+  private handlers = new Map<string, Array<(...args: any[]) => void>>();
+  constructor(
+    readonly url: string,
+    readonly opts: Record<string, any>,
+  ) {}
+  on(event: string, fn: (...args: any[]) => void) {
+    this.handlers.set(event, [...(this.handlers.get(event) ?? []), fn]);
+    return this;
+  }
+  connect() {
+    this.connects++;
+    return this;
+  }
+  disconnect() {
+    if (this.connected) {
+      this.connected = false;
+      this.fire('disconnect', 'io client disconnect');
+    }
+    return this;
+  }
+  timeout() {
+    return { emit: (event: string, payload: unknown, ack: (err: Error | null, reply: unknown) => void) => void this.sent.push({ event, payload, ack }) };
+  }
+  fire(event: string, ...args: unknown[]) {
+    for (const fn of this.handlers.get(event) ?? []) fn(...args);
+  }
+  /** the server accepts the handshake: reads the auth callback like socket.io-client does */
+  accept(state?: WidgetState) {
+    this.opts.auth((a: { token: string }) => this.tokens.push(a.token));
+    this.connected = true;
+    this.fire('connect');
+    if (state) this.fire('state', state);
+  }
+  drop(reason = 'transport close') {
+    this.connected = false;
+    this.fire('disconnect', reason);
+  }
+}
+
+const policy = (controls: Policy['controls'] = ['mute', 'dtmf'], over: Partial<Policy> = {}): Policy => ({
+  outbound: true,
+  inbound: true,
+  number_visibility: 'masked',
+  controls,
+  widget: { position: 'bottom-right', language: 'en' },
+  max_call_seconds: 3600,
+  ...over,
+});
+
+const engine = (over: Partial<Engine> = {}): Engine => ({
+  id: 'eng_1',
+  state: 'ready',
+  live: true,
+  available: true,
+  mic_ready: true,
+  busy: false,
+  muted: false,
+  simulated: true,
+  last_seen_ago: 0,
+  version: 1,
+  client: 'window',
+  ...over,
+});
+
+const call = (status: Call['status'], over: Partial<Call> = {}): Call => ({
+  request_id: 'ci_1',
+  call_id: 'ci_1',
+  direction: 'outbound',
+  status,
+  error: null,
+  display: { name: 'Jo Bloggs', company: 'Acme', number: '+44••••••0123', contact_reference: 'crm-42', department: null },
+  answered_at: null,
+  ended_at: null,
+  duration: 0,
+  expires_at: T0 + 60,
+  server_time: T0,
+  orphaned: false,
+  ...over,
+});
+
+interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+class Service {
+  version = 1;
+  serverTime = T0;
+  engine: Engine | null = engine();
+  call: Call | null = null;
+  policy = policy();
+  realtimeAvailable = true;
+  tokenSeq = 0;
+  requests: Array<{ method: string; path: string; headers: Record<string, string>; body: any }> = [];
+  sockets: FakeSocket[] = [];
+  /** per path: replies to use before the default behaviour */
+  script = new Map<string, Array<Reply | 'network'>>();
+
+  state(over: Partial<WidgetState> = {}): WidgetState {
+    return {
+      ok: true,
+      engine: this.engine,
+      call: this.call,
+      policy: this.policy,
+      agent: { name: 'Ana', identifier: 'ana@acme.example', type: 'email', department: 'Sales' },
+      version: this.version,
+      server_time: this.serverTime,
+      poll_ms: 3000,
+      session_expires_at: T0 + 1800,
+      realtime: { url: 'https://gw.example', path: '/socket.io', available: this.realtimeAvailable },
+      ...over,
+    };
+  }
+
+  /** changes the state (a new version) */
+  set(change: Partial<Pick<Service, 'engine' | 'call' | 'policy'>>) {
+    Object.assign(this, change);
+    this.version++;
+  }
+
+  push(socket = this.sockets.at(-1)!) {
+    const { session_expires_at: _, ...pushed } = this.state();
+    socket.fire('state', pushed);
+  }
+
+  count(path: string, method?: string) {
+    return this.requests.filter((r) => r.path === path && (!method || r.method === method)).length;
+  }
+
+  readonly fetch = async (input: string, init: RequestInit = {}): Promise<Response> => {
+    const url = new URL(input, ORIGIN);
+    const path = url.origin === ORIGIN ? url.pathname : url.pathname.replace('/api/v1/click2call', '');
+    const headers = Object.fromEntries(Object.entries((init.headers ?? {}) as Record<string, string>).map(([k, v]) => [k.toLowerCase(), v]));
+    const body = typeof init.body === 'string' ? JSON.parse(init.body) : undefined;
+    this.requests.push({ method: init.method ?? 'GET', path, headers, body });
+    const scripted = this.script.get(path)?.shift();
+    if (scripted === 'network') throw new TypeError('Failed to fetch');
+    const reply = scripted ?? this.answer(path, headers, body);
+    return new Response(reply.status === 304 || reply.body === undefined ? null : JSON.stringify(reply.body), {
+      status: reply.status,
+      headers: { 'content-type': 'application/json', ...reply.headers },
+    });
+  };
+
+  private answer(path: string, headers: Record<string, string>, body: any): Reply {
+    switch (path) {
+      case '/crm/session':
+        return { status: 201, body: { ...this.state(), ok: true, widget_token: `c2cw_${++this.tokenSeq}`, expires_at: T0 + 1800 } };
+      case '/widget/state': {
+        const etag = `"${this.version}"`;
+        if (headers['if-none-match'] === etag) return { status: 304, headers: { etag } };
+        return { status: 200, body: this.state(), headers: { etag } };
+      }
+      case '/widget/refresh':
+        return { status: 200, body: { ok: true, widget_token: `c2cw_${++this.tokenSeq}`, expires_at: this.serverTime + 1800 } };
+      case '/widget/launch-ticket':
+        return { status: 200, body: { ok: true, ticket: 'c2cl_t', window_url: 'https://c2c.example/click2call/window#ticket=c2cl_t', expires_in: 600, window_name: 'c2c_abcdef' } };
+      case '/widget/commands':
+        return { status: 200, body: { ok: true, status: 'queued', command_id: 1 } };
+      case '/widget/revoke':
+        return { status: 200, body: { ok: true, revoked: true } };
+      case '/crm/call':
+        return { status: 202, body: { ...call('queued', { request_id: 'ci_new', call_id: 'ci_new' }), ok: true, contact_reference: body?.contact_reference } };
+      default:
+        return { status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } };
+    }
+  }
+}
+
+// ——— the page ———
+
+let service: Service;
+let widget: Click2CallWidget;
+let opened: Array<{ url: string; target: string; features?: string; win: any }>;
+let openResult: (target: string) => any;
+let store: Map<string, string>;
+
+function start(options: Partial<Parameters<typeof SDK.init>[0]> = {}, deps: Partial<ClientDeps> = {}) {
+  widget = new Click2CallWidget(
+    { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', requestCallEndpoint: '/crm/call', apiBaseUrl: API, headers: { 'X-CSRF-Token': 'csrf-1' }, ...options },
+    {
+      fetch: service.fetch,
+      io: (url, opts) => {
+        const s = new FakeSocket(url, opts);
+        service.sockets.push(s);
+        return s;
+      },
+      clock: systemClock,
+      open: (url, target, features) => {
+        const win = openResult(target);
+        opened.push({ url, target, features, win });
+        return win;
+      },
+      storage: { getItem: (k) => store.get(k) ?? null, setItem: (k, v) => void store.set(k, v) },
+      origin: ORIGIN,
+      scriptOrigin: null,
+      ...deps,
+    },
+  ).start();
+  return widget;
+}
+
+const root = () => document.querySelector('[data-testid="c2c-host"]')!.shadowRoot!;
+const q = (id: string) => root().querySelector(`[data-testid="${id}"]`) as HTMLElement;
+const visible = (id: string) => !!q(id) && !q(id).hidden;
+const flush = () => vi.advanceTimersByTimeAsync(0);
+const blankWindow = () => ({ closed: false, name: '', location: { href: 'about:blank', replace: vi.fn() }, document: { title: '', body: { textContent: '' } }, focus: vi.fn(), close: vi.fn() });
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(new Date('2020-01-01T00:00:00Z'));
+  service = new Service();
+  opened = [];
+  store = new Map();
+  openResult = () => blankWindow();
+  document.body.innerHTML = '';
+});
+afterEach(() => {
+  widget?.detach();
+  vi.useRealTimers();
+});
+
+describe('session and first state', () => {
+  it('asks the session endpoint, polls once, connects the socket, and shows ready', async () => {
+    const changes: string[] = [];
+    start().on('statechange', (e) => changes.push(e.state));
+    expect(q('c2c-state').dataset.state).toBe('connecting');
+    await flush();
+    const sessionRequest = service.requests[0]!;
+    expect(sessionRequest).toMatchObject({ method: 'POST', path: '/crm/session', body: { integration_id: 'c2c_demo', origin: ORIGIN } });
+    expect(sessionRequest.headers['x-csrf-token']).toBe('csrf-1');
+    const poll = service.requests.find((r) => r.path === '/widget/state')!;
+    expect(poll.headers.authorization).toBe('Bearer c2cw_1');
+    expect(poll.headers['x-csrf-token']).toBeUndefined(); // the headers option is for the integrator's endpoints only
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    expect(changes).toEqual(['ready']); // 'connecting' was emitted inside start(), before on()
+    const socket = service.sockets[0]!;
+    expect(socket.url).toBe('https://gw.example');
+    expect(socket.opts).toMatchObject({ path: '/socket.io', transports: ['websocket', 'polling'], reconnection: false });
+    socket.accept(service.state());
+    expect(socket.tokens).toEqual(['c2cw_1']);
+    expect(widget.getState()).toMatchObject({ state: 'ready', engine: { id: 'eng_1' }, call: null, policy: { controls: ['mute', 'dtmf'] }, agent: { name: 'Ana' }, session: { expires_at: T0 + 1800 } });
+  });
+
+  it('says unauthorized when the session endpoint refuses the user', async () => {
+    service.script.set('/crm/session', [{ status: 403, body: { ok: false, error: 'agent_not_assigned', message: 'The member is not covered by the integration.' } }]);
+    start();
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('unauthorized');
+    expect(q('c2c-message').textContent).toContain('not covered');
+  });
+
+  it('says error without apiBaseUrl when not loaded from a script tag', async () => {
+    start({ apiBaseUrl: undefined });
+    await flush();
+    expect(widget.getState().state).toBe('error');
+    expect(service.requests).toEqual([]);
+  });
+
+  it('defaults apiBaseUrl to the SDK script origin', async () => {
+    start({ apiBaseUrl: undefined }, { scriptOrigin: 'https://c2c.example' });
+    await flush();
+    expect(widget.getState().state).toBe('ready');
+  });
+});
+
+describe('push and polling', () => {
+  it('applies only newer versions, from pushes and polls alike', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    service.set({ engine: engine({ available: false }) });
+    service.push();
+    expect(q('c2c-state').dataset.state).toBe('unavailable');
+    const stale = { ...service.state({ version: 1 }), engine: engine() };
+    socket.fire('state', stale);
+    expect(q('c2c-state').dataset.state).toBe('unavailable');
+  });
+
+  it('polls every poll_ms with If-None-Match while the socket is down, and stops once it is back', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    const before = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(service.count('/widget/state')).toBe(before); // push: no polling
+    socket.drop();
+    await flush();
+    expect(service.count('/widget/state')).toBe(before + 1);
+    const conditional = service.requests.filter((r) => r.path === '/widget/state').at(-1)!;
+    expect(conditional.headers['if-none-match']).toBe('"1"');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.count('/widget/state')).toBe(before + 2); // 304: unchanged
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(q('c2c-state').dataset.state).toBe('call');
+    expect(socket.connects).toBeGreaterThan(1); // reconnect attempts with backoff
+    socket.accept(service.state());
+    const polls = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(9000);
+    expect(service.count('/widget/state')).toBe(polls);
+  });
+
+  it('only polls when the service has no gateway', async () => {
+    service.realtimeAvailable = false;
+    start();
+    await flush();
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(service.sockets).toHaveLength(0);
+    expect(service.count('/widget/state')).toBe(3);
+  });
+
+  it('says reconnecting while nothing answers, and recovers', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    service.script.set('/widget/state', ['network', 'network']);
+    socket.drop();
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('reconnecting');
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(q('c2c-state').dataset.state).toBe('ready');
+  });
+});
+
+describe('endings and tokens', () => {
+  it('asks the session endpoint again after a final unauthorized ending, and gives up after a second', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    const refused = { status: 401, body: { ok: false, error: 'unauthorized', message: 'The credential is missing, unknown, expired or revoked.' } };
+    service.script.set('/widget/state', [refused, refused, refused]);
+    socket.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    expect(service.count('/crm/session')).toBe(2);
+    const next = service.sockets.at(-1)!;
+    expect(next).not.toBe(socket);
+    // The new token is refused too (before it ever worked): final.
+    next.fire('connect_error', Object.assign(new Error('refused'), { data: { code: 'unauthorized', final: true, message: refused.body.message } }));
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(q('c2c-state').dataset.state).toBe('unauthorized');
+    expect(service.count('/crm/session')).toBe(2);
+  });
+
+  it('carries on with the new session after a final ending: push, then reconnects after a drop', async () => {
+    start();
+    await flush();
+    const first = service.sockets[0]!;
+    first.accept(service.state());
+    first.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    const second = service.sockets.at(-1)!;
+    expect(second).not.toBe(first);
+    second.accept(service.state());
+    expect(second.tokens).toEqual(['c2cw_2']);
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    const connects = second.connects;
+    second.drop();
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(second.connects).toBe(connects + 1);
+  });
+
+  it('says error on platform_disabled and stops', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    socket.fire('ended', { code: 'platform_disabled', final: true, message: 'The service is disabled platform-wide.' });
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(q('c2c-message').textContent).toBe('The service is disabled platform-wide.');
+    const requests = service.requests.length;
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(service.requests.length).toBe(requests);
+  });
+
+  it('refreshes after token_expired and reconnects with the new token', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    socket.fire('ended', { code: 'token_expired', final: false, message: 'expired' });
+    socket.drop('io server disconnect');
+    await flush();
+    expect(service.count('/widget/refresh')).toBe(1);
+    expect(service.requests.find((r) => r.path === '/widget/refresh')!.headers.authorization).toBe('Bearer c2cw_1');
+    socket.accept();
+    expect(socket.tokens.at(-1)).toBe('c2cw_2');
+  });
+
+  it('reconnects with backoff after a retryable ending', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    const connects = socket.connects;
+    socket.fire('ended', { code: 'server_restarting', final: false, message: 'restart' });
+    socket.drop('io server disconnect');
+    await vi.advanceTimersByTimeAsync(500);
+    expect(socket.connects).toBe(connects + 1);
+    expect(service.count('/widget/refresh')).toBe(0);
+  });
+
+  it('refreshes before expiry and reconnects the socket with the new token', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    service.serverTime = T0 + 1740;
+    await vi.advanceTimersByTimeAsync(1740_000);
+    expect(service.count('/widget/refresh')).toBe(1);
+    socket.accept();
+    expect(socket.tokens).toEqual(['c2cw_1', 'c2cw_2']);
+    expect(widget.getState().session.expires_at).toBe(T0 + 1740 + 1800);
+  });
+});
+
+describe('commands', () => {
+  async function ready(state = service.state()) {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(state);
+    return socket;
+  }
+
+  it('sends commands over the socket with a request_id and the call ref', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    const muted = widget.setMuted(true);
+    expect(q('c2c-mute').textContent).toBe('Unmute'); // the effect shows at once
+    await flush();
+    const sent = socket.sent[0]!;
+    expect(sent.event).toBe('command');
+    expect(sent.payload).toMatchObject({ kind: 'mute', ref: 'ci_1' });
+    expect(sent.payload.request_id).toMatch(/^[0-9a-f-]{32,36}$/);
+    sent.ack(null, { ok: true, status: 'queued', command_id: 4 });
+    expect(await muted).toMatchObject({ status: 'queued' });
+    service.set({ engine: engine({ muted: true }) });
+    service.push();
+    expect(q('c2c-mute').textContent).toBe('Unmute');
+  });
+
+  it('reverts the effect of a refused control, emits commandfailed and shows the reason', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    const failures: unknown[] = [];
+    widget.on('commandfailed', (f) => failures.push(f));
+    const result = widget.setAvailability(false).catch((e) => e);
+    expect(q('c2c-available').getAttribute('aria-pressed')).toBe('false');
+    await flush();
+    socket.sent[0]!.ack(null, { ok: false, error: 'invalid_state', message: 'The agent has no call window.' });
+    expect(await result).toMatchObject({ code: 'invalid_state' });
+    expect(failures).toEqual([{ kind: 'availability', error: 'invalid_state', message: 'The agent has no call window.' }]);
+    expect(q('c2c-available').getAttribute('aria-pressed')).toBe('true');
+    expect(q('c2c-message').textContent).toBe('Not possible in the call’s current state.');
+  });
+
+  it('refuses mute and dtmf without a request when the policy does not enable them', async () => {
+    service.set({ policy: policy([]), call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    const requests = service.requests.length;
+    await expect(widget.setMuted(true)).rejects.toMatchObject({ code: 'control_not_allowed' });
+    await expect(widget.sendDigits('12#')).rejects.toMatchObject({ code: 'control_not_allowed' });
+    expect(socket.sent).toHaveLength(0);
+    expect(service.requests.length).toBe(requests);
+    expect(visible('c2c-mute')).toBe(false);
+    expect(visible('c2c-dtmf')).toBe(false);
+    expect(visible('c2c-hangup')).toBe(true);
+  });
+
+  it('posts commands when the socket is down and retries a network failure with the same request_id', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    socket.drop();
+    service.script.set('/widget/commands', ['network', { status: 503, body: { ok: false, error: 'service_unavailable', message: 'retry' } }]);
+    const digits = widget.sendDigits('5');
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(await digits).toMatchObject({ ok: true });
+    const posts = service.requests.filter((r) => r.path === '/widget/commands');
+    expect(posts).toHaveLength(3);
+    expect(new Set(posts.map((p) => p.body.request_id)).size).toBe(1);
+    expect(posts[0]!.body).toMatchObject({ kind: 'dtmf', digits: '5' });
+  });
+
+  it('reports a 502 hangup as hangup_uncertain and keeps offering Hang up', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5, orphaned: true }), engine: engine({ state: 'closed', live: false }) });
+    const socket = await ready();
+    socket.drop();
+    expect(visible('c2c-hangup')).toBe(true); // orphaned: the window is gone, the server can still end it
+    service.script.set('/widget/commands', [{ status: 502, body: { ok: false, error: 'hangup_uncertain', message: 'provider down' } }]);
+    const failures: Array<{ error: string }> = [];
+    widget.on('commandfailed', (f) => failures.push(f));
+    const result = widget.hangup().catch((e) => e);
+    expect(q('c2c-call-status').textContent).toBe('Ending the call…');
+    expect(await result).toMatchObject({ code: 'hangup_uncertain' });
+    expect(failures.map((f) => f.error)).toEqual(['hangup_uncertain']);
+    expect(visible('c2c-hangup')).toBe(true);
+    expect(q('c2c-message').textContent).toContain('may still be up');
+    // Trying again is a new command (the server replays a request_id's first answer).
+    void widget.hangup();
+    await flush();
+    const ids = service.requests.filter((r) => r.path === '/widget/commands').map((r) => r.body.request_id);
+    expect(new Set(ids).size).toBe(2);
+  });
+});
+
+describe('requestCall and the 30 s rule', () => {
+  it('resolves with the backend JSON, emits callrequested, and is satisfied when the call appears', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    const requested: unknown[] = [];
+    widget.on('callrequested', (r) => requested.push(r));
+    const answer = await widget.requestCall({ contact_reference: 'crm-42' });
+    expect(answer).toMatchObject({ ok: true, request_id: 'ci_new' });
+    expect(requested).toEqual([answer]);
+    const post = service.requests.find((r) => r.path === '/crm/call')!;
+    expect(post.body).toEqual({ contact_reference: 'crm-42' });
+    expect(post.headers['x-csrf-token']).toBe('csrf-1');
+    service.set({ call: call('queued', { request_id: 'ci_new', call_id: 'ci_new' }) });
+    service.push();
+    await vi.advanceTimersByTimeAsync(31_000);
+    expect(q('c2c-message').hidden).toBe(true);
+  });
+
+  it("says 'The call did not start' when no call appears within 30 s (a backend that always answers 200)", async () => {
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    service.script.set('/crm/call', [{ status: 200, body: { ok: true } }]);
+    await widget.requestCall({ contact_reference: 'crm-42' });
+    await vi.advanceTimersByTimeAsync(29_900);
+    expect(q('c2c-message').hidden).toBe(true);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(q('c2c-message').textContent).toBe('The call did not start');
+    expect(visible('c2c-message')).toBe(true);
+  });
+
+  it('counts a call that appeared before the backend answered', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    service.script.set('/crm/call', [{ status: 200, body: { ok: true } }]);
+    const pending = widget.requestCall({});
+    service.set({ call: call('dialing', { request_id: 'ci_9', call_id: 'ci_9' }) });
+    service.push();
+    await pending;
+    await vi.advanceTimersByTimeAsync(31_000);
+    expect(q('c2c-message').textContent).not.toBe('The call did not start');
+  });
+
+  it('shows a refusal at once, resolving with the JSON the backend passed through', async () => {
+    start();
+    await flush();
+    service.script.set('/crm/call', [{ status: 409, body: { ok: false, error: 'agent_offline', message: 'The agent has no live call window.' } }]);
+    const answer = await widget.requestCall({ contact_reference: 'x' });
+    expect(answer).toEqual({ ok: false, error: 'agent_offline', message: 'The agent has no live call window.' });
+    expect(q('c2c-message').textContent).toBe('The agent has no live call window.');
+    await vi.advanceTimersByTimeAsync(31_000);
+    expect(q('c2c-message').textContent).not.toBe('The call did not start');
+  });
+});
+
+describe('the call timer', () => {
+  it("shows the server's duration and advances with local time since the snapshot, not from the browser's clock", async () => {
+    service.serverTime = T0 + 42;
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    expect(q('c2c-timer').textContent).toBe('00:42');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(q('c2c-timer').textContent).toBe('00:45');
+    // The next snapshot re-anchors on the server's clock.
+    service.serverTime = T0 + 100;
+    service.set({ engine: engine({ muted: true }) });
+    service.push();
+    expect(q('c2c-timer').textContent).toBe('01:40');
+  });
+
+  it('has no timer before the answer', async () => {
+    service.set({ call: call('ringing') });
+    start();
+    await flush();
+    expect(visible('c2c-timer')).toBe(false);
+    expect(q('c2c-call-status').textContent).toBe('Ringing…');
+  });
+});
+
+describe('enableCalls', () => {
+  it('opens the popup synchronously, then navigates it to window_url and remembers window_name', async () => {
+    service.set({ engine: null });
+    start();
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('offline');
+    expect(widget.enableCalls()).toBe(true);
+    expect(opened).toHaveLength(1);
+    expect(opened[0]!.features).toContain('popup');
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+    await flush();
+    const win = opened[0]!.win;
+    expect(win.name).toBe('c2c_abcdef');
+    expect(win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
+    expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+  });
+
+  it('goes back to offline when the opened window is closed before it is ready, or never gets ready', async () => {
+    service.set({ engine: null });
+    start();
+    await flush();
+    widget.enableCalls();
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+    expect(visible('c2c-enable')).toBe(false);
+    opened[0]!.win.closed = true;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(q('c2c-state').dataset.state).toBe('offline');
+    expect(visible('c2c-enable')).toBe(true);
+    widget.enableCalls();
+    await vi.advanceTimersByTimeAsync(59_000);
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(q('c2c-state').dataset.state).toBe('offline');
+  });
+
+  it('says enabling until the new window is ready, through its enabling state', async () => {
+    service.set({ engine: null });
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    widget.enableCalls();
+    await flush();
+    service.set({ engine: engine({ state: 'enabling', mic_ready: false }) });
+    service.push();
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+    service.set({ engine: engine() });
+    service.push();
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    // Later, a window without a microphone is no_mic (not enabling): Enable calls brings it forward.
+    service.set({ engine: engine({ state: 'enabling', mic_ready: false }) });
+    service.push();
+    expect(q('c2c-state').dataset.state).toBe('no_mic');
+    expect(visible('c2c-enable')).toBe(true);
+  });
+
+  it('brings a live window to the front instead of opening a second one', async () => {
+    store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
+    const live = { closed: false, focus: vi.fn(), get location(): never { throw new DOMException('cross-origin', 'SecurityError'); } };
+    openResult = (target) => (target === 'c2c_abcdef' ? live : blankWindow());
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    expect(widget.enableCalls()).toBe(true);
+    expect(opened.map((o) => [o.url, o.target])).toEqual([['', 'c2c_abcdef']]);
+    expect(live.focus).toHaveBeenCalled();
+    await flush();
+    expect(service.count('/widget/launch-ticket')).toBe(0);
+    expect(service.sockets[0]!.sent[0]!.payload).toMatchObject({ kind: 'focus' });
+  });
+
+  it("offers an 'Open in new tab' link when the popup is blocked", async () => {
+    service.set({ engine: null });
+    openResult = () => null;
+    start({ windowMode: 'tab' });
+    await flush();
+    expect(widget.enableCalls()).toBe(false);
+    expect(opened[0]!.features).toBeUndefined();
+    await flush();
+    const link = q('c2c-open-tab') as HTMLAnchorElement;
+    expect(visible('c2c-open-tab')).toBe(true);
+    expect(link.href).toBe('https://c2c.example/click2call/window#ticket=c2cl_t');
+    expect(link.target).toBe('c2c_abcdef');
+    link.addEventListener('click', (e) => e.preventDefault()); // happy-dom would navigate
+    link.click();
+    expect(visible('c2c-open-tab')).toBe(false);
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+  });
+
+  it('falls back to the focus command for a live window it cannot name', async () => {
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    expect(widget.enableCalls()).toBe(true);
+    expect(opened).toHaveLength(0);
+    await flush();
+    expect(service.sockets[0]!.sent[0]!.payload).toMatchObject({ kind: 'focus' });
+    expect(q('c2c-message').textContent).toContain('open elsewhere');
+    // Asked again at once: the agent does not see that window, so one opens here.
+    await vi.advanceTimersByTimeAsync(2000);
+    expect(widget.enableCalls()).toBe(true);
+    expect(opened).toHaveLength(1);
+  });
+});
+
+describe('the widget', () => {
+  it('lives in an open Shadow DOM with buttons, live regions and stable test ids', async () => {
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    start();
+    await flush();
+    const host = document.querySelector('[data-testid="c2c-host"]') as HTMLElement;
+    expect(host.shadowRoot).toBeTruthy();
+    expect(host.style.position).toBe('fixed');
+    for (const id of ['c2c-state', 'c2c-enable', 'c2c-answer', 'c2c-decline', 'c2c-hangup', 'c2c-mute', 'c2c-dtmf', 'c2c-available', 'c2c-timer', 'c2c-message', 'c2c-open-tab']) {
+      expect(q(id), id).toBeTruthy();
+    }
+    for (const id of ['c2c-enable', 'c2c-answer', 'c2c-decline', 'c2c-hangup', 'c2c-mute', 'c2c-dtmf', 'c2c-available']) {
+      expect(q(id).tagName, id).toBe('BUTTON');
+      expect(q(id).getAttribute('type')).toBe('button');
+    }
+    expect(visible('c2c-answer') && visible('c2c-decline')).toBe(true);
+    expect(visible('c2c-hangup')).toBe(false);
+    expect(q('c2c-alert').textContent).toBe('Incoming call: Jo Bloggs');
+    expect(q('c2c-live').getAttribute('aria-live')).toBe('polite');
+    expect(q('c2c-call-number').textContent).toBe('+44••••••0123'); // as the server masked it
+    expect(document.querySelector('style')).toBeNull(); // nothing leaks into the page
+  });
+
+  it('answers and declines incoming calls from its buttons', async () => {
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    (q('c2c-answer') as HTMLButtonElement).click();
+    await flush();
+    expect(socket.sent[0]!.payload).toMatchObject({ kind: 'answer', ref: 'ci_1' });
+    expect(q('c2c-call-status').textContent).toBe('Answering…');
+    expect(visible('c2c-answer')).toBe(false);
+  });
+
+  it('hides what the policy does not allow and shows the keypad only for dtmf', async () => {
+    service.set({ policy: policy(['dtmf'], { inbound: false }), call: call('connected', { answered_at: T0 }) });
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    expect(visible('c2c-mute')).toBe(false);
+    expect(visible('c2c-available')).toBe(false);
+    expect(visible('c2c-dtmf')).toBe(true);
+    expect(visible('c2c-keypad')).toBe(false);
+    (q('c2c-dtmf') as HTMLButtonElement).click();
+    expect(visible('c2c-keypad')).toBe(true);
+    expect(q('c2c-dtmf').getAttribute('aria-expanded')).toBe('true');
+    (q('c2c-digit-hash') as HTMLButtonElement).click();
+    await flush();
+    expect(socket.sent[0]!.payload).toMatchObject({ kind: 'dtmf', digits: '#' });
+  });
+
+  it('speaks French', async () => {
+    start({ language: 'fr' });
+    await flush();
+    expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
+    expect(q('c2c-available').textContent).toBe('Disponible');
+    expect(q('c2c-widget').getAttribute('lang')).toBe('fr');
+  });
+
+  it('takes the integration defaults for language and position when init() does not choose', async () => {
+    service.policy = policy(['mute'], { widget: { position: 'top-left', language: 'fr' } });
+    start();
+    await flush();
+    expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
+    const host = document.querySelector('[data-testid="c2c-host"]') as HTMLElement;
+    expect(host.style.top).toBe('16px');
+    expect(host.style.left).toBe('16px');
+    expect(document.querySelectorAll('[data-testid="c2c-host"]')).toHaveLength(1);
+  });
+
+  it('mounts inline in a given container', async () => {
+    const container = document.createElement('div');
+    document.body.appendChild(container);
+    start({ container });
+    await flush();
+    const host = container.querySelector('[data-testid="c2c-host"]') as HTMLElement;
+    expect(host).toBeTruthy();
+    expect(host.style.position).toBe('');
+  });
+
+  it('says how a call ended, for a moment', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    service.set({ call: call('completed', { answered_at: T0, ended_at: T0 + 30, duration: 30 }) });
+    service.push();
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    expect(q('c2c-message').textContent).toBe('Call ended');
+    await vi.advanceTimersByTimeAsync(11_000);
+    expect(visible('c2c-message')).toBe(false);
+  });
+});
+
+describe('detach, endSession and the global', () => {
+  it('detach stops everything and removes the widget, without a hangup', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    let detached = 0;
+    widget.on('detached', () => detached++);
+    widget.detach();
+    expect(detached).toBe(1);
+    expect(document.querySelector('[data-testid="c2c-host"]')).toBeNull();
+    expect(socket.connected).toBe(false);
+    const requests = service.requests.length;
+    await vi.advanceTimersByTimeAsync(3_600_000);
+    expect(service.requests.length).toBe(requests);
+    expect(service.requests.some((r) => r.body?.kind === 'hangup')).toBe(false);
+  });
+
+  it('endSession revokes the widget token and stops', async () => {
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    expect(await widget.endSession()).toEqual({ ok: true, revoked: true });
+    expect(service.requests.at(-1)).toMatchObject({ path: '/widget/revoke', headers: { authorization: 'Bearer c2cw_1' } });
+    expect(widget.getState().state).toBe('unauthorized');
+    expect(service.count('/crm/session')).toBe(1);
+  });
+
+  it('makes the global methods act on the last initialised widget', async () => {
+    const w = SDK.init(
+      { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API },
+      { fetch: service.fetch, io: (url, opts) => { const s = new FakeSocket(url, opts); service.sockets.push(s); return s; }, origin: ORIGIN, open: () => null, storage: null },
+    );
+    widget = w;
+    await flush();
+    expect(SDK.getState().state).toBe('ready');
+    const seen: string[] = [];
+    SDK.on('commandfailed', (f) => seen.push(f.error));
+    await expect(SDK.setMuted(true)).resolves.toMatchObject({ ok: true });
+    await expect(SDK.sendDigits('x')).rejects.toMatchObject({ code: 'invalid_request' });
+    expect(seen).toEqual(['invalid_request']);
+    expect(typeof SDK.enableCalls).toBe('function');
+    expect(SDK.WIDGET_STATES).toContain('no_mic');
+  });
+});

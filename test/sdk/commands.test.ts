@@ -1,0 +1,133 @@
+/** Widget commands: retries keep the request_id; hangup is never reported done unless it was. */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { COMMAND_ATTEMPTS, sendCommand, type CommandDeps } from '../../sdk/src/commands.js';
+import type { Command } from '../../sdk/src/contract.js';
+import { SdkError } from '../../sdk/src/http.js';
+import { systemClock } from '../../sdk/src/timing.js';
+
+const done = { ok: true as const, status: 'done' as const, command_id: 7 };
+const answer = (body: unknown) => ({ status: 200, etag: null, body: body as never });
+
+describe('sendCommand', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  const deps = (over: Partial<CommandDeps>): CommandDeps => ({
+    clock: systemClock,
+    viaSocket: () => null,
+    viaRest: async () => answer(done),
+    rejected: async () => false,
+    ...over,
+  });
+
+  it('retries a network failure with the same request_id until it is answered', async () => {
+    const seen: Command[] = [];
+    const viaRest = vi.fn(async (c: Command) => {
+      seen.push({ ...c });
+      if (seen.length < 3) throw new SdkError('unreachable', 'Failed to fetch', 0);
+      return answer(done);
+    });
+    const result = sendCommand({ kind: 'mute', request_id: 'r-1' }, deps({ viaRest }));
+    await vi.runAllTimersAsync();
+    expect(await result).toEqual(done);
+    expect(seen.map((c) => c.request_id)).toEqual(['r-1', 'r-1', 'r-1']);
+  });
+
+  it('moves from the socket to REST when the ack times out, with the same request_id', async () => {
+    const ids: string[] = [];
+    let socketUp = true;
+    const viaSocket = vi.fn((c: Command) => {
+      if (!socketUp) return null;
+      ids.push('socket:' + c.request_id);
+      socketUp = false;
+      return Promise.reject(new SdkError('unreachable', 'no ack', 0));
+    });
+    const viaRest = vi.fn(async (c: Command) => {
+      ids.push('rest:' + c.request_id);
+      return answer({ ok: true, status: 'queued', command_id: 3 });
+    });
+    const result = sendCommand({ kind: 'answer', request_id: 'r-2' }, deps({ viaSocket, viaRest }));
+    await vi.runAllTimersAsync();
+    expect(await result).toMatchObject({ status: 'queued' });
+    expect(ids).toEqual(['socket:r-2', 'rest:r-2']);
+  });
+
+  it('uses the socket ack as the answer, refusals included', async () => {
+    const viaSocket = () => Promise.resolve({ ok: false as const, error: 'control_not_allowed', message: 'The policy does not enable mute.' });
+    const viaRest = vi.fn();
+    await expect(sendCommand({ kind: 'mute', request_id: 'r-3' }, deps({ viaSocket, viaRest }))).rejects.toMatchObject({ code: 'control_not_allowed' });
+    expect(viaRest).not.toHaveBeenCalled();
+  });
+
+  it('does not retry a refusal', async () => {
+    const viaRest = vi.fn(async () => {
+      throw new SdkError('invalid_state', 'There is no connected call.', 409);
+    });
+    await expect(sendCommand({ kind: 'mute', request_id: 'r-4' }, deps({ viaRest }))).rejects.toMatchObject({ code: 'invalid_state' });
+    expect(viaRest).toHaveBeenCalledTimes(1);
+  });
+
+  it('gives up after a few attempts with unreachable', async () => {
+    const viaRest = vi.fn(async () => {
+      throw new SdkError('unreachable', 'down', 0);
+    });
+    const result = sendCommand({ kind: 'availability', request_id: 'r-5', available: false }, deps({ viaRest }));
+    const settled = result.catch((e) => e);
+    await vi.runAllTimersAsync();
+    expect(await settled).toMatchObject({ code: 'unreachable' });
+    expect(viaRest).toHaveBeenCalledTimes(COMMAND_ATTEMPTS);
+  });
+
+  it('waits Retry-After on 429', async () => {
+    const times: number[] = [];
+    const viaRest = vi.fn(async () => {
+      times.push(Date.now());
+      if (times.length === 1) throw new SdkError('rate_limited', 'slow down', 429, 7);
+      return answer(done);
+    });
+    const result = sendCommand({ kind: 'focus', request_id: 'r-6' }, deps({ viaRest }));
+    await vi.runAllTimersAsync();
+    await result;
+    expect(times[1]! - times[0]!).toBe(7000);
+  });
+
+  it('reports a 502 hangup as hangup_uncertain, never as done, and does not retry it', async () => {
+    const viaRest = vi.fn(async () => {
+      throw new SdkError('hangup_uncertain', 'The voice provider could not be reached', 502);
+    });
+    await expect(sendCommand({ kind: 'hangup', request_id: 'r-7' }, deps({ viaRest }))).rejects.toMatchObject({ code: 'hangup_uncertain' });
+    expect(viaRest).toHaveBeenCalledTimes(1);
+    const bare502 = vi.fn(async () => {
+      throw new SdkError('unreachable', 'Bad Gateway', 502);
+    });
+    await expect(sendCommand({ kind: 'hangup', request_id: 'r-8' }, deps({ viaRest: bare502 }))).rejects.toMatchObject({ code: 'hangup_uncertain' });
+    const viaSocket = () => Promise.resolve({ ok: false as const, error: 'hangup_uncertain', message: 'provider down' });
+    await expect(sendCommand({ kind: 'hangup', request_id: 'r-9' }, deps({ viaSocket }))).rejects.toMatchObject({ code: 'hangup_uncertain' });
+  });
+
+  it('reports a hangup that never got an answer as hangup_uncertain', async () => {
+    const viaRest = vi.fn(async (_c: Command) => {
+      throw new SdkError('unreachable', 'down', 0);
+    });
+    const settled = sendCommand({ kind: 'hangup', request_id: 'r-10' }, deps({ viaRest })).catch((e) => e);
+    await vi.runAllTimersAsync();
+    expect(await settled).toMatchObject({ code: 'hangup_uncertain' });
+    expect(viaRest.mock.calls.map(([c]) => c.request_id)).toEqual(Array(COMMAND_ATTEMPTS).fill('r-10'));
+  });
+
+  it('asks for a new session once when the token is refused, then resends the same command', async () => {
+    let token = 'old';
+    const viaRest = vi.fn(async (c: Command) => {
+      if (token === 'old') throw new SdkError('unauthorized', 'expired', 401);
+      return answer({ ...done, command_id: c.request_id === 'r-11' ? 11 : 0 });
+    });
+    const rejected = vi.fn(async () => {
+      token = 'new';
+      return true;
+    });
+    expect(await sendCommand({ kind: 'hangup', request_id: 'r-11' }, deps({ viaRest, rejected }))).toMatchObject({ command_id: 11 });
+    expect(rejected).toHaveBeenCalledTimes(1);
+    const refused = vi.fn(async () => false);
+    await expect(sendCommand({ kind: 'hangup', request_id: 'r-12' }, deps({ viaRest: async () => Promise.reject(new SdkError('unauthorized', 'x', 401)), rejected: refused }))).rejects.toMatchObject({ code: 'unauthorized' });
+  });
+});

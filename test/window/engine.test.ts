@@ -1,0 +1,392 @@
+/**
+ * The call window's engine with every outside piece faked (fetch, socket, voice driver, microphone)
+ * and fake timers: exactly-once commands over push + heartbeat, heartbeat periods, claims, final
+ * socket ends, the microphone report, hang-up and unload.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { EngineWork, SocketEnd } from '../../shared/events.js';
+import type { EngineCommand, HeartbeatRequest, HeartbeatResponse } from '../../shared/schemas/engine-api.js';
+import type { Call } from '../../shared/types.js';
+import { EngineApi, type Paired } from '../../window/src/api.js';
+import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
+import type { DriverEvent } from '../../window/src/drivers/types.js';
+import { Engine, type EngineSocketLike } from '../../window/src/engine.js';
+import { MESSAGES } from '../../window/src/messages.js';
+import type { MicState } from '../../window/src/mic.js';
+import { STORAGE_KEY } from '../../window/src/session.js';
+import type { SocketHandlers } from '../../window/src/socket.js';
+import { TimerTicker } from '../../window/src/ticker.js';
+
+const BASE = 'http://127.0.0.1:8080/api/v1/click2call';
+const SERVER_NOW_S = 1_767_261_600;
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(SERVER_NOW_S * 1000);
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const paired = (controls: Array<'mute' | 'dtmf'> = ['mute', 'dtmf']): Paired => ({
+  ok: true,
+  engine_token: 'c2ce_token',
+  engine: { id: 'eng_1', state: 'enabling', live: true, available: true, mic_ready: false, busy: false, muted: false, simulated: true, last_seen_ago: 0, version: 1, client: 'window' },
+  integration_id: 'c2c_demo',
+  agent: { name: 'Ana Agent', identifier: 'ana@example.com', type: 'email', department: null },
+  policy: { outbound: true, inbound: true, number_visibility: 'show', controls, widget: { position: 'bottom-right', language: 'en' }, max_call_seconds: 3600 },
+  voice_provider: 'simulated',
+  heartbeat_ms: 15_000,
+  heartbeat_fallback_ms: 3000,
+  realtime: { url: 'http://127.0.0.1:8081', path: '/socket.io', available: true },
+});
+
+const call = (status: Call['status'], extra: Partial<Call> = {}): Call => ({
+  request_id: 'ci_1',
+  call_id: 'ci_1',
+  direction: 'outbound',
+  status,
+  error: null,
+  display: { name: 'Jo Bloggs', company: 'Bloggs Ltd', number: '+44••••••0123', contact_reference: null, department: null },
+  answered_at: null,
+  ended_at: null,
+  duration: 0,
+  expires_at: SERVER_NOW_S + 60,
+  server_time: SERVER_NOW_S,
+  orphaned: false,
+  ...extra,
+});
+
+const command = (command_id: number, kind: EngineCommand['kind'], digits: string | null = null): EngineCommand => ({ command_id, kind, call_id: 'ci_1', digits, available: null, ref: null });
+
+/** A scripted server: heartbeat answers, claims, hangups; every request is recorded. */
+class FakeServer {
+  readonly requests: Array<{ path: string; body: any; headers: Record<string, string>; keepalive: boolean }> = [];
+  queue: Array<Partial<HeartbeatResponse>> = [];
+  current: Call | null = null;
+  claims: Record<string, () => { status: number; body: unknown }> = {};
+  hangup: () => { status: number; body: unknown } = () => ({ status: 200, body: { ok: true, call: call('completed', { ended_at: SERVER_NOW_S, duration: 12 }) } });
+  heartbeatStatus = 200;
+  voiceTtlS = 3600;
+
+  answer(extra: Partial<HeartbeatResponse> = {}): HeartbeatResponse {
+    return { ok: true, engine: paired().engine, commands: [], dial_requests: [], call: this.current, heartbeat_ms: 15_000, server_time: Math.floor(Date.now() / 1000), ...extra };
+  }
+
+  heartbeats(): HeartbeatRequest[] {
+    return this.requests.filter((r) => r.path === '/engine/heartbeat').map((r) => r.body);
+  }
+
+  respond(path: string, body: any): { status: number; body: unknown } {
+    if (path === '/engine/heartbeat') {
+      if (this.heartbeatStatus !== 200) return { status: this.heartbeatStatus, body: { ok: false, error: 'unauthorized', message: 'This call window was closed or replaced by a newer one.' } };
+      return { status: 200, body: this.answer(this.queue.shift()) };
+    }
+    if (path === '/engine/voice-token') return { status: 200, body: { ok: true, provider: 'simulated', token: 'sim-token', identity: 'c2c_eng_1', expires_at: Math.floor(Date.now() / 1000) + this.voiceTtlS } };
+    if (path === '/engine/claim') return this.claims[body.request_id]?.() ?? { status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } };
+    if (path === '/engine/hangup') return this.hangup();
+    if (path === '/engine/close') return { status: 200, body: { ok: true, closed: true } };
+    return { status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } };
+  }
+
+  fetch = vi.fn(async (url: string | URL | Request, init?: RequestInit) => {
+    const path = String(url).slice(BASE.length);
+    const body = init?.body ? JSON.parse(String(init.body)) : undefined;
+    this.requests.push({ path, body, headers: (init?.headers ?? {}) as Record<string, string>, keepalive: init?.keepalive === true });
+    const result = this.respond(path, body);
+    return new Response(JSON.stringify(result.body), { status: result.status });
+  });
+}
+
+class FakeSocket implements EngineSocketLike {
+  connected = false;
+  handlers!: SocketHandlers;
+  readonly reports: HeartbeatRequest[] = [];
+  ack = vi.fn(async (_acks: HeartbeatRequest['acks']) => false);
+  stop = vi.fn(() => {
+    this.connected = false;
+  });
+  constructor(readonly server: FakeServer) {}
+  async heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse> {
+    this.reports.push(report);
+    return this.server.answer(this.server.queue.shift());
+  }
+  up() {
+    this.connected = true;
+    this.handlers.onUp();
+  }
+  down() {
+    this.connected = false;
+    this.handlers.onDown();
+  }
+  work(work: Partial<EngineWork>) {
+    this.handlers.onWork({ commands: [], dial_requests: [], ...work });
+  }
+  end(end: SocketEnd) {
+    this.connected = false;
+    this.handlers.onFinal(end);
+  }
+}
+
+function storage(): Storage {
+  const map = new Map<string, string>([[STORAGE_KEY, '{"stored":true}']]);
+  return { length: 0, clear: () => map.clear(), key: () => null, getItem: (k) => map.get(k) ?? null, setItem: (k, v) => void map.set(k, v), removeItem: (k) => void map.delete(k) };
+}
+
+async function engine(options: { mic?: MicState; controls?: Array<'mute' | 'dtmf'>; realtime?: boolean; voiceTtlS?: number; driver?: SimulatedDriver } = {}) {
+  const server = new FakeServer();
+  if (options.voiceTtlS) server.voiceTtlS = options.voiceTtlS;
+  const socket = new FakeSocket(server);
+  const driver = options.driver ?? new SimulatedDriver();
+  const spies = { updateToken: vi.spyOn(driver, 'updateToken'), accept: vi.spyOn(driver, 'accept'), mute: vi.spyOn(driver, 'mute'), sendDigits: vi.spyOn(driver, 'sendDigits'), connect: vi.spyOn(driver, 'connect') };
+  const store = storage();
+  const focus = vi.fn();
+  const api = new EngineApi(BASE, server.fetch);
+  const p = paired(options.controls);
+  if (options.realtime === false) p.realtime.available = false;
+  const instance = new Engine(p, {
+    api,
+    storage: store,
+    loadDriver: async () => driver,
+    ticker: new TimerTicker(),
+    connectSocket: (_paired, handlers) => {
+      socket.handlers = handlers;
+      return socket;
+    },
+    askMic: async () => options.mic ?? 'ready',
+    focus,
+    now: () => Date.now(),
+  });
+  await instance.start(null);
+  await vi.advanceTimersByTimeAsync(0);
+  return { instance, server, socket, driver, spies, store, focus };
+}
+
+describe('Engine', () => {
+  it('fetches a voice token after pairing and reports ready with the microphone', async () => {
+    const { server, instance } = await engine();
+    expect(server.requests[0]!.path).toBe('/engine/heartbeat');
+    expect(server.requests.some((r) => r.path === '/engine/voice-token' && r.headers.authorization === 'Bearer c2ce_token')).toBe(true);
+    expect(server.heartbeats().at(-1)).toEqual({ state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] });
+    expect(instance.model()).toMatchObject({ state: 'ready', agent: 'Ana Agent', message: null });
+  });
+
+  it('fetches a fresh voice token five minutes before the current one expires and hands it to the driver', async () => {
+    const { server, spies } = await engine({ voiceTtlS: 600 });
+    const tokens = () => server.requests.filter((r) => r.path === '/engine/voice-token').length;
+    expect(tokens()).toBe(1);
+    await vi.advanceTimersByTimeAsync(280_000);
+    expect(tokens()).toBe(1);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(tokens()).toBe(2);
+    expect(spies.updateToken).toHaveBeenCalledWith('sim-token');
+  });
+
+  it('reports enabling and shows a clear message when the microphone is denied', async () => {
+    const { server, instance } = await engine({ mic: 'denied' });
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false });
+    expect(instance.model()).toMatchObject({ state: 'no_mic', message: { text: MESSAGES.micDenied, tone: 'error' }, retry: 'Try again' });
+  });
+
+  it('carries out a command pushed twice once, acks both pushes on the socket, and carries the result to the next heartbeat', async () => {
+    const { socket, spies, server } = await engine();
+    socket.up();
+    await vi.advanceTimersByTimeAsync(0);
+    const before = socket.reports.length;
+    socket.work({ commands: [command(5, 'mute')] });
+    socket.work({ commands: [command(5, 'mute')] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.mute).toHaveBeenCalledTimes(1);
+    expect(spies.mute).toHaveBeenCalledWith(true);
+    expect(socket.ack).toHaveBeenCalledTimes(2);
+    for (const [acks] of socket.ack.mock.calls) expect(acks).toEqual([{ command_id: 5, result: 'done' }]);
+    // The socket acks were not confirmed: the heartbeats sent right after carry the result and the mute state.
+    const next = socket.reports.slice(before);
+    expect(next.filter((r) => r.acks.length > 0).map((r) => r.acks)).toEqual([[{ command_id: 5, result: 'done' }]]);
+    expect(next.find((r) => r.acks.length > 0)).toMatchObject({ muted: true });
+    // Delivered once more in a heartbeat answer: not carried out again, still acked.
+    server.queue.push({ commands: [command(5, 'mute')] });
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(spies.mute).toHaveBeenCalledTimes(1);
+    expect(socket.ack).toHaveBeenCalledTimes(3);
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(socket.reports.at(-1)!.acks).toEqual([{ command_id: 5, result: 'done' }]);
+  });
+
+  it('drops acks from the heartbeat once the socket ack is confirmed', async () => {
+    const { socket } = await engine();
+    socket.ack.mockResolvedValue(true);
+    socket.up();
+    await vi.advanceTimersByTimeAsync(0);
+    socket.work({ commands: [command(9, 'focus')] });
+    await vi.advanceTimersByTimeAsync(0);
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(socket.reports.at(-1)!.acks).toEqual([]);
+  });
+
+  it('carries out commands that arrive only in heartbeat answers (socket down) and reports them in the next heartbeat', async () => {
+    const { server, spies, focus } = await engine({ realtime: false });
+    server.queue.push({ commands: [command(1, 'dtmf', '12#'), command(2, 'focus'), command(3, 'answer')] });
+    const before = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(spies.sendDigits).toHaveBeenCalledWith('12#');
+    expect(focus).toHaveBeenCalledTimes(1);
+    expect(spies.accept).toHaveBeenCalledTimes(1);
+    // The heartbeat right after the one that delivered them carries the results, and names the answered
+    // call at once, before any answer described it.
+    const [delivering, reporting] = server.heartbeats().slice(before);
+    expect(delivering!.acks).toEqual([]);
+    expect(reporting).toMatchObject({
+      call_id: 'ci_1',
+      acks: [
+        { command_id: 1, result: 'done' },
+        { command_id: 2, result: 'done' },
+        { command_id: 3, result: 'done' },
+      ],
+    });
+    // Confirmed by that heartbeat's 200: not carried again.
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.acks).toEqual([]);
+  });
+
+  it('acks a command the device cannot carry out as failed with its reason', async () => {
+    const { server } = await engine({ realtime: false });
+    server.queue.push({ commands: [command(4, 'dtmf', null)] });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.acks).toEqual([{ command_id: 4, result: 'failed', error: 'A dtmf command needs digits.' }]);
+  });
+
+  it('heartbeats every heartbeat_fallback_ms over REST while the socket is down and every heartbeat_ms over the socket while it is up', async () => {
+    const { server, socket } = await engine();
+    const rest = () => server.heartbeats().length;
+    const start = rest();
+    await vi.advanceTimersByTimeAsync(9000);
+    expect(rest() - start).toBe(3);
+    socket.up();
+    await vi.advanceTimersByTimeAsync(0);
+    const viaSocket = socket.reports.length;
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(socket.reports.length - viaSocket).toBe(2);
+    expect(rest() - start).toBe(3);
+    socket.down();
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(rest() - start).toBe(5);
+  });
+
+  it('claims a dial request, connects the driver with the claim params, and names the call in the next heartbeat; a 404 is dropped', async () => {
+    const { server, socket, spies, instance } = await engine();
+    server.claims.ci_1 = () => {
+      server.current = call('dialing');
+      return { status: 200, body: { ok: true, call: call('dialing'), connect: { params: { To: 'ci_1', Biz: 'acc_1', CallerId: '+12025550100' } } } };
+    };
+    const dial = (id: string) => ({ request_id: id, display: call('queued').display, expires_at: SERVER_NOW_S + 60 });
+    socket.work({ dial_requests: [dial('ci_gone'), dial('ci_1')] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(server.requests.filter((r) => r.path === '/engine/claim').map((r) => r.body.request_id)).toEqual(['ci_gone', 'ci_1']);
+    expect(spies.connect).toHaveBeenCalledWith({ To: 'ci_1', Biz: 'acc_1', CallerId: '+12025550100' });
+    expect(server.heartbeats().at(-1)!.call_id).toBe('ci_1');
+    expect(instance.model()).toMatchObject({ state: 'call', call: { status: 'dialing', live: true, display: { name: 'Jo Bloggs', number: '+44••••••0123' } } });
+    // Offered again: neither request is claimed a second time.
+    socket.work({ dial_requests: [dial('ci_gone'), dial('ci_1')] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(server.requests.filter((r) => r.path === '/engine/claim')).toHaveLength(2);
+  });
+
+  it('follows the call from heartbeat answers and shows it ended when the server stops listing it', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.current = call('incoming', { direction: 'inbound' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.onCall).toBe(true);
+    expect(server.heartbeats().at(-1)!.call_id).toBe('ci_1');
+    server.current = call('connected', { direction: 'inbound', answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model().call).toMatchObject({ status: 'connected', live: true });
+    server.current = null;
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.onCall).toBe(false);
+    expect(instance.model()).toMatchObject({ state: 'ready', call: { status: 'ended', live: false } });
+  });
+
+  it('hangs up through POST /engine/hangup and says so when the provider could not be reached', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    server.hangup = () => ({ status: 502, body: { ok: false, error: 'hangup_uncertain', message: 'uncertain' } });
+    await instance.hangup();
+    expect(server.requests.filter((r) => r.path === '/engine/hangup').at(-1)!.body).toEqual({ call_id: 'ci_1' });
+    expect(instance.model()).toMatchObject({ call: { live: true }, message: { text: MESSAGES.hangupUncertain } });
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('completed', { ended_at: SERVER_NOW_S + 5, duration: 5, answered_at: SERVER_NOW_S }) } });
+    await instance.hangup();
+    expect(instance.model()).toMatchObject({ call: { status: 'completed', live: false }, message: null });
+  });
+
+  it('mutes from its own button (when the policy allows) and reports muted in the next heartbeat', async () => {
+    const { server, instance, spies } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    instance.toggleMute();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.mute).toHaveBeenCalledWith(true);
+    expect(server.heartbeats().at(-1)).toMatchObject({ muted: true });
+    expect(instance.model()).toMatchObject({ muted: true, muteAllowed: true });
+  });
+
+  it('stops for good on a final socket end: says why, forgets a dead pairing, sends no more heartbeats', async () => {
+    const { server, socket, store, instance } = await engine();
+    socket.end({ code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });
+    const count = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(server.heartbeats()).toHaveLength(count);
+    expect(socket.stop).toHaveBeenCalled();
+    expect(store.getItem(STORAGE_KEY)).toBeNull();
+    expect(instance.model()).toMatchObject({ state: 'closed', message: { text: MESSAGES.replaced, tone: 'error' }, connection: null });
+  });
+
+  it('goes on with heartbeats when only the socket is refused (origin_not_allowed)', async () => {
+    const { server, socket, instance } = await engine();
+    socket.end({ code: 'origin_not_allowed', final: true, message: 'An engine connects only from the service pages.' });
+    const count = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(server.heartbeats().length - count).toBe(2);
+    expect(instance.model()).toMatchObject({ state: 'ready', connection: 'polling', message: null });
+  });
+
+  it('lets go of a call whose device leg ended, even while the server still lists it', async () => {
+    // A device that ends legs itself (the Twilio driver does, through its `disconnected` event).
+    const device = new SimulatedDriver();
+    const listeners: Array<(event: DriverEvent) => void> = [];
+    vi.spyOn(device, 'on').mockImplementation((listener) => {
+      listeners.push(listener);
+      return () => {};
+    });
+    const { server, instance } = await engine({ realtime: false, driver: device });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.call_id).toBe('ci_1');
+    for (const listener of listeners) listener({ type: 'disconnected' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.call_id).toBeNull();
+    expect(instance.model()).toMatchObject({ state: 'ready', call: { status: 'ended', live: false } });
+  });
+
+  it('stops when a heartbeat is refused with 401', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.heartbeatStatus = 401;
+    await vi.advanceTimersByTimeAsync(3000);
+    const count = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(server.heartbeats()).toHaveLength(count);
+    expect(instance.model()).toMatchObject({ state: 'closed', message: { text: MESSAGES.unauthorized } });
+  });
+
+  it('on unload posts /engine/close with keepalive and the Authorization header, then stops', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    instance.unload();
+    const close = server.requests.find((r) => r.path === '/engine/close')!;
+    expect(close).toMatchObject({ keepalive: true, body: { reason: 'unload' } });
+    expect(close.headers.authorization).toBe('Bearer c2ce_token');
+    const count = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(server.heartbeats()).toHaveLength(count);
+  });
+});

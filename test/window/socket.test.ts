@@ -1,0 +1,126 @@
+/** The engine socket: final ends stop it for good, other ends reconnect with backoff (fake timers), replies map to ApiError. */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Realtime } from '../../shared/types.js';
+import { ApiError } from '../../window/src/api.js';
+import { EngineSocket, type EngineSocketIo, type SocketHandlers } from '../../window/src/socket.js';
+
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+class FakeIo {
+  connected = false;
+  active = true;
+  readonly listeners = new Map<string, Array<(...args: any[]) => void>>();
+  readonly emitted: Array<{ event: string; args: unknown[] }> = [];
+  reply: (event: string, args: unknown[]) => Promise<unknown> = async () => ({ ok: true });
+  connect = vi.fn(() => {
+    this.active = true;
+    return this;
+  });
+  disconnect = vi.fn(() => {
+    this.active = false;
+    this.connected = false;
+    return this;
+  });
+  on(event: string, listener: (...args: any[]) => void) {
+    this.listeners.set(event, [...(this.listeners.get(event) ?? []), listener]);
+    return this;
+  }
+  fire(event: string, ...args: unknown[]) {
+    for (const listener of this.listeners.get(event) ?? []) listener(...args);
+  }
+  timeout(_ms: number) {
+    return {
+      emitWithAck: (event: string, ...args: unknown[]) => {
+        this.emitted.push({ event, args });
+        return this.reply(event, args);
+      },
+    };
+  }
+}
+
+const REALTIME: Realtime = { url: 'http://127.0.0.1:8081', path: '/socket.io', available: true };
+
+function open() {
+  const io = new FakeIo();
+  const connect = vi.fn(() => io as unknown as EngineSocketIo);
+  const handlers: SocketHandlers = { onUp: vi.fn(), onDown: vi.fn(), onWork: vi.fn(), onFinal: vi.fn() };
+  const socket = new EngineSocket(connect, REALTIME, 'c2ce_token', handlers, () => 0.5);
+  return { io, connect, handlers, socket };
+}
+
+describe('EngineSocket', () => {
+  it('connects to the realtime url and path with auth {token}', () => {
+    const { connect } = open();
+    expect(connect).toHaveBeenCalledWith('http://127.0.0.1:8081', expect.objectContaining({ path: '/socket.io', auth: { token: 'c2ce_token' } }));
+  });
+
+  it('passes work on and reports up and down', () => {
+    const { io, handlers } = open();
+    io.connected = true;
+    io.fire('connect');
+    io.fire('work', { commands: [], dial_requests: [] });
+    io.fire('disconnect', 'transport close');
+    expect(handlers.onUp).toHaveBeenCalledTimes(1);
+    expect(handlers.onWork).toHaveBeenCalledWith({ commands: [], dial_requests: [] });
+    expect(handlers.onDown).toHaveBeenCalledTimes(1);
+  });
+
+  it('a final `ended` stops it and never reconnects', async () => {
+    const { io, handlers, socket } = open();
+    io.connected = true;
+    const end = { code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' };
+    io.fire('ended', end);
+    io.fire('disconnect', 'io server disconnect');
+    await vi.advanceTimersByTimeAsync(120_000);
+    expect(handlers.onFinal).toHaveBeenCalledWith(end);
+    expect(io.disconnect).toHaveBeenCalled();
+    expect(io.connect).not.toHaveBeenCalled();
+    expect(socket.connected).toBe(false);
+  });
+
+  it('a non-final end reconnects after a backoff', async () => {
+    const { io, handlers } = open();
+    io.fire('ended', { code: 'server_restarting', final: false, message: 'restarting' });
+    io.active = false;
+    io.fire('disconnect', 'io server disconnect');
+    expect(handlers.onFinal).not.toHaveBeenCalled();
+    expect(io.connect).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(500);
+    expect(io.connect).toHaveBeenCalledTimes(1);
+  });
+
+  it('a handshake refusal marked final stops it; a retryable one the client would not retry is retried', async () => {
+    const retry = open();
+    retry.io.active = false;
+    retry.io.fire('connect_error', Object.assign(new Error('busy'), { data: { code: 'service_unavailable', final: false, message: 'busy' } }));
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(retry.io.connect).toHaveBeenCalledTimes(1);
+
+    const final = open();
+    final.io.fire('connect_error', Object.assign(new Error('no'), { data: { code: 'unauthorized', final: true, message: 'no' } }));
+    expect(final.handlers.onFinal).toHaveBeenCalledWith({ code: 'unauthorized', final: true, message: 'no' });
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(final.io.connect).not.toHaveBeenCalled();
+  });
+
+  it('sends heartbeats and acks over the socket; an error envelope becomes an ApiError', async () => {
+    const { io, socket } = open();
+    io.connected = true;
+    io.reply = async (event) => (event === 'heartbeat' ? { ok: false, error: 'unauthorized', message: 'closed' } : { ok: true });
+    const report = { state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] } as const;
+    const failure = await socket.heartbeat({ ...report, acks: [] }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(ApiError);
+    expect(failure).toMatchObject({ status: 401, code: 'unauthorized' });
+    expect(await socket.ack([{ command_id: 1, result: 'done' }])).toBe(true);
+    expect(io.emitted.at(-1)).toEqual({ event: 'ack', args: [[{ command_id: 1, result: 'done' }]] });
+    io.reply = async () => {
+      throw new Error('operation has timed out');
+    };
+    expect(await socket.ack([{ command_id: 1, result: 'done' }])).toBe(false);
+  });
+});

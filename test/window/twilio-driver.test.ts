@@ -1,0 +1,172 @@
+/** The Twilio voice driver's wiring, against a fake Device and fake Calls (Twilio itself is unreachable here). */
+import { describe, expect, it, vi } from 'vitest';
+import { TwilioDriver, type TwilioCallLike, type TwilioDeviceLike, type TwilioDeviceOptions } from '../../window/src/drivers/twilio.js';
+import type { DriverEvent } from '../../window/src/drivers/types.js';
+
+type Listener = (...args: any[]) => void;
+
+class FakeEmitter {
+  readonly listeners = new Map<string, Listener[]>();
+  on(event: string, listener: Listener) {
+    this.listeners.set(event, [...(this.listeners.get(event) ?? []), listener]);
+    return this;
+  }
+  emit(event: string, ...args: unknown[]) {
+    for (const listener of this.listeners.get(event) ?? []) listener(...args);
+  }
+}
+
+class FakeCall extends FakeEmitter implements TwilioCallLike {
+  muted = false;
+  accept = vi.fn(() => this.emit('accept', this));
+  reject = vi.fn(() => this.emit('reject'));
+  disconnect = vi.fn(() => this.emit('disconnect', this));
+  mute = vi.fn((muted = true) => {
+    this.muted = muted;
+    this.emit('mute', muted, this);
+  });
+  isMuted = () => this.muted;
+  sendDigits = vi.fn();
+  constructor(readonly customParameters = new Map<string, string>()) {
+    super();
+  }
+}
+
+class FakeDevice extends FakeEmitter implements TwilioDeviceLike {
+  readonly placed: FakeCall[] = [];
+  register = vi.fn(async () => {});
+  updateToken = vi.fn();
+  destroy = vi.fn();
+  connect = vi.fn(async (_options: { params: Record<string, string> }) => {
+    const call = new FakeCall();
+    this.placed.push(call);
+    return call;
+  });
+  constructor(
+    readonly token: string,
+    readonly options: TwilioDeviceOptions,
+  ) {
+    super();
+  }
+}
+
+function driver(register = true, registerFails = false) {
+  const devices: FakeDevice[] = [];
+  const createDevice = vi.fn((token: string, options: TwilioDeviceOptions) => {
+    const device = new FakeDevice(token, options);
+    if (registerFails) device.register.mockRejectedValueOnce(new Error('registration refused'));
+    devices.push(device);
+    return device;
+  });
+  const twilio = new TwilioDriver({ createDevice, register });
+  const events: DriverEvent[] = [];
+  twilio.on((event) => events.push(event));
+  return { twilio, devices, createDevice, events, device: () => devices[0]! };
+}
+
+const PARAMS = { To: 'ci_1', Biz: 'acc_1', CallerId: '+12025550100' };
+
+describe('TwilioDriver', () => {
+  it('creates one Device with the voice token (no close protection: the window warns itself) and registers it for incoming calls', async () => {
+    const { twilio, createDevice, device } = driver();
+    expect(twilio.ready).toBe(false);
+    await twilio.start('jwt-1');
+    expect(twilio.ready).toBe(true);
+    expect(createDevice).toHaveBeenCalledTimes(1);
+    expect(device().token).toBe('jwt-1');
+    expect(device().options).toMatchObject({ closeProtection: false });
+    expect(device().register).toHaveBeenCalledTimes(1);
+    await twilio.start('jwt-2');
+    expect(createDevice).toHaveBeenCalledTimes(1);
+    expect(device().updateToken).toHaveBeenCalledWith('jwt-2');
+  });
+
+  it('does not register when incoming calls are not allowed; a failed registration is reported but outgoing calls still work', async () => {
+    const quiet = driver(false);
+    await quiet.twilio.start('jwt');
+    expect(quiet.device().register).not.toHaveBeenCalled();
+    const failing = driver(true, true);
+    await failing.twilio.start('jwt');
+    expect(failing.device().register).toHaveBeenCalledTimes(1);
+    expect(failing.events).toContainEqual({ type: 'error', message: 'Could not register for incoming calls: registration refused' });
+    expect(failing.twilio.ready).toBe(true);
+    await failing.twilio.connect(PARAMS);
+    expect(failing.device().connect).toHaveBeenCalledTimes(1);
+  });
+
+  it('passes fresh tokens to Device.updateToken and forwards tokenWillExpire', async () => {
+    const { twilio, device, events } = driver();
+    await twilio.start('jwt-1');
+    device().emit('tokenWillExpire', device());
+    expect(events).toContainEqual({ type: 'token-expiring' });
+    twilio.updateToken('jwt-2');
+    expect(device().updateToken).toHaveBeenCalledWith('jwt-2');
+  });
+
+  it('connects with the claim params and drives mute, digits and disconnect on the placed call', async () => {
+    const { twilio, device, events } = driver();
+    await expect(twilio.connect(PARAMS)).rejects.toThrow(/not ready/);
+    await twilio.start('jwt');
+    await twilio.connect(PARAMS);
+    expect(device().connect).toHaveBeenCalledWith({ params: PARAMS });
+    const call = device().placed[0]!;
+    call.emit('ringing', false);
+    call.emit('accept', call);
+    expect(events.map((e) => e.type)).toEqual(['ringing', 'accepted']);
+    await expect(twilio.connect(PARAMS)).rejects.toThrow(/already on a call/);
+    twilio.mute(true);
+    expect(call.mute).toHaveBeenCalledWith(true);
+    expect(events).toContainEqual({ type: 'muted', muted: true });
+    twilio.sendDigits('12#');
+    expect(call.sendDigits).toHaveBeenCalledWith('12#');
+    expect(() => twilio.sendDigits('12; drop')).toThrow(/DTMF/);
+    twilio.disconnect();
+    expect(call.disconnect).toHaveBeenCalledTimes(1);
+    expect(events.at(-1)).toEqual({ type: 'disconnected' });
+    expect(() => twilio.mute(false)).toThrow(/no call/);
+    expect(() => twilio.sendDigits('1')).toThrow(/no call/);
+  });
+
+  it('takes an incoming call from the Device and accepts it', async () => {
+    const { twilio, device, events } = driver();
+    await twilio.start('jwt');
+    await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+    const incoming = new FakeCall(new Map([['intent', 'ci_in']]));
+    device().emit('incoming', incoming);
+    expect(events).toContainEqual({ type: 'incoming', ref: 'ci_in' });
+    await twilio.accept();
+    expect(incoming.accept).toHaveBeenCalledTimes(1);
+    expect(events.at(-1)).toEqual({ type: 'accepted' });
+    twilio.mute(true);
+    expect(incoming.mute).toHaveBeenCalledWith(true);
+    // A second ring while on a call is a stray leg: rejected at once.
+    const stray = new FakeCall();
+    device().emit('incoming', stray);
+    expect(stray.reject).toHaveBeenCalledTimes(1);
+  });
+
+  it('rejects a ringing call, and reports a call the caller canceled as disconnected', async () => {
+    const { twilio, device, events } = driver();
+    await twilio.start('jwt');
+    const first = new FakeCall();
+    device().emit('incoming', first);
+    expect(events.at(-1)).toEqual({ type: 'incoming', ref: null });
+    twilio.reject();
+    expect(first.reject).toHaveBeenCalledTimes(1);
+    const second = new FakeCall();
+    device().emit('incoming', second);
+    second.emit('cancel');
+    expect(events.at(-1)).toEqual({ type: 'disconnected' });
+    await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+  });
+
+  it('forwards device and call errors, and destroys the Device', async () => {
+    const { twilio, device, events } = driver();
+    await twilio.start('jwt');
+    device().emit('error', { message: 'AccessTokenExpired (20104)' });
+    expect(events).toContainEqual({ type: 'error', message: 'AccessTokenExpired (20104)' });
+    twilio.destroy();
+    expect(device().destroy).toHaveBeenCalledTimes(1);
+    expect(twilio.ready).toBe(false);
+  });
+});

@@ -1,0 +1,106 @@
+// @vitest-environment happy-dom
+/** The window's view: test ids for browser tests, the display exactly as sent, the timer from the server's numbers. */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Call } from '../../shared/types.js';
+import { MESSAGES } from '../../window/src/messages.js';
+import { formatElapsed, elapsedSeconds } from '../../window/src/timer.js';
+import { WindowView, type ViewModel } from '../../window/src/ui.js';
+
+afterEach(() => {
+  vi.useRealTimers();
+  document.body.replaceChildren();
+});
+
+const T = 1_767_261_600;
+const timing: Call = {
+  request_id: 'ci_1',
+  call_id: 'ci_1',
+  direction: 'outbound',
+  status: 'connected',
+  error: null,
+  display: { name: 'Jo Bloggs', company: 'Bloggs Ltd', number: null, contact_reference: null, department: null },
+  answered_at: T - 65,
+  ended_at: null,
+  duration: 65,
+  expires_at: T,
+  server_time: T,
+  orphaned: false,
+};
+
+const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live' };
+
+function mount() {
+  document.body.innerHTML = '<div id="c2c-window"></div>';
+  const actions = { hangup: vi.fn(), toggleMute: vi.fn(), retry: vi.fn() };
+  let now = 1_000_000;
+  const view = new WindowView(document.getElementById('c2c-window')!, actions, () => now);
+  const byId = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`)!;
+  return { view, actions, byId, advance: (ms: number) => (now += ms) };
+}
+
+describe('WindowView', () => {
+  it('shows the agent, the state and the keep-open note', () => {
+    const { view, byId } = mount();
+    view.render(base);
+    expect(byId('w-agent').textContent).toBe('Ana Agent');
+    expect(byId('w-state').dataset.state).toBe('ready');
+    expect(byId('w-state').textContent).toBe('Ready for calls');
+    expect(byId('w-keep-open').textContent).toBe(MESSAGES.keepOpen);
+    expect(byId('w-call').hidden).toBe(true);
+    expect(byId('w-message').hidden).toBe(true);
+  });
+
+  it('shows the call as the server sent it (a hidden number stays hidden), its status, a running timer, Hang up and Mute', () => {
+    vi.useFakeTimers();
+    const { view, byId, actions, advance } = mount();
+    view.render({ ...base, state: 'call', call: { direction: 'outbound', status: 'connected', display: timing.display, timing, receivedAt: 1_000_000, live: true } });
+    expect(byId('w-call-name').textContent).toBe('Jo Bloggs');
+    expect(byId('w-call-company').textContent).toBe('Bloggs Ltd');
+    expect(byId('w-call-number').hidden).toBe(true);
+    expect(byId('w-call-status').dataset.status).toBe('connected');
+    expect(byId('w-call-status').textContent).toBe('Connected');
+    expect(byId('w-timer').textContent).toBe('1:05');
+    advance(2500);
+    vi.advanceTimersByTime(1000);
+    expect(byId('w-timer').textContent).toBe('1:07');
+    expect(byId('w-hangup').hidden).toBe(false);
+    expect(byId('w-mute').hidden).toBe(false);
+    byId('w-hangup').click();
+    byId('w-mute').click();
+    expect(actions.hangup).toHaveBeenCalledTimes(1);
+    expect(actions.toggleMute).toHaveBeenCalledTimes(1);
+    view.destroy();
+  });
+
+  it('offers no Mute when the policy does not allow it, and no Hang up once the call ended', () => {
+    const { view, byId } = mount();
+    const call = { direction: 'outbound' as const, status: 'connected' as const, display: { ...timing.display, number: '+442079460123' }, timing, receivedAt: 1_000_000, live: true };
+    view.render({ ...base, state: 'call', muteAllowed: false, call });
+    expect(byId('w-mute').hidden).toBe(true);
+    expect(byId('w-call-number').textContent).toBe('+442079460123');
+    view.render({ ...base, call: { ...call, status: 'completed', live: false, timing: { ...timing, ended_at: T, duration: 65 } } });
+    expect(byId('w-hangup').hidden).toBe(true);
+    expect(byId('w-call-status').textContent).toBe('Call ended');
+    expect(byId('w-timer').textContent).toBe('1:05');
+    view.destroy();
+  });
+
+  it('shows messages and the Try again button', () => {
+    const { view, byId, actions } = mount();
+    view.render({ ...base, state: 'no_mic', message: { text: MESSAGES.micDenied, tone: 'error' }, retry: 'Try again' });
+    expect(byId('w-message').textContent).toBe(MESSAGES.micDenied);
+    expect(byId('w-message').dataset.tone).toBe('error');
+    byId('w-retry').click();
+    expect(actions.retry).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('timer', () => {
+  it('counts from server_time − answered_at plus local time since receipt', () => {
+    expect(elapsedSeconds({ ...timing }, 0, 0)).toBe(65);
+    expect(elapsedSeconds({ ...timing }, 1000, 11_999)).toBe(75);
+    expect(elapsedSeconds({ ...timing, answered_at: null }, 0, 5000)).toBeNull();
+    expect(elapsedSeconds({ ...timing, ended_at: T, duration: 42 }, 0, 99_000)).toBe(42);
+    expect([formatElapsed(7), formatElapsed(754), formatElapsed(3723)]).toEqual(['0:07', '12:34', '1:02:03']);
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * The engine endpoints over fetch (docs/engine-protocol.md). Every refusal becomes an ApiError
+ * carrying the envelope's code; a network failure is an ApiError with status 0 and code
+ * `unreachable`. The engine token goes in the Authorization header, never in a URL.
+ */
+import type { ErrorCode } from '../../shared/errors.js';
+import type { DialRequest, EngineCommand, HeartbeatRequest, HeartbeatResponse } from '../../shared/schemas/engine-api.js';
+import type { Call, Engine, Policy, Realtime, WidgetAgent } from '../../shared/types.js';
+import type { ConnectParams } from './drivers/types.js';
+
+export type { DialRequest, EngineCommand, HeartbeatRequest, HeartbeatResponse };
+
+/** 201 of POST /engine/pair. */
+export interface Paired {
+  ok: true;
+  engine_token: string;
+  engine: Engine;
+  integration_id: string;
+  agent: WidgetAgent;
+  policy: Policy;
+  voice_provider: 'simulated' | 'twilio';
+  heartbeat_ms: number;
+  heartbeat_fallback_ms: number;
+  realtime: Realtime;
+}
+
+export interface VoiceToken {
+  ok: true;
+  provider: 'simulated' | 'twilio';
+  token: string;
+  identity: string;
+  expires_at: number;
+}
+
+export interface Claimed {
+  ok: true;
+  call: Call;
+  connect: { params: ConnectParams };
+}
+
+export type CommandAck = HeartbeatRequest['acks'][number];
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode | 'unreachable' | 'unknown',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export type Fetch = typeof fetch;
+
+export class EngineApi {
+  token: string | null = null;
+
+  constructor(
+    readonly baseUrl: string,
+    private readonly fetcher: Fetch = (...args) => fetch(...args),
+  ) {}
+
+  pair(ticket: string, simulated: boolean): Promise<Paired> {
+    return this.#post('/engine/pair', { ticket, simulated, client: 'window' }, false);
+  }
+
+  voiceToken(): Promise<VoiceToken> {
+    return this.#post('/engine/voice-token', undefined);
+  }
+
+  heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse> {
+    return this.#post('/engine/heartbeat', report);
+  }
+
+  claim(requestId: string): Promise<Claimed> {
+    return this.#post('/engine/claim', { request_id: requestId });
+  }
+
+  hangup(callId: string | null): Promise<{ ok: true; call: Call | null }> {
+    return this.#post('/engine/hangup', callId ? { call_id: callId } : {});
+  }
+
+  /** The window is going away: a keepalive request that outlives the page. */
+  closeOnUnload(): void {
+    if (!this.token) return;
+    void this.fetcher(`${this.baseUrl}/engine/close`, {
+      method: 'POST',
+      keepalive: true,
+      headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'unload' }),
+    }).catch(() => {});
+  }
+
+  async #post<T>(path: string, body: unknown, authorized = true): Promise<T> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (authorized) {
+      if (!this.token) throw new ApiError(401, 'unauthorized', 'The window is not paired.');
+      headers.authorization = `Bearer ${this.token}`;
+    }
+    let response: Response;
+    try {
+      response = await this.fetcher(`${this.baseUrl}${path}`, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch {
+      throw new ApiError(0, 'unreachable', 'The click-to-call service could not be reached.');
+    }
+    const payload = (await response.json().catch(() => null)) as { ok?: boolean; error?: string; message?: string } | null;
+    if (response.ok && payload?.ok) return payload as T;
+    const code = (typeof payload?.error === 'string' ? payload.error : 'unknown') as ApiError['code'];
+    throw new ApiError(response.status, code, payload?.message ?? `The service answered ${response.status}.`);
+  }
+}

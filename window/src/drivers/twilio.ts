@@ -1,0 +1,183 @@
+/**
+ * The Twilio voice driver: a Device from @twilio/voice-sdk registered as c2c_<engine_id>. It
+ * places claimed calls with connect({params}), takes incoming ones from the Device's `incoming`
+ * event, and gets fresh tokens through updateToken. The Device comes from an injected factory, so
+ * this file never imports the SDK itself: twilio-entry.ts passes the real constructor, the unit
+ * tests a fake.
+ */
+import { DTMF_DIGITS, DriverEvents, type ConnectParams, type DriverListener, type VoiceDriver } from './types.js';
+
+type Listener = (...args: any[]) => void;
+
+/** The part of @twilio/voice-sdk's Call this driver uses. */
+export interface TwilioCallLike {
+  accept(): void;
+  reject(): void;
+  disconnect(): void;
+  mute(shouldMute?: boolean): void;
+  isMuted(): boolean;
+  sendDigits(digits: string): void;
+  on(event: string, listener: Listener): unknown;
+  readonly customParameters?: Map<string, string>;
+  readonly parameters?: Record<string, string>;
+}
+
+/** The part of @twilio/voice-sdk's Device this driver uses. */
+export interface TwilioDeviceLike {
+  register(): Promise<void>;
+  updateToken(token: string): void;
+  connect(options: { params: Record<string, string> }): Promise<TwilioCallLike>;
+  destroy(): void;
+  on(event: string, listener: Listener): unknown;
+}
+
+/** Device options this driver sets (a subset of Device.Options). */
+export interface TwilioDeviceOptions {
+  appName: string;
+  /** the window warns before unload itself, only during a call */
+  closeProtection: boolean;
+  logLevel: 'error' | 'warn' | 'info' | 'debug';
+  /** how long before expiry the Device emits tokenWillExpire */
+  tokenRefreshMs: number;
+}
+
+export type DeviceFactory = (token: string, options: TwilioDeviceOptions) => TwilioDeviceLike;
+
+export interface TwilioDriverOptions {
+  createDevice: DeviceFactory;
+  /** register for incoming calls (when the agent's policy allows them) */
+  register: boolean;
+}
+
+/** Custom parameters an incoming call may carry to name its call intent. */
+const REF_PARAMETERS = ['intent', 'call_id', 'To'];
+
+export class TwilioDriver implements VoiceDriver {
+  readonly kind = 'twilio' as const;
+  readonly #options: TwilioDriverOptions;
+  readonly #events = new DriverEvents();
+  #device: TwilioDeviceLike | null = null;
+  /** the call in progress (placed, or accepted) */
+  #call: TwilioCallLike | null = null;
+  /** the call ringing this device, not yet answered */
+  #incoming: TwilioCallLike | null = null;
+
+  constructor(options: TwilioDriverOptions) {
+    this.#options = options;
+  }
+
+  get ready(): boolean {
+    return this.#device !== null;
+  }
+
+  async start(token: string): Promise<void> {
+    if (this.#device) return this.updateToken(token);
+    const device = this.#options.createDevice(token, { appName: 'click2call', closeProtection: false, logLevel: 'warn', tokenRefreshMs: 60_000 });
+    this.#device = device;
+    device.on('incoming', (call: TwilioCallLike) => this.#ring(call));
+    device.on('tokenWillExpire', () => this.#events.emit({ type: 'token-expiring' }));
+    device.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
+    if (this.#options.register) {
+      try {
+        await device.register();
+      } catch (error) {
+        // Outgoing calls still work without registration; only incoming ones need it.
+        this.#events.emit({ type: 'error', message: `Could not register for incoming calls: ${describe(error)}` });
+      }
+    }
+  }
+
+  updateToken(token: string): void {
+    this.#device?.updateToken(token);
+  }
+
+  async connect(params: ConnectParams): Promise<void> {
+    const device = this.#device;
+    if (!device) throw new Error('The voice device is not ready.');
+    if (this.#call) throw new Error('The window is already on a call.');
+    const call = await device.connect({ params: { To: params.To, Biz: params.Biz, CallerId: params.CallerId } });
+    this.#call = call;
+    this.#wire(call);
+  }
+
+  async accept(): Promise<void> {
+    const call = this.#incoming;
+    if (!call) throw new Error('No incoming call is ringing in this window.');
+    this.#incoming = null;
+    this.#call = call;
+    call.accept();
+  }
+
+  reject(): void {
+    const call = this.#incoming;
+    this.#incoming = null;
+    call?.reject();
+  }
+
+  disconnect(): void {
+    const call = this.#call;
+    this.#call = null;
+    call?.disconnect();
+    this.reject();
+  }
+
+  mute(muted: boolean): void {
+    if (!this.#call) throw new Error('There is no call to mute.');
+    this.#call.mute(muted);
+  }
+
+  sendDigits(digits: string): void {
+    if (!DTMF_DIGITS.test(digits)) throw new Error('DTMF digits may contain 0-9, * and # only.');
+    if (!this.#call) throw new Error('There is no call to send digits to.');
+    this.#call.sendDigits(digits);
+  }
+
+  on(listener: DriverListener): () => void {
+    return this.#events.on(listener);
+  }
+
+  destroy(): void {
+    const device = this.#device;
+    this.#device = null;
+    this.#call = null;
+    this.#incoming = null;
+    device?.destroy();
+    this.#events.clear();
+  }
+
+  #ring(call: TwilioCallLike): void {
+    if (this.#call || this.#incoming) {
+      // One call at a time: the server never rings a busy window, so this is a stray leg.
+      call.reject();
+      return;
+    }
+    this.#incoming = call;
+    this.#wire(call);
+    const ref = REF_PARAMETERS.map((name) => call.customParameters?.get(name)).find((value) => value) ?? null;
+    this.#events.emit({ type: 'incoming', ref });
+  }
+
+  #wire(call: TwilioCallLike): void {
+    const gone = () => {
+      if (this.#call === call) this.#call = null;
+      if (this.#incoming === call) this.#incoming = null;
+      this.#events.emit({ type: 'disconnected' });
+    };
+    call.on('accept', () => {
+      if (this.#incoming === call) this.#incoming = null;
+      this.#call = call;
+      this.#events.emit({ type: 'accepted' });
+    });
+    call.on('ringing', () => this.#events.emit({ type: 'ringing' }));
+    call.on('mute', (muted: boolean) => this.#events.emit({ type: 'muted', muted }));
+    call.on('disconnect', gone);
+    call.on('cancel', gone);
+    call.on('reject', gone);
+    call.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
+  }
+}
+
+function describe(error: unknown): string {
+  if (error && typeof error === 'object' && 'message' in error && typeof error.message === 'string' && error.message) return error.message;
+  return 'Voice device error.';
+}

@@ -1,0 +1,76 @@
+/**
+ * The voice-driver interface: what the call window needs from a voice SDK. Two drivers implement
+ * it: the simulated one (no audio; the server's simulator plays the device) and the Twilio one
+ * (a Device from @twilio/voice-sdk, loaded on demand by its own script).
+ */
+
+/** What POST /engine/claim returns in connect.params: To is the intent id, never the number. */
+export interface ConnectParams {
+  To: string;
+  Biz: string;
+  CallerId: string;
+}
+
+/** Things the device tells the window, so it can report them in its next heartbeat. */
+export type DriverEvent =
+  /** a call rings this device; `ref` is the call intent it carries when the provider sent one */
+  | { type: 'incoming'; ref: string | null }
+  /** the far end is ringing (outgoing) */
+  | { type: 'ringing' }
+  /** the device's call is up (outgoing connected, or incoming accepted) */
+  | { type: 'accepted' }
+  /** the device's call ended, was canceled by the caller, or was rejected */
+  | { type: 'disconnected' }
+  | { type: 'muted'; muted: boolean }
+  /** the provider token is about to expire: fetch a new one and pass it to updateToken */
+  | { type: 'token-expiring' }
+  | { type: 'error'; message: string };
+
+export type DriverListener = (event: DriverEvent) => void;
+
+export interface VoiceDriver {
+  readonly kind: 'simulated' | 'twilio';
+  /** true once the driver can place and take calls */
+  readonly ready: boolean;
+  /** Starts the device with the first provider token (registers it for incoming calls when asked). */
+  start(token: string): Promise<void>;
+  /** Hands the device a fresh token before the old one expires. */
+  updateToken(token: string): void;
+  /** Places the claimed call. */
+  connect(params: ConnectParams): Promise<void>;
+  /** Answers the ringing call; throws when nothing rings. */
+  accept(): Promise<void>;
+  /** Refuses the ringing call. */
+  reject(): void;
+  /** Ends the device's call, if any. */
+  disconnect(): void;
+  /** Mutes or unmutes the microphone on the current call; throws when there is none. */
+  mute(muted: boolean): void;
+  /** Sends DTMF tones on the current call; throws when there is none. */
+  sendDigits(digits: string): void;
+  /** Subscribes to device events; returns the unsubscribe function. */
+  on(listener: DriverListener): () => void;
+  /** Releases the device (window closing, replaced, or stopped). */
+  destroy(): void;
+}
+
+/** Digits a dtmf command may carry (the widget API's rule): 0-9, * and #, w pauses. */
+export const DTMF_DIGITS = /^[0-9*#wW]+$/;
+
+/** A tiny listener set shared by the drivers. */
+export class DriverEvents {
+  readonly #listeners = new Set<DriverListener>();
+
+  on(listener: DriverListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  emit(event: DriverEvent): void {
+    for (const listener of [...this.#listeners]) listener(event);
+  }
+
+  clear(): void {
+    this.#listeners.clear();
+  }
+}

@@ -1,0 +1,399 @@
+/**
+ * The paired call window's engine: heartbeats (Worker-driven), the socket, commands carried out
+ * once, dial requests claimed, the voice driver kept supplied with tokens, and the microphone.
+ * It owns the window's state and publishes a ViewModel on every change.
+ */
+import { ApiError, type Claimed, type EngineApi, type EngineCommand, type HeartbeatRequest, type HeartbeatResponse, type Paired } from './api.js';
+import { CallState } from './call-state.js';
+import { CommandRunner } from './commands.js';
+import { carryOut } from './device-commands.js';
+import { Dialer } from './dialer.js';
+import type { DriverEvent, VoiceDriver } from './drivers/types.js';
+import { HeartbeatScheduler, type Ticker } from './heartbeat.js';
+import { MESSAGES } from './messages.js';
+import type { MicState } from './mic.js';
+import { forgetPairing } from './session.js';
+import type { SocketHandlers } from './socket.js';
+import type { ViewModel } from './ui.js';
+import { viewModel, type Problems } from './view-model.js';
+import { VoiceKeeper } from './voice.js';
+
+/** What the engine needs from the socket (EngineSocket, or a fake in tests). */
+export interface EngineSocketLike {
+  readonly connected: boolean;
+  heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse>;
+  ack(acks: HeartbeatRequest['acks']): Promise<boolean>;
+  stop(): void;
+}
+
+export interface EngineDeps {
+  api: EngineApi;
+  storage: Storage | null;
+  loadDriver(paired: Paired): Promise<VoiceDriver>;
+  ticker: Ticker;
+  /** null when there is no gateway: heartbeats alone carry everything */
+  connectSocket: ((paired: Paired, handlers: SocketHandlers) => EngineSocketLike) | null;
+  askMic(): Promise<MicState>;
+  focus(): void;
+  now(): number;
+}
+
+/** Refusals after which this engine token will never work again. */
+const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown']);
+const FINAL_MESSAGES: Record<string, string> = {
+  replaced: MESSAGES.replaced,
+  unauthorized: MESSAGES.unauthorized,
+  platform_disabled: MESSAGES.platformDisabled,
+  integration_disabled: MESSAGES.integrationDisabled,
+  agent_disabled: MESSAGES.agentDisabled,
+  agent_not_assigned: MESSAGES.agentDisabled,
+  agent_unknown: MESSAGES.agentDisabled,
+};
+
+const isFinal = (error: unknown): error is ApiError => error instanceof ApiError && (error.status === 401 || FINAL_CODES.has(error.code));
+const text = (error: unknown) => (error instanceof Error && error.message ? error.message : String(error));
+
+export class Engine {
+  readonly #paired: Paired;
+  readonly #deps: EngineDeps;
+  readonly #calls = new CallState();
+  readonly #runner: CommandRunner;
+  readonly #scheduler: HeartbeatScheduler;
+  readonly #dialer: Dialer;
+  readonly #voice: VoiceKeeper;
+  readonly #listeners = new Set<(model: ViewModel) => void>();
+  #socket: EngineSocketLike | null = null;
+  #socketUp = false;
+  #driver: VoiceDriver | null = null;
+  #mic: MicState = 'asking';
+  #muted = false;
+  /** server clock − local clock, from the last heartbeat answer */
+  #offsetMs = 0;
+  /** bumped when the window takes a call, so an answer to an earlier heartbeat cannot end it */
+  #epoch = 0;
+  #stopped = false;
+  #hangupBusy = false;
+  readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
+
+  constructor(paired: Paired, deps: EngineDeps) {
+    this.#paired = paired;
+    this.#deps = deps;
+    deps.api.token = paired.engine_token;
+    this.#runner = new CommandRunner((command) => this.#execute(command));
+    this.#scheduler = new HeartbeatScheduler({ ticker: deps.ticker, send: () => this.#beat(), heartbeatMs: paired.heartbeat_ms, fallbackMs: paired.heartbeat_fallback_ms });
+    this.#dialer = new Dialer({
+      claim: (id) => deps.api.claim(id),
+      canClaim: () => !this.#stopped && this.#ready() && this.#calls.reportId === null,
+      onClaimed: (claimed) => this.#take(claimed),
+      serverNow: () => this.#serverNow(),
+      onError: (error) => {
+        if (isFinal(error)) this.#stop(error.code, error.message);
+      },
+    });
+    this.#voice = new VoiceKeeper({
+      api: deps.api,
+      driver: () => (this.#stopped ? null : this.#driver),
+      onRefused: (error) => {
+        if (!isFinal(error)) return false;
+        this.#stop(error.code, error.message);
+        return true;
+      },
+      onProblem: (problem) => {
+        this.#problems.voice = problem;
+      },
+      onSettled: () => {
+        this.#changed();
+        void this.#scheduler.beat();
+      },
+    });
+  }
+
+  /** Starts everything; `first` is the answer of the heartbeat that restored a stored pairing. */
+  async start(first: HeartbeatResponse | null): Promise<void> {
+    this.#scheduler.start();
+    const { connectSocket } = this.#deps;
+    if (connectSocket && this.#paired.realtime.available) {
+      this.#socket = connectSocket(this.#paired, {
+        onUp: () => this.#setSocket(true),
+        onDown: () => this.#setSocket(false),
+        onWork: (work) => void this.#onWork(work.commands, work.dial_requests, true),
+        // A refused origin concerns the socket only: heartbeats over REST carry everything on their own.
+        onFinal: (end) => (end.code === 'origin_not_allowed' ? this.#setSocket(false) : this.#stop(end.code, end.message)),
+      });
+    }
+    const driver = this.#deps.loadDriver(this.#paired).then(
+      (loaded) => {
+        if (this.#stopped) return loaded.destroy();
+        this.#driver = loaded;
+        loaded.on((event) => this.#onDriver(event));
+      },
+      () => {
+        this.#problems.voice = MESSAGES.voiceScriptFailed;
+      },
+    );
+    const voice = driver.then(() => this.#voice.refresh());
+    if (first) await this.#handle(first, this.#epoch);
+    else void this.#scheduler.beat();
+    await Promise.all([voice, this.retryMic()]);
+  }
+
+  onChange(listener: (model: ViewModel) => void): () => void {
+    this.#listeners.add(listener);
+    listener(this.model());
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** True while the window holds or rings a call (the page warns before unload then). */
+  get onCall(): boolean {
+    return this.#calls.reportId !== null;
+  }
+
+  model(): ViewModel {
+    return viewModel({
+      paired: this.#paired,
+      stopped: this.#stopped,
+      held: this.#calls.current,
+      reportId: this.#calls.reportId,
+      mic: this.#mic,
+      ready: this.#ready(),
+      muted: this.#muted,
+      hangupBusy: this.#hangupBusy,
+      problems: this.#problems,
+      socketUp: this.#socket ? this.#socketUp : null,
+    });
+  }
+
+  /** Asks for the microphone (again), then reports the result at once. */
+  async retryMic(): Promise<void> {
+    this.#mic = 'asking';
+    this.#changed();
+    this.#mic = await this.#deps.askMic();
+    this.#changed();
+    void this.#scheduler.beat();
+  }
+
+  /** The browser's microphone permission changed (the user allowed or blocked it). */
+  micPermission(state: PermissionState): void {
+    if (this.#stopped) return;
+    if (state === 'granted' && this.#mic !== 'ready' && this.#mic !== 'asking') void this.retryMic();
+    if (state === 'denied' && this.#mic !== 'denied') {
+      this.#mic = 'denied';
+      this.#changed();
+      void this.#scheduler.beat();
+    }
+  }
+
+  /** The Hang up button: the server ends the call through the provider. */
+  async hangup(): Promise<void> {
+    if (this.#stopped || this.#hangupBusy) return;
+    this.#hangupBusy = true;
+    this.#changed();
+    try {
+      const answer = await this.#deps.api.hangup(this.#calls.reportId);
+      this.#problems.call = null;
+      if (answer.call) this.#calls.update(answer.call, this.#deps.now());
+      else this.#calls.end(this.#deps.now());
+    } catch (error) {
+      if (isFinal(error)) return this.#stop(error.code, error.message);
+      this.#problems.call = error instanceof ApiError && error.code === 'hangup_uncertain' ? MESSAGES.hangupUncertain : MESSAGES.hangupFailed;
+    } finally {
+      // Also end the device's own leg: with a real voice SDK that ends the call in any case.
+      if (!this.#calls.heldId || this.#problems.call) this.#driver?.disconnect();
+      this.#hangupBusy = false;
+      this.#afterCallChange();
+    }
+  }
+
+  /** The Mute button (offered only when the policy enables mute). */
+  toggleMute(): void {
+    if (!this.#driver || this.#calls.heldId === null) return;
+    const next = !this.#muted;
+    try {
+      this.#driver.mute(next);
+      this.#muted = next;
+      this.#problems.call = null;
+    } catch (error) {
+      this.#problems.call = text(error);
+    }
+    this.#changed();
+    void this.#scheduler.beat();
+  }
+
+  /** pagehide: tell the server the window is going (its calls become orphaned, not ended). */
+  unload(): void {
+    if (this.#stopped) return;
+    this.#deps.api.closeOnUnload();
+    this.#halt();
+  }
+
+  /** pageshow from the back/forward cache: report at once. */
+  resume(): void {
+    void this.#scheduler.beat();
+  }
+
+  #ready(): boolean {
+    return this.#mic === 'ready' && this.#driver?.ready === true;
+  }
+
+  #serverNow(): number {
+    return this.#deps.now() + this.#offsetMs;
+  }
+
+  /** One heartbeat: over the socket when it is up, else REST; then handles the answer. */
+  async #beat(): Promise<void> {
+    if (this.#stopped) return;
+    if (this.#driver) this.#voice.maybeRefresh(this.#serverNow());
+    const acks = this.#runner.pendingAcks();
+    const epoch = this.#epoch;
+    const report: HeartbeatRequest = {
+      state: this.#ready() ? 'ready' : 'enabling',
+      mic_ready: this.#mic === 'ready',
+      busy: false,
+      muted: this.#muted,
+      call_id: this.#calls.reportId,
+      acks,
+    };
+    let answer: HeartbeatResponse;
+    try {
+      answer = await this.#exchange(report);
+    } catch (error) {
+      if (isFinal(error)) return this.#stop(error.code, error.message);
+      this.#problems.connection = true;
+      return this.#changed();
+    }
+    this.#problems.connection = false;
+    this.#runner.confirm(acks);
+    await this.#handle(answer, epoch);
+  }
+
+  async #exchange(report: HeartbeatRequest): Promise<HeartbeatResponse> {
+    const socket = this.#socket;
+    if (socket?.connected) {
+      try {
+        return await socket.heartbeat(report);
+      } catch (error) {
+        if (error instanceof ApiError) throw error;
+        // No reply in time: the socket is half dead; REST decides.
+      }
+    }
+    return this.#deps.api.heartbeat(report);
+  }
+
+  async #handle(answer: HeartbeatResponse, epoch: number): Promise<void> {
+    this.#offsetMs = answer.server_time * 1000 - this.#deps.now();
+    this.#scheduler.setHeartbeatMs(answer.heartbeat_ms);
+    if (epoch === this.#epoch && this.#calls.reconcile(answer.call, this.#deps.now())) this.#afterCallChange();
+    await this.#onWork(answer.commands, answer.dial_requests, false);
+  }
+
+  /**
+   * Commands and dial requests, from a push or a heartbeat answer. Every delivery is acked on the
+   * socket when it is up; the results also ride the next heartbeat until the server confirms them.
+   */
+  async #onWork(commands: EngineCommand[], dialRequests: HeartbeatResponse['dial_requests'], pushed: boolean): Promise<void> {
+    if (this.#stopped) return;
+    const { acks, fresh } = await this.#runner.deliver(commands);
+    const socket = this.#socket;
+    if (acks.length > 0 && socket?.connected) {
+      void socket.ack(acks).then((ok) => {
+        if (!ok) return;
+        this.#runner.confirm(acks);
+        // The server has applied the commands' effects (a simulated answer, say): ask how the call is now.
+        if (fresh > 0) void this.#scheduler.beat();
+      });
+    }
+    void this.#dialer.offer(dialRequests);
+    // A push may be about a call this window now rings; new results and the mute state go out at once.
+    if (pushed || fresh > 0) void this.#scheduler.beat();
+    this.#changed();
+  }
+
+  #execute(command: EngineCommand): Promise<void> {
+    return carryOut(command, {
+      driver: this.#driver,
+      focus: () => this.#deps.focus(),
+      setMuted: (muted) => {
+        this.#muted = muted;
+      },
+      answered: (callId) => {
+        this.#calls.answered(callId);
+        this.#epoch += 1;
+      },
+    });
+  }
+
+  /** A claim won: show the call, report it at once, and connect the voice driver. */
+  async #take(claimed: Claimed): Promise<void> {
+    this.#epoch += 1;
+    this.#problems.call = null;
+    this.#calls.update(claimed.call, this.#deps.now());
+    this.#afterCallChange();
+    try {
+      await this.#driver!.connect(claimed.connect.params);
+    } catch (error) {
+      this.#problems.call = `${MESSAGES.connectFailed} ${text(error)}`;
+      const answer = await this.#deps.api.hangup(claimed.call.call_id).catch(() => null);
+      if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
+      else this.#calls.end(this.#deps.now());
+      this.#afterCallChange();
+    }
+  }
+
+  #onDriver(event: DriverEvent): void {
+    switch (event.type) {
+      case 'muted':
+        this.#muted = event.muted;
+        break;
+      case 'disconnected':
+        // The device's leg is gone: this window no longer holds the call, whatever comes later.
+        if (this.#calls.end(this.#deps.now(), true)) this.#afterCallChange();
+        break;
+      case 'token-expiring':
+        void this.#voice.refresh();
+        return;
+      case 'error':
+        this.#problems.voice = event.message;
+        break;
+    }
+    this.#changed();
+    void this.#scheduler.beat();
+  }
+
+  #afterCallChange(): void {
+    const onCall = this.#calls.reportId !== null;
+    if (!onCall) this.#muted = false;
+    this.#scheduler.setOnCall(onCall);
+    this.#changed();
+    void this.#scheduler.beat();
+  }
+
+  #setSocket(up: boolean): void {
+    this.#socketUp = up;
+    this.#scheduler.setSocketUp(up);
+    if (up) void this.#scheduler.beat();
+    this.#changed();
+  }
+
+  /** A final end (socket `ended` final, or a refusal that will not change): stop, say why, never reconnect. */
+  #stop(code: string, message: string): void {
+    if (this.#stopped) return;
+    if (code === 'replaced' || code === 'unauthorized') forgetPairing(this.#deps.storage);
+    this.#problems.final = FINAL_MESSAGES[code] ?? message;
+    this.#halt();
+    this.#calls.end(this.#deps.now());
+    this.#changed();
+  }
+
+  #halt(): void {
+    this.#stopped = true;
+    this.#scheduler.stop();
+    this.#deps.ticker.destroy();
+    this.#socket?.stop();
+    this.#driver?.destroy();
+  }
+
+  #changed(): void {
+    const model = this.model();
+    for (const listener of [...this.#listeners]) listener(model);
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Entry of click2call-window.js, loaded by the call window page ({site_url}/click2call/window).
+ * It reads the boot data and the launch ticket (then strips the fragment), pairs or restores the
+ * stored pairing, and runs the engine with the real browser pieces: fetch, sessionStorage, the
+ * heartbeat Worker, socket.io-client, getUserMedia and the chosen voice driver.
+ */
+import { io } from 'socket.io-client';
+import { EngineApi } from './api.js';
+import { readBoot, takeTicket, type Boot } from './boot.js';
+import { loadTwilioDriver } from './drivers/load-twilio.js';
+import { SimulatedDriver } from './drivers/simulated.js';
+import type { VoiceDriver } from './drivers/types.js';
+import { Engine, type EngineDeps } from './engine.js';
+import { MESSAGES, type WindowState } from './messages.js';
+import { askMicrophone, watchMicPermission } from './mic.js';
+import { establish } from './session.js';
+import { EngineSocket, type EngineSocketIo } from './socket.js';
+import { createTicker } from './ticker.js';
+import { WindowView, type ViewModel } from './ui.js';
+
+function sessionStore(): Storage | null {
+  try {
+    return window.sessionStorage;
+  } catch {
+    return null; // storage disabled: pairing lasts as long as the page
+  }
+}
+
+/** Warns before unload only while a call is held (a permanent listener would also cost the bfcache). */
+function unloadGuard(): (on: boolean) => void {
+  let active = false;
+  const warn = (event: BeforeUnloadEvent) => {
+    event.preventDefault();
+    event.returnValue = '';
+  };
+  return (on) => {
+    if (on === active) return;
+    active = on;
+    if (on) window.addEventListener('beforeunload', warn);
+    else window.removeEventListener('beforeunload', warn);
+  };
+}
+
+function notPaired(state: WindowState, message: string | null, retry: string | null): ViewModel {
+  return { state, agent: null, call: null, hangupBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null };
+}
+
+async function loadDriver(paired: Parameters<EngineDeps['loadDriver']>[0]): Promise<VoiceDriver> {
+  if (paired.voice_provider !== 'twilio') return new SimulatedDriver();
+  const factory = await loadTwilioDriver(document);
+  return factory.create({ register: paired.policy.inbound });
+}
+
+async function run(): Promise<void> {
+  const root = document.getElementById('c2c-window');
+  if (!root) return;
+  let engine: Engine | null = null;
+  let retry = () => {};
+  const view = new WindowView(root, { hangup: () => void engine?.hangup(), toggleMute: () => engine?.toggleMute(), retry: () => retry() });
+  let boot: Boot;
+  try {
+    boot = readBoot(document);
+  } catch {
+    return view.render(notPaired('error', MESSAGES.bootFailed, null));
+  }
+  // Read and strip the fragment before anything else can be slow or fail.
+  const ticket = takeTicket(window.location, window.history);
+  const api = new EngineApi(boot.apiBaseUrl);
+  const storage = sessionStore();
+  const guard = unloadGuard();
+
+  const attempt = async (): Promise<void> => {
+    view.render(notPaired('pairing', null, null));
+    const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated').catch(
+      () => ({ ok: false, message: MESSAGES.unreachable, retry: true }) as const,
+    );
+    if (!result.ok) {
+      retry = result.retry ? () => void attempt() : () => {};
+      return view.render(notPaired('error', result.message, result.retry ? 'Try again' : null));
+    }
+    const running = new Engine(result.paired, {
+      api,
+      storage,
+      loadDriver,
+      ticker: createTicker(),
+      connectSocket: (paired, handlers) =>
+        new EngineSocket((url, options) => io(url, options) as EngineSocketIo, paired.realtime, paired.engine_token, handlers),
+      askMic: () => askMicrophone(navigator.mediaDevices),
+      focus: () => window.focus(),
+      now: () => Date.now(),
+    });
+    engine = running;
+    retry = () => void running.retryMic();
+    running.onChange((model) => {
+      view.render(model);
+      guard(running.onCall);
+    });
+    window.addEventListener('pagehide', (event) => {
+      if (!event.persisted) running.unload();
+    });
+    window.addEventListener('pageshow', (event) => {
+      if (event.persisted) running.resume();
+    });
+    void watchMicPermission(navigator.permissions, (state) => running.micPermission(state));
+    await running.start(result.first);
+  };
+  await attempt();
+}
+
+void run();

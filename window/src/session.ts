@@ -1,0 +1,89 @@
+/**
+ * Pairing: a window opened from the widget carries a launch ticket and pairs with it; the pair
+ * answer (engine token included) is kept in sessionStorage, which belongs to this tab only and
+ * survives a reload but not the tab, and never in the URL. A window without a ticket continues
+ * with a stored pairing if a heartbeat still accepts its token.
+ */
+import { ApiError, type EngineApi, type HeartbeatResponse, type Paired } from './api.js';
+import { MESSAGES } from './messages.js';
+
+export const STORAGE_KEY = 'c2c.window.pairing';
+
+export type Established =
+  | { ok: true; paired: Paired; first: HeartbeatResponse | null }
+  | { ok: false; reason: 'no_ticket' | 'ticket_invalid' | 'agent_busy' | 'refused' | 'unreachable'; message: string; retry: boolean };
+
+interface Stored {
+  apiBaseUrl: string;
+  paired: Paired;
+}
+
+/** The pairing stored for this API, or null. */
+export function loadPairing(storage: Storage | null, apiBaseUrl: string): Paired | null {
+  try {
+    const stored = JSON.parse(storage?.getItem(STORAGE_KEY) ?? 'null') as Stored | null;
+    if (stored?.apiBaseUrl !== apiBaseUrl || typeof stored.paired?.engine_token !== 'string') return null;
+    return stored.paired;
+  } catch {
+    return null;
+  }
+}
+
+export function savePairing(storage: Storage | null, apiBaseUrl: string, paired: Paired): void {
+  try {
+    storage?.setItem(STORAGE_KEY, JSON.stringify({ apiBaseUrl, paired } satisfies Stored));
+  } catch {
+    // Storage full or disabled: the window works, a reload just needs a new ticket.
+  }
+}
+
+export function forgetPairing(storage: Storage | null): void {
+  try {
+    storage?.removeItem(STORAGE_KEY);
+  } catch {
+    // nothing stored
+  }
+}
+
+/** The first report of a restored window: nothing held, nothing acked, no microphone yet. */
+const PROBE = { state: 'enabling', mic_ready: false, busy: false, muted: false, call_id: null, acks: [] } as const;
+
+async function restore(api: EngineApi, storage: Storage | null): Promise<Established | null> {
+  const stored = loadPairing(storage, api.baseUrl);
+  if (!stored) return null;
+  api.token = stored.engine_token;
+  try {
+    const first = await api.heartbeat({ ...PROBE, acks: [] });
+    return { ok: true, paired: stored, first };
+  } catch (error) {
+    api.token = null;
+    if (error instanceof ApiError && (error.status === 0 || error.status === 429 || error.status >= 500)) {
+      return { ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true };
+    }
+    // 403: the platform, the integration or the agent is switched off for now; the token may work again.
+    if (error instanceof ApiError && error.status === 403) return { ok: false, reason: 'refused', message: error.message, retry: true };
+    forgetPairing(storage);
+    return null;
+  }
+}
+
+/** Pairs with the ticket, or continues a stored pairing; says why not otherwise. */
+export async function establish(api: EngineApi, storage: Storage | null, ticket: string | null, simulated: boolean): Promise<Established> {
+  if (!ticket) return (await restore(api, storage)) ?? { ok: false, reason: 'no_ticket', message: MESSAGES.noTicket, retry: false };
+  try {
+    const paired = await api.pair(ticket, simulated);
+    api.token = paired.engine_token;
+    savePairing(storage, api.baseUrl, paired);
+    return { ok: true, paired, first: null };
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    if (error.code === 'ticket_invalid') {
+      // A used ticket with a still-good stored pairing (a reload before the fragment was gone).
+      return (await restore(api, storage)) ?? { ok: false, reason: 'ticket_invalid', message: MESSAGES.ticketInvalid, retry: false };
+    }
+    // The ticket stays unused on agent_busy: the same window may pair once the other's call ends.
+    if (error.code === 'agent_busy') return { ok: false, reason: 'agent_busy', message: MESSAGES.agentBusy, retry: true };
+    if (error.status === 0 || error.status === 429 || error.status >= 500) return { ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true };
+    return { ok: false, reason: 'refused', message: error.message, retry: false };
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * The engine's socket to the gateway (shared/events.ts): `work` pushes commands and dial requests,
+ * `ended` says why the server closed the connection. Heartbeats and acks can go over it too. An
+ * end marked final (replaced, unauthorized, platform_disabled) stops it for good; anything else
+ * reconnects with full-jitter backoff. Pushes only accelerate: the heartbeat carries the same work.
+ */
+import type { Socket } from 'socket.io-client';
+import type { ErrorEnvelope } from '../../shared/errors.js';
+import type { EngineClientEvents, EngineServerEvents, EngineWork, SocketEnd } from '../../shared/events.js';
+import type { Realtime } from '../../shared/types.js';
+import { ApiError, type CommandAck, type HeartbeatRequest, type HeartbeatResponse } from './api.js';
+
+export type EngineSocketIo = Socket<EngineServerEvents, EngineClientEvents>;
+
+/** socket.io-client's io(), injectable for tests. */
+export type Connect = (url: string, options: { path: string; auth: { token: string }; reconnectionDelayMax: number; withCredentials: boolean }) => EngineSocketIo;
+
+export interface SocketHandlers {
+  onUp(): void;
+  onDown(): void;
+  onWork(work: EngineWork): void;
+  /** a final end: the credential will never work again on this socket */
+  onFinal(end: SocketEnd): void;
+}
+
+const REPLY_TIMEOUT_MS = 10_000;
+const BACKOFF_BASE_MS = 1000;
+const BACKOFF_MAX_MS = 30_000;
+
+/** Statuses of the codes a socket reply may carry, so callers treat them like REST refusals. */
+const STATUS_OF: Record<string, number> = { unauthorized: 401, platform_disabled: 403, integration_disabled: 403, agent_disabled: 403, agent_not_assigned: 403, agent_unknown: 404, rate_limited: 429 };
+
+export class EngineSocket {
+  readonly #socket: EngineSocketIo;
+  readonly #handlers: SocketHandlers;
+  readonly #random: () => number;
+  #stopped = false;
+  #attempt = 0;
+  #retry: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(connect: Connect, realtime: Realtime, token: string, handlers: SocketHandlers, random: () => number = Math.random) {
+    this.#handlers = handlers;
+    this.#random = random;
+    this.#socket = connect(realtime.url, { path: realtime.path, auth: { token }, reconnectionDelayMax: BACKOFF_MAX_MS, withCredentials: false });
+    const socket = this.#socket;
+    socket.on('connect', () => {
+      this.#attempt = 0;
+      handlers.onUp();
+    });
+    socket.on('disconnect', (reason) => {
+      handlers.onDown();
+      // The server closed it (after `ended`): socket.io does not reconnect by itself then.
+      if (reason === 'io server disconnect') this.#reconnectLater();
+    });
+    socket.on('connect_error', (error: Error & { data?: Partial<SocketEnd> }) => {
+      const data = error.data;
+      if (data?.final) return this.#final({ code: data.code ?? 'unauthorized', final: true, message: data.message ?? error.message });
+      // A refusal by the server's middleware is not retried by socket.io; transport errors are.
+      if (!socket.active) this.#reconnectLater();
+    });
+    socket.on('work', (work) => handlers.onWork(work));
+    socket.on('ended', (end) => {
+      if (end.final) this.#final(end);
+    });
+  }
+
+  get connected(): boolean {
+    return !this.#stopped && this.#socket.connected;
+  }
+
+  /** POST /engine/heartbeat over the socket; rejects like the REST call would. */
+  async heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse> {
+    const answer = (await this.#socket.timeout(REPLY_TIMEOUT_MS).emitWithAck('heartbeat', report)) as HeartbeatResponse | ErrorEnvelope;
+    if (!answer.ok) throw new ApiError(STATUS_OF[answer.error] ?? 500, answer.error, answer.message);
+    return answer;
+  }
+
+  /** Sends results of pushed commands; resolves true when the server took them. */
+  async ack(acks: CommandAck[]): Promise<boolean> {
+    if (!this.connected) return false;
+    try {
+      const emit = this.#socket.timeout(REPLY_TIMEOUT_MS).emitWithAck as (event: 'ack', acks: CommandAck[]) => Promise<{ ok: boolean }>;
+      const answer = await emit.call(this.#socket.timeout(REPLY_TIMEOUT_MS), 'ack', acks);
+      return answer?.ok === true;
+    } catch {
+      return false;
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#retry);
+    this.#socket.disconnect();
+  }
+
+  #final(end: SocketEnd): void {
+    if (this.#stopped) return;
+    this.stop();
+    this.#handlers.onFinal(end);
+  }
+
+  #reconnectLater(): void {
+    if (this.#stopped || this.#retry !== undefined) return;
+    const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** this.#attempt);
+    this.#attempt += 1;
+    const delay = Math.max(250, Math.floor(this.#random() * cap));
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      if (!this.#stopped) this.#socket.connect();
+    }, delay);
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * The call window's view inside #c2c-window. It renders a ViewModel and nothing else; every
+ * element a browser test needs has a data-testid (w-state, w-agent, w-call-status, w-call-name,
+ * w-call-number, w-timer, w-hangup, w-mute, w-message, …). The call's display is shown exactly as
+ * the server sent it (a hidden number stays hidden); the timer runs from the server's numbers.
+ */
+import type { CallStatus, Display } from '../../shared/types.js';
+import { CALL_STATUS_LABELS, MESSAGES, STATE_LABELS, type WindowState } from './messages.js';
+import { elapsedSeconds, formatElapsed, type TimedCall } from './timer.js';
+
+export interface CallViewModel {
+  direction: 'outbound' | 'inbound';
+  /** the server's status, or `ended` once the window lost sight of the call */
+  status: CallStatus | 'ended';
+  display: Display;
+  timing: TimedCall;
+  receivedAt: number;
+  live: boolean;
+}
+
+export interface ViewModel {
+  state: WindowState;
+  agent: string | null;
+  call: CallViewModel | null;
+  hangupBusy: boolean;
+  muteAllowed: boolean;
+  muted: boolean;
+  message: { text: string; tone: 'info' | 'warn' | 'error' } | null;
+  /** label of the Try again button, when there is something to retry */
+  retry: string | null;
+  /** how the window hears from the service: live socket, heartbeats only, or not at all */
+  connection: 'live' | 'polling' | null;
+}
+
+export interface ViewActions {
+  hangup(): void;
+  toggleMute(): void;
+  retry(): void;
+}
+
+const STYLE = `
+#c2c-window{font:15px/1.4 system-ui,sans-serif;color:#1b1f24;max-width:420px;margin:0 auto;padding:16px}
+#c2c-window header{display:flex;justify-content:space-between;align-items:center;gap:8px}
+#c2c-window [data-testid=w-agent]{font-weight:600}
+#c2c-window [data-testid=w-connection]{font-size:12px;color:#5b6570}
+#c2c-window [data-testid=w-state]{margin:12px 0;padding:8px 10px;border-radius:6px;background:#eef1f4}
+#c2c-window [data-state=ready]{background:#e3f5e8}#c2c-window [data-state=call]{background:#e3ecfb}
+#c2c-window [data-state=no_mic],#c2c-window [data-state=closed],#c2c-window [data-state=error]{background:#fdecec}
+#c2c-window .c2c-call{border:1px solid #d7dde3;border-radius:8px;padding:12px;margin:12px 0}
+#c2c-window [data-testid=w-call-name]{font-size:18px;font-weight:600}
+#c2c-window [data-testid=w-timer]{font-variant-numeric:tabular-nums;margin-left:8px}
+#c2c-window .c2c-actions{display:flex;gap:8px;margin-top:12px}
+#c2c-window button{font:inherit;padding:6px 14px;border-radius:6px;border:1px solid #aab4be;background:#fff;cursor:pointer}
+#c2c-window button:disabled{opacity:.5;cursor:default}
+#c2c-window [data-testid=w-hangup]{background:#c62828;border-color:#c62828;color:#fff}
+#c2c-window [data-testid=w-message][data-tone=error]{color:#b3261e}#c2c-window [data-testid=w-message][data-tone=warn]{color:#8a5300}
+#c2c-window .c2c-note{font-size:13px;color:#5b6570}
+`;
+
+function el<K extends keyof HTMLElementTagNameMap>(doc: Document, tag: K, testid: string | null, parent: HTMLElement, text = ''): HTMLElementTagNameMap[K] {
+  const node = doc.createElement(tag);
+  if (testid) node.dataset.testid = testid;
+  if (text) node.textContent = text;
+  parent.appendChild(node);
+  return node;
+}
+
+function show(node: HTMLElement, text: string | null): void {
+  node.hidden = text === null || text === '';
+  node.textContent = text ?? '';
+}
+
+export class WindowView {
+  readonly #doc: Document;
+  readonly #now: () => number;
+  readonly #nodes;
+  #model: ViewModel | null = null;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(root: HTMLElement, actions: ViewActions, now: () => number = Date.now) {
+    const doc = root.ownerDocument;
+    this.#doc = doc;
+    this.#now = now;
+    if (!doc.getElementById('c2c-window-style')) {
+      const style = el(doc, 'style', null, doc.head, STYLE);
+      style.id = 'c2c-window-style';
+    }
+    root.replaceChildren();
+    const header = el(doc, 'header', null, root);
+    const agent = el(doc, 'span', 'w-agent', header);
+    const connection = el(doc, 'span', 'w-connection', header);
+    const state = el(doc, 'div', 'w-state', root);
+    state.setAttribute('role', 'status');
+    const call = el(doc, 'section', 'w-call', root);
+    call.className = 'c2c-call';
+    const heading = el(doc, 'div', 'w-call-direction', call);
+    heading.className = 'c2c-note';
+    const name = el(doc, 'div', 'w-call-name', call);
+    const company = el(doc, 'div', 'w-call-company', call);
+    const number = el(doc, 'div', 'w-call-number', call);
+    const line = el(doc, 'div', null, call);
+    const status = el(doc, 'span', 'w-call-status', line);
+    const timer = el(doc, 'span', 'w-timer', line);
+    const buttons = el(doc, 'div', null, call);
+    buttons.className = 'c2c-actions';
+    const mute = el(doc, 'button', 'w-mute', buttons, 'Mute');
+    const hangup = el(doc, 'button', 'w-hangup', buttons, 'Hang up');
+    const message = el(doc, 'p', 'w-message', root);
+    message.setAttribute('aria-live', 'polite');
+    const retry = el(doc, 'button', 'w-retry', root, 'Try again');
+    const note = el(doc, 'p', 'w-keep-open', root, MESSAGES.keepOpen);
+    note.className = 'c2c-note';
+    for (const button of [mute, hangup, retry]) button.type = 'button';
+    hangup.addEventListener('click', () => actions.hangup());
+    mute.addEventListener('click', () => actions.toggleMute());
+    retry.addEventListener('click', () => actions.retry());
+    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, message, retry };
+  }
+
+  render(model: ViewModel): void {
+    this.#model = model;
+    const n = this.#nodes;
+    show(n.agent, model.agent);
+    show(n.connection, model.connection === 'live' ? 'Live' : model.connection === 'polling' ? 'Polling' : null);
+    n.state.textContent = STATE_LABELS[model.state];
+    n.state.dataset.state = model.state;
+    const call = model.call;
+    n.call.hidden = call === null;
+    if (call) {
+      n.heading.textContent = call.direction === 'inbound' ? 'Incoming call' : 'Outgoing call';
+      show(n.name, call.display.name);
+      show(n.company, call.display.company);
+      show(n.number, call.display.number);
+      n.status.textContent = CALL_STATUS_LABELS[call.status];
+      n.status.dataset.status = call.status;
+      n.hangup.hidden = !call.live;
+      n.hangup.disabled = model.hangupBusy;
+      n.mute.hidden = !(call.live && model.muteAllowed && call.status === 'connected');
+      n.mute.textContent = model.muted ? 'Unmute' : 'Mute';
+      n.mute.setAttribute('aria-pressed', String(model.muted));
+    }
+    n.message.hidden = model.message === null;
+    n.message.textContent = model.message?.text ?? '';
+    n.message.dataset.tone = model.message?.tone ?? '';
+    show(n.retry, model.retry);
+    this.#doc.title = model.state === 'call' ? 'On a call · Call window' : `${STATE_LABELS[model.state]} · Call window`;
+    this.#tick();
+    const running = call !== null && call.live && call.timing.answered_at !== null;
+    if (running && this.#timer === undefined) this.#timer = setInterval(() => this.#tick(), 1000);
+    if (!running && this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  destroy(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #tick(): void {
+    const call = this.#model?.call;
+    const seconds = call ? elapsedSeconds(call.timing, call.receivedAt, this.#now()) : null;
+    show(this.#nodes.timer, seconds === null ? null : formatElapsed(seconds));
+  }
+}
