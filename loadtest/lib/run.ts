@@ -5,7 +5,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
+import { createPgDatabase } from '../../test/helpers/databases.js';
 
 const run = promisify(execFile);
 export const ROOT = join(import.meta.dirname, '..', '..');
@@ -32,25 +32,8 @@ export async function cannon(spec: Record<string, unknown>): Promise<CannonResul
   }
 }
 
-/** A scratch PostgreSQL database on the server of DATABASE_URL, dropped by the returned function. */
-export async function scratchDatabase(baseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `c2c_bench_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: baseUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(baseUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const client = new pg.Client({ connectionString: baseUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
+/** A scratch PostgreSQL database on the server of `baseUrl`, dropped by the returned function. */
+export const scratchDatabase = createPgDatabase;
 
 export function writeResult(name: string, data: unknown): string {
   const dir = join(ROOT, 'loadtest', 'results');

@@ -14,9 +14,9 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A new empty PostgreSQL database on the server of DATABASE_URL. */
-export async function createPgDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const base = postgresUrl();
+/** A new empty PostgreSQL database on the server of `baseUrl` (default DATABASE_URL). */
+export async function createPgDatabase(baseUrl?: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const base = baseUrl ?? postgresUrl();
   if (!base) throw new Error('DATABASE_URL is not set');
   const name = `c2c_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: base });

@@ -9,10 +9,10 @@ import type { Call, Engine, Policy, WidgetState } from '../../sdk/src/contract.j
 import { Click2CallWidget, type ClientDeps } from '../../sdk/src/client.js';
 import * as SDK from '../../sdk/src/index.js';
 import { systemClock } from '../../sdk/src/timing.js';
+import { T0, call, engine } from './fixtures.js';
 
 const API = 'https://c2c.example/api/v1/click2call';
 const ORIGIN = 'https://crm.example.com';
-const T0 = 1_767_000_000; // server seconds; the browser's clock is deliberately elsewhere
 
 // ——— a scripted service ———
 
@@ -70,36 +70,7 @@ const policy = (controls: Policy['controls'] = ['mute', 'dtmf'], over: Partial<P
   ...over,
 });
 
-const engine = (over: Partial<Engine> = {}): Engine => ({
-  id: 'eng_1',
-  state: 'ready',
-  live: true,
-  available: true,
-  mic_ready: true,
-  busy: false,
-  muted: false,
-  simulated: true,
-  last_seen_ago: 0,
-  version: 1,
-  client: 'window',
-  ...over,
-});
 
-const call = (status: Call['status'], over: Partial<Call> = {}): Call => ({
-  request_id: 'ci_1',
-  call_id: 'ci_1',
-  direction: 'outbound',
-  status,
-  error: null,
-  display: { name: 'Jo Bloggs', company: 'Acme', number: '+44••••••0123', contact_reference: 'crm-42', department: null },
-  answered_at: null,
-  ended_at: null,
-  duration: 0,
-  expires_at: T0 + 60,
-  server_time: T0,
-  orphaned: false,
-  ...over,
-});
 
 interface Reply {
   status: number;

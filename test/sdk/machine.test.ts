@@ -1,38 +1,9 @@
 /** The widget state machine: the transition table, the derivation from inputs, and refusals. */
 import { describe, expect, it } from 'vitest';
-import type { Call, Engine } from '../../sdk/src/contract.js';
+import { call, engine } from './fixtures.js';
 import { OPERATIONAL, StateMachine, TRANSITIONS, WIDGET_STATES, canTransition, deriveState, type MachineInputs, type WidgetStateName } from '../../sdk/src/machine.js';
 
-const engine = (over: Partial<Engine> = {}): Engine => ({
-  id: 'eng_1',
-  state: 'ready',
-  live: true,
-  available: true,
-  mic_ready: true,
-  busy: false,
-  muted: false,
-  simulated: true,
-  last_seen_ago: 0,
-  version: 1,
-  client: 'window',
-  ...over,
-});
 
-const call = (status: Call['status'], over: Partial<Call> = {}): Call => ({
-  request_id: 'ci_1',
-  call_id: 'ci_1',
-  direction: 'outbound',
-  status,
-  error: null,
-  display: { name: 'Jo', company: null, number: null, contact_reference: null, department: null },
-  answered_at: null,
-  ended_at: null,
-  duration: 0,
-  expires_at: 2000,
-  server_time: 1000,
-  orphaned: false,
-  ...over,
-});
 
 const base: MachineInputs = { session: 'active', transport: 'push', hasSnapshot: true, engine: engine(), call: null, launching: false };
 const derive = (over: Partial<MachineInputs>) => deriveState({ ...base, ...over });
