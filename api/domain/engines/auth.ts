@@ -2,9 +2,14 @@
  * Engine tokens (c2ce_): one per paired call window. The token stops working when the window
  * closes, a newer window replaces it, the integration or agent is revoked or disabled (on the next
  * request), or after 24 h without a heartbeat.
+ *
+ * Heartbeats arrive from every window every few seconds, so the checks that read the store are
+ * cached per token, the outcome included, for at most a minute; the bus drops an entry at once when
+ * its engine closes or its integration or member changes.
  */
 import { C2CError } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
+import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
 import { reloadAgent, type ResolvedAgent } from '../agents.js';
@@ -13,24 +18,80 @@ import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount }
 import type { EngineRow } from '../views.js';
 
 export interface EngineContext {
+  /** the engine as of the last store read (up to a minute old): use it for ids, not for state */
   engine: EngineRow;
   integration: IntegrationWithAccount;
   agent: ResolvedAgent;
 }
 
-export async function authenticateEngine(db: Db, clock: Clock, token: string | undefined): Promise<EngineContext> {
-  const presented = parseCredential('engineToken', token);
-  if (!presented) throw new C2CError('unauthorized', 'An engine token (Authorization: Bearer c2ce_…) is required.');
-  const [engine] = await db.query<EngineRow & { secret_hash: Uint8Array }>('SELECT * FROM engines WHERE lookup = $1', [presented.lookup]);
-  if (!engine || !secretMatches(engine.secret_hash, presented)) throw new C2CError('unauthorized');
-  if (engine.state === 'closed') throw new C2CError('unauthorized', 'This call window was closed or replaced by a newer one.');
-  if (engine.last_seen_at + LIMITS.engineTokenIdleSeconds * 1000 <= clock.now()) {
-    throw new C2CError('unauthorized', 'The engine token expired after a day without heartbeats; open the call window again.');
+interface CachedEngineAuth {
+  engine: EngineRow;
+  secretHash: Uint8Array;
+  integration: IntegrationWithAccount | undefined;
+  outcome: { agent: ResolvedAgent } | { failure: C2CError };
+  loadedAt: number;
+}
+
+const CACHE_MS = 60_000;
+const MAX_CACHED = 50_000;
+
+export function createEngineAuth(db: Db, bus: Bus, clock: Clock) {
+  const cache = new Map<string, CachedEngineAuth>();
+  // Bumped by every invalidation: a load that overlapped one is used once but not cached.
+  let generation = 0;
+  bus.subscribe((message) => {
+    if (message.type === 'resync') {
+      generation += 1;
+      return cache.clear();
+    }
+    if (message.type !== 'engine' && message.type !== 'integration' && message.type !== 'member') return;
+    if (message.type === 'engine' && message.reason !== 'closed') return;
+    generation += 1;
+    for (const [lookup, entry] of cache) {
+      if (
+        (message.type === 'engine' && entry.engine.id === message.engineId) ||
+        (message.type === 'integration' && entry.engine.integration_id === message.integrationId) ||
+        (message.type === 'member' && entry.engine.member_id === message.memberId)
+      ) {
+        cache.delete(lookup);
+      }
+    }
+  });
+
+  async function load(lookup: string): Promise<CachedEngineAuth | undefined> {
+    const startedAt = generation;
+    const [row] = await db.query<EngineRow & { secret_hash: Uint8Array }>('SELECT * FROM engines WHERE lookup = $1', [lookup]);
+    if (!row) return undefined;
+    const { secret_hash: secretHash, ...engine } = row;
+    const integration = await findIntegration(db, engine.integration_id);
+    let outcome: CachedEngineAuth['outcome'];
+    try {
+      if (!integration) throw new C2CError('unauthorized');
+      assertIntegrationUsable(integration);
+      outcome = { agent: await reloadAgent(db, integration, engine.member_id) };
+    } catch (error) {
+      if (!(error instanceof C2CError)) throw error;
+      outcome = { failure: error };
+    }
+    const entry: CachedEngineAuth = { engine, secretHash, integration, outcome, loadedAt: clock.now() };
+    if (generation === startedAt) {
+      if (cache.size >= MAX_CACHED) cache.clear();
+      cache.set(lookup, entry);
+    }
+    return entry;
   }
-  const integration = await findIntegration(db, engine.integration_id);
-  if (!integration) throw new C2CError('unauthorized');
-  assertIntegrationUsable(integration);
-  const agent = await reloadAgent(db, integration, engine.member_id);
-  const { secret_hash: _hash, ...row } = engine;
-  return { engine: row, integration, agent };
+
+  return async function authenticateEngine(token: string | undefined): Promise<EngineContext> {
+    const presented = parseCredential('engineToken', token);
+    if (!presented) throw new C2CError('unauthorized', 'An engine token (Authorization: Bearer c2ce_…) is required.');
+    const cached = cache.get(presented.lookup);
+    const entry = cached && clock.now() - cached.loadedAt < CACHE_MS ? cached : await load(presented.lookup);
+    if (!entry || !secretMatches(entry.secretHash, presented)) throw new C2CError('unauthorized');
+    if (entry.engine.state === 'closed') throw new C2CError('unauthorized', 'This call window was closed or replaced by a newer one.');
+    if (entry.engine.last_seen_at + LIMITS.engineTokenIdleSeconds * 1000 <= clock.now()) {
+      throw new C2CError('unauthorized', 'The engine token expired after a day without heartbeats; open the call window again.');
+    }
+    if ('failure' in entry.outcome) throw entry.outcome.failure;
+    return { engine: entry.engine, integration: entry.integration!, agent: entry.outcome.agent };
+  };
 }

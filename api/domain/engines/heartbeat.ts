@@ -65,17 +65,19 @@ export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Co
   const changes = new Changes();
   const at = deps.clock.now();
   const result = await deps.db.tx(async (sql) => {
-    const { engine: before } = context;
+    // Compared with the row as it is now (not the caller's copy, which may be cached and old):
+    // a report that changes what widgets show bumps the version.
     const state = report.state === 'ready' && report.mic_ready ? 'ready' : 'enabling';
-    const changed =
-      before.state !== state || before.mic_ready !== report.mic_ready || before.busy !== report.busy || before.muted !== report.muted;
-    const [engine] = await sql.query<EngineRow>(
-      `UPDATE engines SET state = $2, mic_ready = $3, busy = $4, muted = $5, last_seen_at = $6, version = version + $7
-       WHERE id = $1 AND state <> 'closed' RETURNING *`,
-      [before.id, state, report.mic_ready, report.busy, report.muted, at, changed ? 1 : 0],
+    const [engine] = await sql.query<EngineRow & { changed: boolean }>(
+      `WITH before AS (SELECT id, state, mic_ready, busy, muted FROM engines WHERE id = $1 AND state <> 'closed' FOR UPDATE)
+       UPDATE engines e SET state = $2, mic_ready = $3, busy = $4, muted = $5, last_seen_at = $6,
+         version = e.version + CASE WHEN (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM ($2::text, $3::boolean, $4::boolean, $5::boolean) THEN 1 ELSE 0 END
+       FROM before b WHERE e.id = b.id
+       RETURNING e.*, (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM ($2::text, $3::boolean, $4::boolean, $5::boolean) AS changed`,
+      [context.engine.id, state, report.mic_ready, report.busy, report.muted, at],
     );
     if (!engine) return null;
-    if (changed) await changes.touchAgent(sql, engine.integration_id, engine.member_id);
+    if (engine.changed) await changes.touchAgent(sql, engine.integration_id, engine.member_id);
     const firstAcks = await applyAcks(sql, engine.id, report.acks, at);
     await reconcileCalls(sql, changes, engine, report.call_id, at);
     const commands = await deps.commands.pendingFor(sql, engine.id);

@@ -17,7 +17,7 @@ import { claimIntent } from '../calls/claim.js';
 import { hangupCall } from '../calls/hangup.js';
 import type { Commands } from '../commands/service.js';
 import type { CallRow } from '../views.js';
-import { authenticateEngine, type EngineContext } from './auth.js';
+import { createEngineAuth, type EngineContext } from './auth.js';
 import { applyAcks, engineHeartbeat, type FirstAck } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
@@ -51,7 +51,7 @@ export function createEngines(deps: EnginesDeps) {
   }
 
   return {
-    authenticate: (token: string | undefined) => authenticateEngine(db, clock, token),
+    authenticate: createEngineAuth(db, bus, clock),
 
     async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }) {
       const pairing = await pairEngine(db, clock, input);
