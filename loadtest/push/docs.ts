@@ -1,0 +1,236 @@
+/**
+ * The "## Push (npm run bench:push)" section of docs/performance.md, written from the result files:
+ * loadtest/results/push.json (the full-scale run) and push-capacity.json (part (a) at the largest
+ * scale this machine keeps up with), whichever exist. The verdicts and "what limits it" come from
+ * the figures, so the page never says more than the files.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { PartAResult, RateWindow } from './part-a.js';
+import { LOADTEST } from './procs.js';
+import { judge, pollRatio, type Comparison, type ServerResult, type Target } from './report.js';
+
+export const CAPACITY_OUT = 'push-capacity';
+
+export interface BenchResults {
+  ran_at: string;
+  command: string;
+  node: string;
+  cpus: number;
+  cpu_model?: string;
+  open_files_limit: number;
+  machine_busy_before_start: number;
+  infrastructure?: { postgres_unloaded?: { select_ms: number; select_after_pause_ms?: number; insert_commit_ms: number; synchronous_commit: string } };
+  scale: { sockets: number; rate_per_s: number; seconds: number; warmup_s: number; workers: number; heartbeat_ms: number; broadcast_rate_per_s: number; broadcast_seconds: number; extra_rates_per_s: number[] };
+  a?: PartAResult;
+  comparison?: Comparison;
+  targets: Target[];
+}
+
+export function readResults(name: string): BenchResults | undefined {
+  const file = join(LOADTEST, 'results', `${name}.json`);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as BenchResults) : undefined;
+}
+
+const kb = (bytes: number | undefined) => (bytes === undefined ? '–' : `${(bytes / 1024).toFixed(1)} KB`);
+const v = (value: number | undefined, unit = '') => (value === undefined ? '–' : `${value}${unit}`);
+const pct = (share: number) => `${Math.round(share * 100)} %`;
+const sumOf = (map: Record<string, number>, keep: (name: string) => boolean = () => true) =>
+  Object.entries(map)
+    .filter(([name]) => keep(name))
+    .reduce((n, [, value]) => n + value, 0);
+const server = (name: string) => name !== 'clients';
+
+function serverRow(name: string, r: ServerResult): string {
+  const b = r.broadcast;
+  return `| ${name} | ${kb(r.memory?.per_connection_bytes)} | ${kb(r.memory?.heap_per_connection_bytes)} | ${v(b?.per_message_us_net, ' µs')} | ${v(b?.per_message_user_us_net, ' µs')} | ${v(b?.per_message_system_us_net, ' µs')} | ${v(b?.per_message_us_gross, ' µs')} | ${b ? `${b.delivered}/${b.expected_deliveries}` : '–'} | ${v(r.storm?.seconds, ' s')} |`;
+}
+
+function rateRows(windows: RateWindow[]): string[] {
+  const lines = ['| commands/s | measured commands delivered | p50 | p99 | max | answer p50 | machine busy (CPU-s used outside the bench) | server CPU per command, net of the idle load (gateways, API, PostgreSQL, Redis) |', '|---|---|---|---|---|---|---|---|'];
+  for (const w of windows) {
+    const latency = w.latency.count === 0 ? ['–', '–', '–'] : [`${w.latency.p50_ms} ms`, `${w.latency.p99_ms} ms`, `${w.latency.max_ms} ms`];
+    lines.push(
+      `| ${w.rate_per_s} | ${w.measured.delivered}/${w.measured.sent} | ${latency.join(' | ')} | ${w.answer_latency.count ? `${w.answer_latency.p50_ms} ms` : '–'} | ${pct(w.cpu.machine_busy)} (${Math.max(0, w.cpu.unaccounted_s).toFixed(1)}) | ${!w.cpu.server_per_command_net_us ? '–' : `${(w.cpu.server_per_command_net_us / 1000).toFixed(1)} ms`} |`,
+    );
+  }
+  return lines;
+}
+
+function partA(a: PartAResult, title: string): string[] {
+  const lines = [title, '', '| | value |', '|---|---|'];
+  lines.push(`| sockets | ${a.sockets.opened} up (${a.sockets.widgets} widgets, ${a.sockets.engines} engines), ${a.sockets.failed} failed, all connected in ${a.sockets.connect_s} s |`);
+  const idleServer = sumOf(a.cpu_idle.cpu_s, server);
+  lines.push(
+    `| before any command (${a.cpu_idle.seconds} s, engines heartbeating every ${a.heartbeat_ms / 1000} s) | machine ${pct(a.cpu_idle.machine_busy)} busy (${Math.max(0, a.cpu_idle.unaccounted_s).toFixed(1)} CPU-s of it outside the bench's processes); our servers + PostgreSQL + Redis ${(idleServer / a.cpu_idle.seconds).toFixed(2)} CPU-s per s; ${a.cpu_idle.heartbeats_answered} heartbeats answered, ${v(a.cpu_idle.server_cpu_per_heartbeat_us === null ? undefined : Math.round(a.cpu_idle.server_cpu_per_heartbeat_us / 100) / 10, ' ms')} of server CPU each |`,
+  );
+  lines.push(
+    `| commands at ${a.rate_per_s}/s | ${a.commands.sent} sent (${a.achieved_rate_per_s}/s achieved), ${a.commands.answered_ok} answered ok ${JSON.stringify(a.commands.answer_errors)}, ${a.commands.delivered} delivered (${a.commands.delivered_by_heartbeat} first in a heartbeat answer), ${a.commands.acked} acked, ${a.commands.undelivered} not delivered by the end of the ${a.drain_s} s drain |`,
+  );
+  lines.push(
+    a.latency.count === 0
+      ? `| command → engine | nothing delivered |`
+      : `| command → engine (measured, ${a.latency.count}) | p50 ${a.latency.p50_ms} ms, p90 ${a.latency.p90_ms} ms, p99 ${a.latency.p99_ms} ms, p99.9 ${a.latency.p999_ms} ms, max ${a.latency.max_ms} ms |`,
+  );
+  if (a.answer_latency.count) lines.push(`| command → its answer on the widget socket | p50 ${a.answer_latency.p50_ms} ms, p99 ${a.answer_latency.p99_ms} ms |`);
+  lines.push(`| polling baseline | mean staleness ${a.polling_baseline.mean_staleness_ms} ms (poll_ms ${a.polling_baseline.poll_ms} ÷ 2)${a.latency.count ? `; ÷ push median = ${pollRatio(a)}×` : ''} |`);
+  const srv = a.audit.server_created_to_delivered_ms as Record<string, number> | null;
+  const statuses = (a.audit.by_status as Array<Record<string, number | string>>).map((row) => `${row.commands} ${row.status} (${row.acks} acks, ${row.redelivered} handed over more than once)`).join(', ');
+  lines.push(`| store audit | ${String(a.audit.commands)} commands: ${statuses || 'none'}${srv ? `; row insert → first hand-over p50 ${Math.round(srv.p50 ?? 0)} ms, p99 ${Math.round(srv.p99 ?? 0)} ms` : ''} |`);
+  const per = a.cpu.per_delivered_command_us;
+  lines.push(
+    `| CPU in the measured window (${a.cpu.seconds} s) | machine ${pct(a.cpu.machine_busy)} busy (${Math.max(0, a.cpu.unaccounted_s).toFixed(1)} CPU-s of it outside the bench's processes); ${Object.entries(a.cpu.cpu_s)
+      .map(([name, s]) => `${name} ${s.toFixed(2)} s`)
+      .join(', ')}; ${a.cpu.delivered_in_window} commands delivered in it${a.cpu.delivered_in_window > 1 ? ` (${(sumOf(per, server) / 1000).toFixed(1)} ms of server CPU each)` : ''} |`,
+  );
+  lines.push(`| gateway RSS | ${a.gateway_memory.rss_before_mb.join(' + ')} MB before the sockets, ${a.gateway_memory.rss_after_mb.join(' + ')} MB with them and their first heartbeats |`);
+  lines.push('');
+  if (a.other_rates.length > 0) {
+    lines.push('The same sockets, one rate after the other (lowest first; each window warms up, is measured, then drains):', '');
+    lines.push(...rateRows([...a.other_rates, a]), '');
+  }
+  return lines;
+}
+
+/** The verdicts, judged again from the figures (so the wording follows this code, not the run's). */
+const verdicts = (results: BenchResults | undefined): Target[] => (results ? judge(results.a, results.comparison) : []);
+
+/** PostgreSQL's part of a window's server CPU, both net of the idle (heartbeat) load. */
+function pgShare(w: RateWindow, idle: PartAResult['cpu_idle']): number {
+  const net = (name: string) => (w.cpu.cpu_s[name] ?? 0) - ((idle.cpu_s[name] ?? 0) / idle.seconds) * w.cpu.seconds;
+  const total = Object.keys(w.cpu.cpu_s)
+    .filter(server)
+    .reduce((n, name) => n + net(name), 0);
+  return total > 0 ? net('postgres') / total : 0;
+}
+
+/** What limits each missed target, from the figures. */
+function limits(main: BenchResults | undefined, capacity: BenchResults | undefined): string[] {
+  const out: string[] = [];
+  const missed = new Set(verdicts(main).filter((t) => t.met === false).map((t) => t.id));
+  const a = main?.a;
+  const cap = capacity?.a;
+  if (a && (missed.has('a.p99') || missed.has('a.vs_polling') || missed.has('a.audit'))) {
+    const ref = cap ?? a;
+    const refSockets = cap ? capacity!.scale.sockets : main!.scale.sockets;
+    // per-heartbeat cost from an unsaturated idle window when there is one (a saturated one answers fewer)
+    const perBeat = ref.cpu_idle.server_cpu_per_heartbeat_us;
+    const beatsPerS = main!.scale.sockets / 2 / (a.heartbeat_ms / 1000);
+    const answeredPerS = a.cpu_idle.heartbeats_answered / a.cpu_idle.seconds;
+    const windows = [...ref.other_rates, ref];
+    const kept = windows.filter((w) => w.complete && w.latency.count > 0 && w.latency.p99_ms < 1000);
+    const best = kept.at(-1);
+    const perCommand = best?.cpu.server_per_command_net_us;
+    const cores = main!.cpus;
+    const saturated = a.cpu_idle.machine_busy > 0.95;
+    out.push(
+      `- **(a) at full scale the machine is saturated before the first command.** ${main!.scale.sockets / 2} call windows heartbeating every ${a.heartbeat_ms / 1000} s (the product's period) ask for ${Math.round(beatsPerS)} heartbeats/s. ` +
+        (perBeat
+          ? `A heartbeat costs about ${(perBeat / 1000).toFixed(1)} ms of server CPU (gateway, API, PostgreSQL, Redis; measured at ${refSockets} sockets, where the machine kept up): about a dozen PostgreSQL round trips, five of them re-reading the engine token, its integration and its member, since engine tokens — unlike widget tokens — are not cached. That is ${((beatsPerS * perBeat) / 1e6).toFixed(1)} cores of work on a ${cores}-core machine that also runs the clients. `
+          : '') +
+        `In the ${a.cpu_idle.seconds} s before any command the machine was ${pct(a.cpu_idle.machine_busy)} busy and answered ${answeredPerS.toFixed(0)} heartbeats/s${saturated ? ', leaving no CPU for commands' : ''}. ` +
+        (perCommand
+          ? `A \`focus\` command costs about ${(perCommand / 1000).toFixed(1)} ms of server CPU on top of that (net of the heartbeat load, at ${best!.rate_per_s}/s on ${refSockets} sockets): the command's transaction (advisory lock, replay check, engine and call lookups, insert), the hand-over's (UPDATE … RETURNING, dial requests) and the ack's (after re-reading the engine token), about twenty PostgreSQL round trips, a rate-limit MULTI and two Redis publishes; PostgreSQL's share is ${pct(pgShare(best!, ref.cpu_idle))}. ${cores} cores would carry at most about ${Math.round((cores * 1e6) / perCommand)} commands/s with no heartbeats and no clients, against the ${main!.scale.rate_per_s}/s asked. `
+          : '') +
+        `At ${main!.scale.rate_per_s}/s, ${String(a.audit.commands)} of ${a.commands.sent} commands reached the store before the drain ended and ${a.commands.delivered} reached an engine${a.commands.answer_errors.invalid_state ? `; heartbeats stuck in the queues let the reaper mark engines offline (90 s silent), so ${a.commands.answer_errors.invalid_state} commands were refused \`invalid_state\`` : ''}.`,
+    );
+    const pgc = (main ?? capacity)!.infrastructure?.postgres_unloaded;
+    if (best) {
+      const floor = pgc
+        ? ` A PostgreSQL round trip costs ${pgc.select_ms} ms here back to back${pgc.select_after_pause_ms ? ` but ${pgc.select_after_pause_ms} ms after a pause (both processes idle in between, as on a lightly loaded path: waking them costs most of a millisecond on this virtual machine)` : ''}, and a command's push leaves only after eleven sequential ones — the command's transaction (BEGIN, advisory lock, replay check, engine, call, INSERT, COMMIT) and the hand-over's (BEGIN, UPDATE … RETURNING, dial requests, COMMIT) — plus a rate-limit MULTI to Redis, the bus and adapter hop to the other gateway, and the socket hops at both ends: some twenty wake-ups in a row.`
+        : '';
+      out.push(
+        `- **The largest scale measured that kept up, and the floor.** ${refSockets} sockets at ${best.rate_per_s} commands/s (machine ${pct(best.cpu.machine_busy)} busy): p50 ${best.latency.p50_ms} ms, p99 ${best.latency.p99_ms} ms, so polling's mean staleness ÷ median = ${(1500 / best.latency.p50_ms).toFixed(0)}× (target 100×); the store's own clock puts row insert → hand-over at p50 ${String((best.audit.server_created_to_delivered_ms as Record<string, number> | null)?.p50 ?? '–')} ms.${floor} Even at ${windows[0]!.rate_per_s} commands/s (machine ${pct(windows[0]!.cpu.machine_busy)} busy) p50 was ${windows[0]!.latency.p50_ms} ms and p99 ${windows[0]!.latency.p99_ms} ms. So 5 ms at p99 is out of reach on this machine even unloaded: it needs fewer sequential statements on the command path (for instance the hand-over folded into the command's transaction) and a database that is not sharing two cores with everything else — not a faster transport.`,
+      );
+    }
+  }
+  const c = main?.comparison;
+  const g = c?.gateway.broadcast;
+  const u = c?.uws.broadcast;
+  const io = c?.sio.broadcast;
+  if (g?.machine && u?.machine && io?.machine && ['b.vs_uws', 'b.vs_uws_user', 'b.vs_sio', 'b.vs_sio_user'].some((id) => missed.has(id))) {
+    out.push(
+      `- **(b) CPU per message.** Most of every server's figure is kernel time: over loopback, the sender's \`send()\` also runs the receiving socket's TCP path and wakes the client, and all of it is charged to the server (kernel ${g.per_message_system_us_net} µs per message in our gateway, ${u.per_message_system_us_net} µs in raw uWS, ${io.per_message_system_us_net} µs in Socket.IO on Node http; it moves with how busy the client processes are — they used ${g.machine.clients_s.toFixed(1)}, ${u.machine.clients_s.toFixed(1)} and ${io.machine.clients_s.toFixed(1)} CPU-s in those windows — so the user + kernel ratios are noisy, and one near 1.3× can fall on either side of it from run to run). In user space, the servers' own code: raw uWS ${u.per_message_user_us_net} µs, our gateway ${g.per_message_user_us_net} µs, Socket.IO on Node http ${io.per_message_user_us_net} µs. ` +
+        `Socket.IO on uWS already broadcasts a room with one native \`app.publish\` (its uWS adapter patch), so our gateway's extra user time is per push — the sharded Redis adapter's message and its decode, Socket.IO's packet encoding, the bus message every node gets — and above all per member: after the native publish, socket.io-adapter's \`apply()\` builds a Set of the room's socket ids and looks every socket up in JavaScript, to find long-polling ones (user time per push to ${g.members} members: ${((g.per_message_user_us_net * g.members) / 1000).toFixed(1)} ms in our gateway, ${((u.per_message_user_us_net * u.members) / 1000).toFixed(1)} ms in raw uWS). ` +
+        `Against Socket.IO on Node's http server the user-space gap (${(io.per_message_user_us_net / g.per_message_user_us_net).toFixed(1)}×) is a \`ws\` frame and a stream write from JavaScript for every member; the kernel time, similar for both, holds the total ratio to ${(io.per_message_us_net / g.per_message_us_net).toFixed(1)}×. ${io.per_message_user_us_net / g.per_message_user_us_net >= 6 ? 'In user space alone the 6× is there.' : 'Even in user space alone it stays under 6×, because of the per-push and per-member work above.'}`,
+    );
+  }
+  if (c?.gateway.memory && (missed.has('c.bytes') || missed.has('c.vs_sio'))) {
+    const gm = c.gateway.memory;
+    const one = c.gateway.memory_one_agent;
+    const sm = c.sio.memory;
+    out.push(
+      `- **(c) memory**: ${kb(gm.per_connection_bytes)} RSS per connection in our gateway (JavaScript heap ${kb(gm.heap_per_connection_bytes)}), ${kb(sm?.per_connection_bytes)} on Socket.IO over Node http (heap ${kb(sm?.heap_per_connection_bytes)}), ${kb(c.uws.memory?.per_connection_bytes)} on raw uWS. ` +
+        `Running Socket.IO on uWS saves the native side (RSS beyond the heap: ${kb(gm.per_connection_bytes - gm.heap_per_connection_bytes)} per connection against ${sm ? kb(sm.per_connection_bytes - sm.heap_per_connection_bytes) : '–'} with Node's sockets and \`ws\`), but the heap — Engine.IO's and Socket.IO's objects per socket — is what dominates, and ours is heavier than a plain Socket.IO socket: its credential data, a token-expiry timer, and four rooms (agent or engine, session, integration, member), each distinct room an adapter entry, a uWS topic and a sharded-adapter Redis subscription` +
+        (one ? ` (widgets of a single agent, which share their rooms, took ${kb(one.heap_per_connection_bytes)} of heap each: about ${kb(gm.heap_per_connection_bytes - one.heap_per_connection_bytes)} per socket are its own rooms)` : '') +
+        `. RSS after a forced GC also depends on how the heap happened to grow, so this figure moves by a few KB from run to run.`,
+    );
+  }
+  const gs = c?.gateway.storm;
+  if (gs && c?.uws.storm && missed.has('d.storm')) {
+    out.push(
+      `- **(d) reconnect storm**: ${gs.opened} clients were back in ${gs.seconds} s against ${c.uws.storm.seconds} s for raw uWS to accept as many. Raw uWS only completes WebSocket handshakes; each of our clients is authenticated against the store (session or engine token) and gets its snapshot read from it (WidgetState, or the engine's pending work in a transaction)${gs.cpu ? `: ${(gs.cpu.server_cpu_per_connection_us / 1000).toFixed(1)} ms of server CPU per connection (gateway ${gs.cpu.cpu_s['gateway-solo-restarted']?.toFixed(1) ?? '–'} s, PostgreSQL ${gs.cpu.cpu_s.postgres?.toFixed(1) ?? '–'} s, machine ${pct(gs.cpu.machine_busy)} busy)` : ''}. That work is the snapshot the target asks for; on two shared cores it, not the transport, sets the time.`,
+    );
+  }
+  return out;
+}
+
+export function docsBody(main: BenchResults | undefined, capacity: BenchResults | undefined): string {
+  const lines: string[] = [];
+  const ref = main ?? capacity!;
+  lines.push(
+    `Measured on this project's machine: ${ref.cpus} CPUs (${ref.cpu_model ?? 'unknown'}), Node ${ref.node}, open-files limit ${ref.open_files_limit} (checked at start: a server holds N sockets). Server, PostgreSQL, Redis and the client processes share the two cores; figures are noisy, and each run records how busy the machine was before it started. Raw figures, with every HDR histogram (compressed base64): \`loadtest/results/push.json\`${capacity ? ' and `loadtest/results/push-capacity.json`' : ''}.`,
+    '',
+    '```sh',
+    '# needs PostgreSQL and Redis (DESIGN.md, install notes) and no test run at the same time: the bus channel names are fixed',
+    `DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 ${main?.command ?? 'npm run bench:push'}   # full scale → push.json`,
+  );
+  if (capacity) lines.push(`DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 ${capacity.command}   # (a) at a scale this machine keeps up with → push-capacity.json`);
+  lines.push(
+    'BENCH_SOCKETS=200 BENCH_RATE=50 BENCH_SECONDS=5 npm run bench:push   # a small try (about three minutes) → push-small.json',
+    '```',
+    '',
+    'Scale knobs (environment): `BENCH_SOCKETS` (10000), `BENCH_RATE` (1000), `BENCH_EXTRA_RATES` (lower rates run first on the same sockets), `BENCH_SECONDS` (30), `BENCH_WARMUP_SECONDS` (5), `BENCH_DRAIN_SECONDS` (30), `BENCH_WORKERS` (4 client processes), `BENCH_HEARTBEAT_MS` (15000, the call window\'s period), `BENCH_BCAST_RATE` (5), `BENCH_BCAST_SECONDS` (10), `BENCH_INFLIGHT` (100 connection attempts in flight per client process), `BENCH_PARTS` (`abcd`), `BENCH_REDIS_DB` (9), `BENCH_OUT`, `BENCH_TIMEOUT_S` (2400). Everything the bench starts is stopped by it, and its scratch database dropped, also on failure or Ctrl-C.',
+    '',
+  );
+  if (main) {
+    lines.push(`### Verdicts (full scale, ${main.ran_at.slice(0, 16).replace('T', ' ')} UTC; machine ${pct(main.machine_busy_before_start)} busy before the start)`, '');
+    lines.push('| target | wanted | measured | verdict |', '|---|---|---|---|');
+    for (const t of verdicts(main)) lines.push(`| ${t.what} | ${t.target} | ${t.value} | ${t.met === null ? 'not measurable' : t.met ? 'met' : '**MISSED**'} |`);
+    lines.push('');
+  }
+  const why = limits(main, capacity);
+  if (why.length) lines.push('### What limits the missed targets', '', ...why, '');
+  lines.push(
+    '### Topology and method',
+    '',
+    "- **(a)** One API process (`node bin/c2c.js serve --role api --demo`) and two gateway processes (`--role gateway`, each its own `GATEWAY_PORT`) on a scratch PostgreSQL database (created and dropped by the bench) and Redis (keys in database 9; rooms over the sharded adapter, one SSUBSCRIBE per room). Agents are demo-account members in its Sales department, created with the operator function `createMember`; each then gets, over REST, a session, a launch ticket, a paired engine (`simulated: false`) and a ready heartbeat; the demo integration's concurrency is raised with `c2c integration policy`, rate limits are scaled (`C2C_RATE_LIMIT_SCALE=10000`). Half the sockets are widgets, half engines: agent *i*'s widget connects to gateway *i* mod 2 and its engine to the other, from different client processes, so every command crosses Redis. Engines report ready on connect and heartbeat over the socket every 15 s, as call windows do. Widgets send `focus` commands (queued for the window, no call needed) on their socket at the total rate, each with a fresh `request_id` carrying its send time; an engine notes when `work` first carries the `command_id` and acks it at once (`ack`). Latency = engine receive − widget send (`performance.timeOrigin + performance.now()`, same machine), joined on `command_id` through the store's `request_id`, into an HDR histogram. Afterwards the store is audited (`widget_commands`: status, acks, hand-overs). The polling baseline is the mean staleness of a 3,000 ms poll (`LIMITS.pollMs`): 1,500 ms.",
+    "- **(b)** Each server, in its own process, holds N sockets in one room and gets the same number of broadcasts of the same WidgetState (the bytes our gateway sends, `42[\"state\",{…}]`): our gateway (a fresh `--role gateway` process; N widget sockets of one agent; each push is a real `availability` command on the API node, whose pusher emits to the agent's room through the sharded Redis adapter — the gateway does what it does in production: receive from Redis, fan out), raw uWebSockets.js (`app.publish` to a topic every socket subscribed to), and Socket.IO 4.8 on `http.createServer()` (`io.to(room).emit`). CPU is `process.cpuUsage()` read inside each server by a preloaded probe (`loadtest/push/probe.ts`, over IPC) from the first push until the clients counted every message; the server's CPU in an equally long quiet window just before (keep-alives, timers) is subtracted (\"net\", the figure judged); \"gross\" keeps it.",
+    "- **(c)** Memory per held connection = (RSS with N connections − RSS before) ÷ N, both after a forced full GC (`--expose-gc`), after a warm-up of 50 connections that were closed again. Our gateway's sockets are real: N/2 widgets and N/2 engines of distinct agents, authenticated, in their rooms. The baselines hold plain connections in one room or topic.",
+    "- **(d)** Our gateway holding those N sockets is stopped (SIGTERM: every client is told `server_restarting`) and started again on the same port; once it listens, every client reconnects (at most `BENCH_INFLIGHT` attempts in flight per client process, refused attempts retried) and is back when it has its snapshot: `state` for a widget, `work` for an engine. Then every widget's WidgetState version is compared with the store's. Raw uWS: the same clients close and open N fresh WebSockets with the same concurrency; back = open. Baselines run before our gateway, so that by then every engine of (a) is offline and the reaper pushes nothing during (b)–(d).",
+    '',
+  );
+  if (main?.a) lines.push(...partA(main.a, `### (a) Figures, full scale (${main.scale.sockets} sockets, ${main.scale.rate_per_s} commands/s)`));
+  if (capacity?.a) lines.push(...partA(capacity.a, `### (a) Figures at ${capacity.scale.sockets} sockets (\`${capacity.command}\`)`));
+  const c = main?.comparison;
+  if (c) {
+    lines.push(`### (b), (c), (d) Figures (N = ${c.sockets})`, '');
+    lines.push('| server | RSS per connection | heap per connection | CPU per delivered message (net) | of it user | of it kernel | (gross) | delivered | N back (after restart / fresh) |', '|---|---|---|---|---|---|---|---|---|');
+    lines.push(serverRow('our gateway (uWS + Socket.IO, Redis adapter)', c.gateway), serverRow('raw uWebSockets.js', c.uws), serverRow('Socket.IO on Node http', c.sio), '');
+    if (c.gateway.broadcast) lines.push(`Broadcast payload ${c.gateway.broadcast.payload_bytes} B, ${c.gateway.broadcast.pushes} pushes at ${c.gateway.broadcast.rate_per_s}/s to ${c.gateway.broadcast.members} members.`);
+    if (c.gateway.memory_one_agent) {
+      const one = c.gateway.memory_one_agent;
+      lines.push(
+        `Our gateway with N widget sockets of one agent (the broadcast room), opened after the (c)/(d) sockets were closed: ${kb(one.heap_per_connection_bytes)} of heap per connection${one.per_connection_bytes * 2 < one.heap_per_connection_bytes ? ` (RSS grew only ${kb(one.per_connection_bytes)}: the process kept the memory it had grown for the previous sockets)` : `, ${kb(one.per_connection_bytes)} RSS`}.`,
+      );
+    }
+    const s = c.gateway.storm;
+    if (s) {
+      lines.push(
+        `Gateway restart: ${s.opened} of ${s.sockets} back in ${s.seconds} s once the new process listened (${s.restart_s} s to stop and start it; ${s.from_restart_s} s from SIGTERM), ${s.retries} attempts retried; snapshots ${JSON.stringify(s.snapshots)}.`,
+      );
+    }
+    lines.push('');
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,61 @@
+/**
+ * Preloaded (`node --import tsx --import loadtest/push/probe.ts …`) into every server process of
+ * npm run bench:push — our gateway and API nodes as well as the baseline servers — so CPU time and
+ * memory are sampled the same way inside each of them: process.cpuUsage() and memoryUsage(), after
+ * a forced GC when the process runs with --expose-gc. Requests come over the IPC channel the bench
+ * opened; when that channel closes (the bench ended or was killed) the process exits, so no server
+ * outlives the run. Product code is not touched: this only listens on the IPC channel.
+ */
+export interface ProbeRequest {
+  type: 'probe';
+  id: number;
+  gc?: boolean;
+}
+
+export interface ProbeReply {
+  type: 'probe';
+  id: number;
+  pid: number;
+  /** process.cpuUsage(), microseconds since the process started */
+  cpu_us: { user: number; system: number };
+  rss: number;
+  heap_used: number;
+  external: number;
+  array_buffers: number;
+  /** whether a full GC ran before the memory figures */
+  gc: boolean;
+}
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+function collect(): boolean {
+  if (!gc) return false;
+  // Two passes: the first may only queue weak callbacks and finalizers.
+  gc();
+  gc();
+  return true;
+}
+
+if (process.send) {
+  process.channel?.unref();
+  process.on('message', (message: unknown) => {
+    const request = message as Partial<ProbeRequest> | null;
+    if (!request || request.type !== 'probe' || typeof request.id !== 'number') return;
+    const collected = request.gc ? collect() : false;
+    const memory = process.memoryUsage();
+    const cpu = process.cpuUsage();
+    const reply: ProbeReply = {
+      type: 'probe',
+      id: request.id,
+      pid: process.pid,
+      cpu_us: { user: cpu.user, system: cpu.system },
+      rss: memory.rss,
+      heap_used: memory.heapUsed,
+      external: memory.external,
+      array_buffers: memory.arrayBuffers,
+      gc: collected,
+    };
+    process.send?.(reply);
+  });
+  process.on('disconnect', () => process.exit(70));
+}

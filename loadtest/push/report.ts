@@ -1,0 +1,183 @@
+/**
+ * The targets of npm run bench:push, judged from the figures; the summary printed at the end; and
+ * the "## Push (npm run bench:push)" section of docs/performance.md (only that section is replaced).
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import type { PartAResult } from './part-a.js';
+import type { BroadcastFigures, MemoryFigures, StormFigures } from './single-node.js';
+import { round } from './stats.js';
+
+export interface ServerResult {
+  memory?: MemoryFigures;
+  broadcast?: BroadcastFigures;
+  storm?: StormFigures;
+  /** gateway only: the same N sockets as widgets of one agent (the broadcast room) */
+  memory_one_agent?: { per_connection_bytes: number; heap_per_connection_bytes: number };
+}
+
+export interface Comparison {
+  sockets: number;
+  gateway: ServerResult;
+  uws: ServerResult;
+  sio: ServerResult;
+}
+
+export interface Target {
+  id: string;
+  what: string;
+  target: string;
+  value: string;
+  met: boolean | null;
+}
+
+const KB = 1024;
+/** ms below a second, seconds above */
+const time = (ms: number) => (ms >= 1000 ? `${round(ms / 1000, 1)} s` : `${ms} ms`);
+
+/** polling's mean staleness ÷ the push median */
+export const pollRatio = (a: PartAResult) => {
+  const value = a.polling_baseline.mean_staleness_ms / a.latency.p50_ms;
+  return round(value, value < 1 ? 3 : 1);
+};
+
+export function judge(a: PartAResult | undefined, c: Comparison | undefined): Target[] {
+  const out: Target[] = [];
+  if (a) {
+    const complete = a.complete && a.commands.undelivered === 0;
+    out.push({
+      id: 'a.p99',
+      what: `(a) command → engine p99, 2 gateways over Redis, ${a.sockets.opened} sockets, ${a.rate_per_s}/s`,
+      target: '≤ 5 ms',
+      value:
+        a.latency.count === 0
+          ? `none of ${a.commands.sent} commands delivered by the end of the ${a.drain_s} s drain`
+          : `p50 ${time(a.latency.p50_ms)}, p99 ${time(a.latency.p99_ms)}${complete ? '' : ` (${a.commands.undelivered} of ${a.commands.sent} not delivered within the ${a.drain_s} s drain: lower bounds)`}`,
+      met: a.latency.count > 0 && a.latency.p99_ms <= 5 && complete,
+    });
+    out.push({
+      id: 'a.vs_polling',
+      what: '(a) polling mean staleness (poll_ms/2) ÷ push median',
+      target: '≥ 100×',
+      value: a.latency.count === 0 ? 'no push median: nothing delivered' : `${a.polling_baseline.mean_staleness_ms} ms ÷ ${time(a.latency.p50_ms)} = ${pollRatio(a)}×`,
+      met: a.latency.count > 0 && pollRatio(a) >= 100,
+    });
+    out.push({
+      id: 'a.audit',
+      what: '(a) store audit: every command done, acked',
+      target: 'all done',
+      value: `${String(a.audit.commands)} commands, all done: ${String(a.audit.all_done)}`,
+      met: a.audit.all_done === true,
+    });
+  }
+  if (c) {
+    const g = c.gateway.broadcast;
+    const u = c.uws.broadcast;
+    const s = c.sio.broadcast;
+    if (g && u) {
+      const ratio = round(g.per_message_us_net / u.per_message_us_net, 2);
+      out.push({
+        id: 'b.vs_uws',
+        what: '(b) gateway CPU per delivered message ÷ raw uWS app.publish (user + kernel)',
+        target: '≤ 1.3×',
+        value: `${g.per_message_us_net} µs ÷ ${u.per_message_us_net} µs = ${ratio}×`,
+        met: ratio <= 1.3 && g.delivered >= g.expected_deliveries,
+      });
+      // raw uWS's user time can be below what the idle subtraction resolves on small rooms
+      const measurable = u.per_message_user_us_net > 0;
+      const user = measurable ? round(g.per_message_user_us_net / u.per_message_user_us_net, 2) : Infinity;
+      out.push({
+        id: 'b.vs_uws_user',
+        what: "(b) the same, user space only (the servers' own code; the kernel's loopback delivery left out)",
+        target: '≤ 1.3×',
+        value: measurable ? `${g.per_message_user_us_net} µs ÷ ${u.per_message_user_us_net} µs = ${user}×` : `${g.per_message_user_us_net} µs ÷ raw uWS too small to measure at this N`,
+        met: measurable ? user <= 1.3 : null,
+      });
+    }
+    if (g && s) {
+      const ratio = round(s.per_message_us_net / g.per_message_us_net, 2);
+      out.push({
+        id: 'b.vs_sio',
+        what: '(b) Socket.IO on Node http CPU per message ÷ gateway (user + kernel)',
+        target: '≥ 6×',
+        value: `${s.per_message_us_net} µs ÷ ${g.per_message_us_net} µs = ${ratio}×`,
+        met: ratio >= 6,
+      });
+      const user = round(s.per_message_user_us_net / g.per_message_user_us_net, 2);
+      out.push({
+        id: 'b.vs_sio_user',
+        what: '(b) the same, user space only',
+        target: '≥ 6×',
+        value: `${s.per_message_user_us_net} µs ÷ ${g.per_message_user_us_net} µs = ${user}×`,
+        met: user >= 6,
+      });
+    }
+    const gm = c.gateway.memory;
+    const sm = c.sio.memory;
+    if (gm) {
+      out.push({
+        id: 'c.bytes',
+        what: '(c) gateway memory per held connection (RSS)',
+        target: '≤ 10 KB (10,240 B)',
+        value: `${gm.per_connection_bytes} B (${round(gm.per_connection_bytes / KB, 1)} KB)`,
+        met: gm.per_connection_bytes > 0 ? gm.per_connection_bytes <= 10 * KB : null,
+      });
+    }
+    if (gm && sm) {
+      // with few sockets, RSS noise can exceed the growth (even make it negative)
+      const measurable = sm.per_connection_bytes > 0 && gm.per_connection_bytes > 0;
+      const ratio = round(gm.per_connection_bytes / sm.per_connection_bytes, 2);
+      out.push({
+        id: 'c.vs_sio',
+        what: '(c) gateway ÷ Socket.IO on Node http, memory per connection',
+        target: '≤ 0.5×',
+        value: measurable ? `${gm.per_connection_bytes} B ÷ ${sm.per_connection_bytes} B = ${ratio}×` : `${gm.per_connection_bytes} B ÷ ${sm.per_connection_bytes} B: RSS noise at this N`,
+        met: measurable ? ratio <= 0.5 : null,
+      });
+    }
+    const gs = c.gateway.storm;
+    const us = c.uws.storm;
+    if (gs && us) {
+      const snaps = gs.snapshots ?? {};
+      const allBack = gs.failed === 0 && snaps.widgets_current === snaps.widgets && snaps.engines_with_work === snaps.engines;
+      const ratio = round(gs.seconds / us.seconds, 2);
+      out.push({
+        id: 'd.storm',
+        what: `(d) ${gs.sockets} clients back after a gateway restart ÷ raw uWS accepting ${us.sockets} fresh`,
+        target: '≤ 1.5×, all with current snapshots',
+        value: `${gs.seconds} s ÷ ${us.seconds} s = ${ratio}×; ${allBack ? 'all back, snapshots current' : `NOT all back: ${JSON.stringify(snaps)}, failed ${gs.failed}`}`,
+        met: ratio <= 1.5 && allBack,
+      });
+    }
+  }
+  return out;
+}
+
+export function printTable(targets: Target[]): void {
+  const widths = [64, 22, 52];
+  const line = (cells: string[]) => cells.map((cell, i) => (i < widths.length ? cell.padEnd(widths[i]!) : cell)).join(' ');
+  console.log('');
+  console.log(line(['target', 'wanted', 'measured', 'verdict']));
+  console.log('-'.repeat(150));
+  for (const t of targets) console.log(line([t.what, t.target, t.value, t.met === null ? 'n/a' : t.met ? 'met' : 'MISSED']));
+}
+
+const SECTION = '## Push (npm run bench:push)';
+
+/** Replaces (or appends) the push section of docs/performance.md, leaving other sections alone. */
+export function writeDocsSection(file: string, body: string): void {
+  const section = `${SECTION}\n\n${body.trim()}\n`;
+  if (!existsSync(file)) {
+    writeFileSync(file, `# Performance\n\nBenchmarks are separate commands (\`npm run bench:*\`), never timed assertions in tests. Each measures against a baseline run side by side in the same run, and writes JSON under \`loadtest/results/\`.\n\n${section}`);
+    return;
+  }
+  const text = readFileSync(file, 'utf8');
+  const start = text.indexOf(SECTION);
+  if (start === -1) {
+    writeFileSync(file, `${text.trimEnd()}\n\n${section}`);
+    return;
+  }
+  const rest = text.slice(start + SECTION.length);
+  const next = rest.search(/\n## /);
+  const after = next === -1 ? '' : rest.slice(next + 1);
+  writeFileSync(file, `${text.slice(0, start)}${section}${after ? `\n${after}` : ''}`);
+}
