@@ -152,8 +152,7 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const agent = await readyAgent(api, t);
     const widget = open(agent.widgetToken);
     const engine = open(agent.engineToken, h.config.siteUrl);
-    await widget.next('state');
-    await engine.next('work');
+    await Promise.all([widget.next('state'), engine.next('work')]);
     const endedWidget = widget.next('ended');
     const endedEngine = engine.next('ended');
     await h.services.platform.setDisabled(true);

@@ -141,8 +141,7 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
 
   it('exposes /metrics on both roles: sockets by kind, pushes, acks, redeliveries, push latency, bus state', async () => {
     const agent = await newAgent();
-    await widgetSocket(aUrl, agent).next('state');
-    await engineSocket(bUrl, agent).next('work');
+    await Promise.all([widgetSocket(aUrl, agent).next('state'), engineSocket(bUrl, agent).next('work')]);
     const onA = await (await fetch(`${aUrl}/metrics`)).text();
     expect(onA).toMatch(/c2c_sockets_connected\{kind="widget"\} [1-9]/);
     expect(onA).toContain('c2c_bus_up{driver="redis"} 1');
