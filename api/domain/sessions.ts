@@ -11,6 +11,7 @@ import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 import type { Db, Sql } from '../store/index.js';
 import { reloadAgent, resolveAgent, type ResolvedAgent } from './agents.js';
+import { createCredentialCache } from './credential-cache.js';
 import { mintCredential, newId, parseCredential, secretMatches } from './credentials.js';
 import {
   assertIntegrationUsable,
@@ -40,8 +41,6 @@ export interface WidgetContext {
   integration: IntegrationWithAccount;
   agent: ResolvedAgent;
 }
-
-const MAX_CACHED_CONTEXTS = 50_000;
 
 /** A token's checks as last read from the store: the context, or the refusal it earned. */
 interface CachedAuth {
@@ -76,47 +75,29 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
     return { id, token: credential.token, expiresAt: now + ttlMs };
   }
 
-  /**
-   * Widget requests are the hot path (polls), so the checks that read the store are cached per
-   * token, the outcome included. The bus drops an entry when its session, integration or member
-   * changes, so revocation, disabling and un-assigning still apply on the next request.
-   */
-  const contexts = new Map<string, CachedAuth>();
-  // Bumped by every invalidation: a load that overlapped one is used once but not cached.
-  let generation = 0;
-  bus.subscribe((message) => {
-    if (message.type === 'session' || message.type === 'integration' || message.type === 'member' || message.type === 'resync') generation += 1;
-    if (message.type === 'resync') return contexts.clear();
-    for (const [lookup, context] of contexts) {
-      if (
-        (message.type === 'session' && context.session.id === message.sessionId) ||
-        (message.type === 'integration' && context.integration.id === message.integrationId) ||
-        (message.type === 'member' && context.session.member_id === message.memberId)
-      ) {
-        contexts.delete(lookup);
-      }
-    }
-  });
+  // Widget requests are the hot path (polls): the checks that read the store are cached per token.
+  const contexts = createCredentialCache<CachedAuth>(
+    bus,
+    ['session', 'integration', 'member'],
+    (context, message) =>
+      (message.type === 'session' && context.session.id === message.sessionId) ||
+      (message.type === 'integration' && context.integration.id === message.integrationId) ||
+      (message.type === 'member' && context.session.member_id === message.memberId),
+  );
 
   async function loadContext(lookup: string): Promise<CachedAuth> {
-    const startedAt = generation;
     const [session] = await db.query<WidgetSessionRow>('SELECT * FROM widget_sessions WHERE lookup = $1', [lookup]);
     if (!session) throw new C2CError('unauthorized');
     const integration = await findIntegration(db, session.integration_id);
     if (!integration) throw new C2CError('unauthorized');
-    let context: CachedAuth;
     try {
       assertIntegrationUsable(integration);
       if (!originAllowed(integration, session.origin)) throw new C2CError('origin_not_allowed');
-      context = { session, integration, outcome: { agent: await reloadAgent(db, integration, session.member_id) } };
+      return { session, integration, outcome: { agent: await reloadAgent(db, integration, session.member_id) } };
     } catch (error) {
       if (!(error instanceof C2CError)) throw error;
-      context = { session, integration, outcome: { failure: error } };
+      return { session, integration, outcome: { failure: error } };
     }
-    if (generation !== startedAt) return context;
-    if (contexts.size >= MAX_CACHED_CONTEXTS) contexts.clear();
-    contexts.set(lookup, context);
-    return context;
   }
 
   return {
@@ -137,7 +118,7 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
     async authenticate(token: string | undefined, originHeader: string | undefined): Promise<WidgetContext> {
       const presented = parseCredential('widgetToken', token);
       if (!presented) throw new C2CError('unauthorized');
-      const context = contexts.get(presented.lookup) ?? (await loadContext(presented.lookup));
+      const context = contexts.get(presented.lookup) ?? (await contexts.load(presented.lookup, () => loadContext(presented.lookup)));
       const { session } = context;
       if (!secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
       if (session.revoked_at !== null) throw new C2CError('unauthorized', 'The widget session has ended.');

@@ -13,6 +13,7 @@ import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
 import { reloadAgent, type ResolvedAgent } from '../agents.js';
+import { createCredentialCache } from '../credential-cache.js';
 import { parseCredential, secretMatches } from '../credentials.js';
 import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount } from '../integrations/repo.js';
 import type { EngineRow } from '../views.js';
@@ -33,33 +34,18 @@ interface CachedEngineAuth {
 }
 
 const CACHE_MS = 60_000;
-const MAX_CACHED = 50_000;
 
 export function createEngineAuth(db: Db, bus: Bus, clock: Clock) {
-  const cache = new Map<string, CachedEngineAuth>();
-  // Bumped by every invalidation: a load that overlapped one is used once but not cached.
-  let generation = 0;
-  bus.subscribe((message) => {
-    if (message.type === 'resync') {
-      generation += 1;
-      return cache.clear();
-    }
-    if (message.type !== 'engine' && message.type !== 'integration' && message.type !== 'member') return;
-    if (message.type === 'engine' && message.reason !== 'closed') return;
-    generation += 1;
-    for (const [lookup, entry] of cache) {
-      if (
-        (message.type === 'engine' && entry.engine.id === message.engineId) ||
-        (message.type === 'integration' && entry.engine.integration_id === message.integrationId) ||
-        (message.type === 'member' && entry.engine.member_id === message.memberId)
-      ) {
-        cache.delete(lookup);
-      }
-    }
-  });
+  const cache = createCredentialCache<CachedEngineAuth>(
+    bus,
+    ['engine', 'integration', 'member'],
+    ({ engine }, message) =>
+      (message.type === 'engine' && message.reason === 'closed' && engine.id === message.engineId) ||
+      (message.type === 'integration' && engine.integration_id === message.integrationId) ||
+      (message.type === 'member' && engine.member_id === message.memberId),
+  );
 
   async function load(lookup: string): Promise<CachedEngineAuth | undefined> {
-    const startedAt = generation;
     const [row] = await db.query<EngineRow & { secret_hash: Uint8Array }>('SELECT * FROM engines WHERE lookup = $1', [lookup]);
     if (!row) return undefined;
     const { secret_hash: secretHash, ...engine } = row;
@@ -73,19 +59,15 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock) {
       if (!(error instanceof C2CError)) throw error;
       outcome = { failure: error };
     }
-    const entry: CachedEngineAuth = { engine, secretHash, integration, outcome, loadedAt: clock.now() };
-    if (generation === startedAt) {
-      if (cache.size >= MAX_CACHED) cache.clear();
-      cache.set(lookup, entry);
-    }
-    return entry;
+    return { engine, secretHash, integration, outcome, loadedAt: clock.now() };
   }
 
   return async function authenticateEngine(token: string | undefined): Promise<EngineContext> {
     const presented = parseCredential('engineToken', token);
     if (!presented) throw new C2CError('unauthorized', 'An engine token (Authorization: Bearer c2ce_…) is required.');
     const cached = cache.get(presented.lookup);
-    const entry = cached && clock.now() - cached.loadedAt < CACHE_MS ? cached : await load(presented.lookup);
+    const fresh = cached && clock.now() - cached.loadedAt < CACHE_MS ? cached : undefined;
+    const entry = fresh ?? (await cache.load(presented.lookup, () => load(presented.lookup)));
     if (!entry || !secretMatches(entry.secretHash, presented)) throw new C2CError('unauthorized');
     if (entry.engine.state === 'closed') throw new C2CError('unauthorized', 'This call window was closed or replaced by a newer one.');
     if (entry.engine.last_seen_at + LIMITS.engineTokenIdleSeconds * 1000 <= clock.now()) {
