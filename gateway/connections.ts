@@ -44,7 +44,7 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
 }
 
 export function onWidget(services: Services, socket: Socket, data: WidgetSocketData): void {
-  void socket.join([rooms.agent(data.integrationId, data.memberId), rooms.session(data.sessionId), `integration:${data.integrationId}`, `member:${data.memberId}`]);
+  void socket.join(rooms.agent(data.integrationId, data.memberId));
   void reauthenticate(services, data)
     .then(async (auth) => {
       if (auth.kind !== 'widget') return;
@@ -67,7 +67,7 @@ export function onWidget(services: Services, socket: Socket, data: WidgetSocketD
 }
 
 export function onEngine(services: Services, socket: Socket, data: EngineSocketData): void {
-  void socket.join([rooms.engine(data.engineId), `integration:${data.integrationId}`, `member:${data.memberId}`]);
+  void socket.join(rooms.engine(data.engineId));
   void services.pusher
     .engineWork(data.engineId)
     .then((work) => socket.emit('work', work))

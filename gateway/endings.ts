@@ -9,24 +9,19 @@ import type { Server, Socket } from 'socket.io';
 import { ERROR_CATALOGUE } from '../shared/errors.js';
 import type { SocketEnd } from '../shared/events.js';
 import type { Timer } from '../api/clock.js';
-import { rooms } from '../api/domain/push.js';
 import type { Services } from '../api/services.js';
 import { end, endWithError } from './connections.js';
 import { reauthenticate, type SocketData } from './handshake.js';
+import type { LocalSockets, SocketKey } from './local-sockets.js';
 
-function endRoom(io: Server, room: string | null, reason: SocketEnd): void {
-  const target = room === null ? io.local : io.local.in(room);
-  target.emit('ended', reason);
-  target.disconnectSockets(true);
+function endAll(sockets: Iterable<Socket>, reason: SocketEnd): void {
+  for (const socket of sockets) end(socket, reason);
 }
 
-/** Re-checks each local socket in a room; those that no longer pass are ended with their code. */
-async function recheckRoom(services: Services, io: Server, room: string): Promise<void> {
-  const sockets = await io.local.in(room).fetchSockets();
+/** Re-checks each of these sockets; those that no longer pass are ended with their code. */
+async function recheck(services: Services, sockets: Socket[]): Promise<void> {
   await Promise.all(
-    sockets.map(async (remote) => {
-      const socket = io.sockets.sockets.get(remote.id);
-      if (!socket) return;
+    sockets.map(async (socket) => {
       try {
         await reauthenticate(services, socket.data as SocketData);
       } catch (error) {
@@ -36,29 +31,29 @@ async function recheckRoom(services: Services, io: Server, room: string): Promis
   );
 }
 
-export function watchEndings(services: Services, io: Server): () => void {
-  const recheck = (room: string) => void recheckRoom(services, io, room).catch(() => {});
+export function watchEndings(services: Services, io: Server, local: LocalSockets): () => void {
+  const recheckAll = (key: SocketKey) => void recheck(services, local.get(key)).catch(() => {});
   return services.bus.subscribe((message) => {
     switch (message.type) {
       case 'session':
         // A refresh keeps the old token alive for a grace period; its sockets move on by themselves.
         if (message.reason !== 'refreshed') {
-          endRoom(io, rooms.session(message.sessionId), { code: 'unauthorized', final: true, message: `The widget session ended (${message.reason}).` });
+          endAll(local.get(`session:${message.sessionId}`), { code: 'unauthorized', final: true, message: `The widget session ended (${message.reason}).` });
         }
         return;
       case 'engine':
         if (message.reason === 'closed') {
-          endRoom(io, rooms.engine(message.engineId), { code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });
+          endAll(local.get(`engine:${message.engineId}`), { code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });
         }
         return;
       case 'platform':
-        if (message.disabled) endRoom(io, null, { code: 'platform_disabled', final: true, message: ERROR_CATALOGUE.platform_disabled.message });
+        if (message.disabled) endAll([...io.of('/').sockets.values()], { code: 'platform_disabled', final: true, message: ERROR_CATALOGUE.platform_disabled.message });
         return;
       case 'integration':
-        recheck(`integration:${message.integrationId}`);
+        recheckAll(`integration:${message.integrationId}`);
         return;
       case 'member':
-        recheck(`member:${message.memberId}`);
+        recheckAll(`member:${message.memberId}`);
         return;
     }
   });

@@ -11,6 +11,7 @@ import type { Services } from '../api/services.js';
 import { end, onConnection } from './connections.js';
 import { watchEndings, watchExpiry } from './endings.js';
 import { engineOriginAllowed, handshake } from './handshake.js';
+import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
 
 export interface Gateway {
@@ -49,11 +50,13 @@ export async function startGateway(services: Services, options: { port: number; 
   });
   io.use(handshake(services));
   const connected = onConnection(services);
+  const local = new LocalSockets();
   io.on('connection', (socket) => {
+    local.add(socket);
     connected(socket);
     watchExpiry(services, socket);
   });
-  const stopEndings = watchEndings(services, io);
+  const stopEndings = watchEndings(services, io, local);
 
   serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));

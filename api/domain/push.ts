@@ -19,7 +19,6 @@ import { toCall, type CallRow } from './views.js';
 export const rooms = {
   agent: (integrationId: string, memberId: string) => `agent:${integrationId}:${memberId}`,
   engine: (engineId: string) => `engine:${engineId}`,
-  session: (sessionId: string) => `session:${sessionId}`,
 };
 
 export interface PushDeps {

@@ -148,6 +148,29 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: true });
   });
 
+  it('ends the widget and engine sockets of an integration that is disabled, and only those', async () => {
+    const otherTenant = await seedTenant(h.services);
+    const bystander = open((await readyAgent(api, otherTenant)).widgetToken);
+    const bystanderState = bystander.next('state');
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await Promise.all([widget.next('state'), engine.next('work'), bystanderState]);
+    const endedWidget = widget.next('ended');
+    const endedEngine = engine.next('ended');
+    const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+    const { setIntegrationEnabled } = await import('../../api/domain/operator/integrations.js');
+    await setIntegrationEnabled(deps, t.integrationId, false);
+    try {
+      expect(await endedWidget).toMatchObject({ code: 'integration_disabled', final: true });
+      expect(await endedEngine).toMatchObject({ code: 'integration_disabled', final: true });
+      const answer = await request(bystander.socket, 'command', { kind: 'availability', available: false, request_id: 'bystander-1' });
+      expect(answer).toMatchObject({ ok: true, status: 'done' });
+    } finally {
+      await setIntegrationEnabled(deps, t.integrationId, true);
+    }
+  });
+
   it('ends every socket when the platform is disabled, and refuses new ones', async () => {
     const agent = await readyAgent(api, t);
     const widget = open(agent.widgetToken);
