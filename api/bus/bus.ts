@@ -7,6 +7,7 @@
  * read the store), and a driver that reconnects reports `resync` so caches flush.
  */
 import type { Server } from 'socket.io';
+import type { EngineWork } from '../../shared/events.js';
 
 /** Everything a node may need to hear about. */
 export type BusMessage =
@@ -20,8 +21,12 @@ export type BusMessage =
   | { type: 'session'; sessionId: string; reason: string }
   /** the platform switch changed */
   | { type: 'platform'; disabled: boolean }
-  /** an engine has new commands or dial requests, or was closed */
-  | { type: 'engine'; engineId: string; reason: 'work' | 'closed' }
+  /**
+   * an engine has new commands or dial requests (`work`: what the change's transaction already
+   * handed over, for the node that made it to push as is), or was closed
+   */
+  | { type: 'engine'; engineId: string; reason: 'work'; work?: EngineWork }
+  | { type: 'engine'; engineId: string; reason: 'closed' }
   /** the driver reconnected: anything may have been missed */
   | { type: 'resync' };
 

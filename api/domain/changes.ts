@@ -2,13 +2,14 @@
  * What a transaction changed, announced on the bus only after it commits, so no node ever pushes
  * or invalidates on a change that rolled back.
  */
+import type { EngineWork } from '../../shared/events.js';
 import type { Bus } from '../bus/index.js';
 import type { Sql } from '../store/index.js';
 import { bumpAgentVersion } from './agent-state.js';
 
 export class Changes {
   readonly #agents = new Map<string, { integrationId: string; memberId: string; version: number }>();
-  readonly #engineWork = new Set<string>();
+  readonly #engineWork = new Map<string, EngineWork | undefined>();
   readonly #enginesClosed = new Set<string>();
   readonly #sessions = new Map<string, string>();
 
@@ -19,9 +20,12 @@ export class Changes {
     return version;
   }
 
-  /** The engine has new commands or dial requests. */
-  engineWork(engineId: string): this {
-    this.#engineWork.add(engineId);
+  /**
+   * The engine has new commands or dial requests; `handedOver` when the transaction handed them
+   * over after its last change to them (the push then leaves without reading them again).
+   */
+  engineWork(engineId: string, handedOver?: EngineWork): this {
+    this.#engineWork.set(engineId, handedOver);
     return this;
   }
 
@@ -37,7 +41,7 @@ export class Changes {
 
   merge(other: Changes): this {
     for (const [key, value] of other.#agents) this.#agents.set(key, value);
-    for (const id of other.#engineWork) this.#engineWork.add(id);
+    for (const [id, work] of other.#engineWork) this.engineWork(id, work);
     for (const id of other.#enginesClosed) this.#enginesClosed.add(id);
     for (const [id, reason] of other.#sessions) this.#sessions.set(id, reason);
     return this;
@@ -45,7 +49,7 @@ export class Changes {
 
   publish(bus: Bus): void {
     for (const agent of this.#agents.values()) bus.publish({ type: 'agent', ...agent });
-    for (const engineId of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work' });
+    for (const [engineId, work] of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work', ...(work && { work }) });
     for (const engineId of this.#enginesClosed) bus.publish({ type: 'engine', engineId, reason: 'closed' });
     for (const [sessionId, reason] of this.#sessions) bus.publish({ type: 'session', sessionId, reason });
   }

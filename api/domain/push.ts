@@ -4,17 +4,17 @@
  * requests to the engine (event `work`). Pushes only accelerate: the same truth is in every poll
  * and heartbeat, and pushed commands stay pending until the engine acks them.
  */
-import type { PushedState } from '../../shared/events.js';
+import type { EngineWork, PushedState } from '../../shared/events.js';
 import type { Realtime } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/index.js';
 import { reloadAgent } from './agents.js';
 import type { Commands } from './commands/service.js';
+import { handOverWork } from './engines/work.js';
 import { findIntegration } from './integrations/repo.js';
 import { renderWidgetState } from './agent-state.js';
 import type { WidgetStates } from './widget-states.js';
-import { toCall, type CallRow } from './views.js';
 
 export const rooms = {
   agent: (integrationId: string, memberId: string) => `agent:${integrationId}:${memberId}`,
@@ -59,28 +59,14 @@ export function createPusher(deps: PushDeps) {
   }
 
   /** Pending commands and dial requests for an engine: what its next heartbeat would get. */
-  async function engineWork(engineId: string) {
-    return db.tx(async (sql) => {
-      const commands = await deps.commands.pendingFor(sql, engineId);
-      const now = clock.now();
-      const queued = await sql.query<CallRow>(
-        `SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
-         WHERE e.id = $1 AND c.status = 'queued' AND c.expires_at > $2 ORDER BY c.created_at`,
-        [engineId, now],
-      );
-      const dialRequests = queued.map((call) => {
-        const view = toCall(call, now);
-        return { request_id: call.id, display: view.display, expires_at: view.expires_at };
-      });
-      return { commands, dial_requests: dialRequests };
-    });
-  }
+  const engineWork = (engineId: string) => db.tx((sql) => handOverWork(sql, deps.commands, engineId, clock.now()));
 
-  async function pushWork(engineId: string): Promise<void> {
+  /** Pushes the work handed over in the change's own transaction, or hands it over now. */
+  async function pushWork(engineId: string, handedOver: EngineWork | undefined): Promise<void> {
     const room = rooms.engine(engineId);
-    if (!bus.mayHaveListeners(room)) return;
+    if (!handedOver && !bus.mayHaveListeners(room)) return;
     const startedAt = performance.now();
-    bus.io.to(room).emit('work', await engineWork(engineId));
+    bus.io.to(room).emit('work', handedOver ?? (await engineWork(engineId)));
     deps.observe?.('work', startedAt);
   }
 
@@ -94,7 +80,7 @@ export function createPusher(deps: PushDeps) {
       return bus.subscribe((message, { local }) => {
         if (!local) return;
         if (message.type === 'agent') run(pushState(message.integrationId, message.memberId));
-        if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId));
+        if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId, message.work));
       });
     },
   };

@@ -14,6 +14,8 @@ import type { Db, Sql } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { LIVE_STATUSES } from '../calls/checks.js';
 import { hangupCall } from '../calls/hangup.js';
+import { handOverWork } from '../engines/work.js';
+import { rooms } from '../push.js';
 import type { WidgetContext } from '../sessions.js';
 import type { CallRow, EngineRow } from '../views.js';
 import { decideCommand, type Decision } from './decide.js';
@@ -78,7 +80,7 @@ export function createCommands(deps: CommandsDeps) {
     ]);
   }
 
-  return {
+  const service = {
     async execute(widget: WidgetContext, command: Command): Promise<CommandResult> {
       const changes = new Changes();
       const { integration, agent } = widget;
@@ -112,7 +114,11 @@ export function createCommands(deps: CommandsDeps) {
             clock.now(),
           ],
         );
-        if ('engine' in decision) changes.engineWork(engine!.id);
+        // Handed over in this transaction when a socket may take it: the push leaves on commit.
+        if ('engine' in decision) {
+          const live = bus.mayHaveListeners(rooms.engine(engine!.id));
+          changes.engineWork(engine!.id, live ? await handOverWork(sql, service, engine!.id, clock.now()) : undefined);
+        }
         if ('server' in decision && decision.server === 'availability') {
           await sql.query('UPDATE engines SET available = $2, version = version + 1 WHERE id = $1', [engine!.id, command.available]);
           await changes.touchAgent(sql, integration.id, agent.member.id);
@@ -154,6 +160,7 @@ export function createCommands(deps: CommandsDeps) {
         .map((row) => ({ command_id: Number(row.id), kind: row.kind, call_id: row.call_id, digits: row.digits, available: row.available, ref: row.call_id }));
     },
   };
+  return service;
 }
 
 export type Commands = ReturnType<typeof createCommands>;

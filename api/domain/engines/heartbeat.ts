@@ -11,8 +11,9 @@ import type { Db, Sql } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { LIVE_STATUSES } from '../calls/checks.js';
 import type { Commands } from '../commands/service.js';
-import { toCall, type CallRow, type EngineRow } from '../views.js';
+import type { CallRow, EngineRow } from '../views.js';
 import type { EngineContext } from './auth.js';
+import { handOverWork } from './work.js';
 
 /** A command the engine acked as done for the first time (device effects follow for simulated engines). */
 export interface FirstAck {
@@ -80,21 +81,13 @@ export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Co
     if (engine.changed) await changes.touchAgent(sql, engine.integration_id, engine.member_id);
     const firstAcks = await applyAcks(sql, engine.id, report.acks, at);
     await reconcileCalls(sql, changes, engine, report.call_id, at);
-    const commands = await deps.commands.pendingFor(sql, engine.id);
-    const queued = await sql.query<CallRow>(
-      `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = 'queued' AND expires_at > $3 ORDER BY created_at`,
-      [engine.integration_id, engine.member_id, at],
-    );
+    const work = await handOverWork(sql, deps.commands, engine.id, at);
     // The engine's live call, else its latest one, so the window also learns how a call ended.
     const [call] = await sql.query<CallRow>(
       'SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY (status = ANY($2)) DESC, created_at DESC LIMIT 1',
       [engine.id, LIVE_STATUSES],
     );
-    const dialRequests = queued.map((intent) => {
-      const view = toCall(intent, at);
-      return { request_id: intent.id, display: view.display, expires_at: view.expires_at };
-    });
-    return { engine, commands, dialRequests, call: call ?? null, firstAcks };
+    return { engine, commands: work.commands, dialRequests: work.dial_requests, call: call ?? null, firstAcks };
   });
   if (!result) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
   return { ...result, changes };
