@@ -48,18 +48,31 @@ export async function applyAcks(sql: Sql, engineId: string, acks: HeartbeatReque
   return first;
 }
 
-/** Flags or clears `orphaned` on the engine's live calls from what the report says it holds. */
-async function reconcileCalls(sql: Sql, changes: Changes, engine: EngineRow, heldCallId: string | null, at: number): Promise<void> {
-  const calls = await sql.query<CallRow>('SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($2)', [engine.id, LIVE_STATUSES]);
-  for (const call of calls) {
+/**
+ * Reconciles the engine's live calls with the one the report says it holds, flagging or clearing
+ * `orphaned`, and returns the call the window is told about: its live call, else its latest, so
+ * it also learns how a call ended. One read serves both.
+ */
+async function reconcileCalls(sql: Sql, changes: Changes, engine: EngineRow, heldCallId: string | null, at: number): Promise<CallRow | null> {
+  const rows = await sql.query<CallRow>(
+    `SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($2)
+     UNION ALL (SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY created_at DESC LIMIT 1)`,
+    [engine.id, LIVE_STATUSES],
+  );
+  const isLive = (call: CallRow) => (LIVE_STATUSES as readonly string[]).includes(call.status);
+  const live = rows.filter((call, index) => isLive(call) && rows.findIndex((other) => other.id === call.id) === index);
+  for (const call of live) {
     const holds = heldCallId === call.id;
     const since = call.claimed_at ?? call.created_at;
     const orphaned = !holds && at - since > LIMITS.orphanGraceSeconds * 1000;
     if (orphaned !== call.orphaned) {
       await sql.query('UPDATE call_intents SET orphaned = $2 WHERE id = $1', [call.id, orphaned]);
       await changes.touchAgent(sql, call.integration_id, call.member_id);
+      call.orphaned = orphaned;
     }
   }
+  const newestLive = live.sort((a, b) => b.created_at - a.created_at)[0];
+  return newestLive ?? rows.at(-1) ?? null;
 }
 
 export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Commands }, context: EngineContext, report: HeartbeatRequest): Promise<HeartbeatResult> {
@@ -80,14 +93,9 @@ export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Co
     if (!engine) return null;
     if (engine.changed) await changes.touchAgent(sql, engine.integration_id, engine.member_id);
     const firstAcks = await applyAcks(sql, engine.id, report.acks, at);
-    await reconcileCalls(sql, changes, engine, report.call_id, at);
+    const call = await reconcileCalls(sql, changes, engine, report.call_id, at);
     const work = await handOverWork(sql, deps.commands, engine.id, at);
-    // The engine's live call, else its latest one, so the window also learns how a call ended.
-    const [call] = await sql.query<CallRow>(
-      'SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY (status = ANY($2)) DESC, created_at DESC LIMIT 1',
-      [engine.id, LIVE_STATUSES],
-    );
-    return { engine, commands: work.commands, dialRequests: work.dial_requests, call: call ?? null, firstAcks };
+    return { engine, commands: work.commands, dialRequests: work.dial_requests, call, firstAcks };
   });
   if (!result) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
   return { ...result, changes };
