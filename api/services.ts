@@ -10,6 +10,7 @@ import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import { createCalls } from './domain/calls/service.js';
 import { createCommands } from './domain/commands/service.js';
+import { createDirectory } from './domain/directory.js';
 import { createEngines } from './domain/engines/service.js';
 import { createPlatform } from './domain/platform.js';
 import { createReaper } from './domain/reaper.js';
@@ -37,17 +38,18 @@ export function createServices(infra: Infra) {
   const { config, db, bus, clock } = infra;
   const providers = infra.providers ?? createProviders(config, clock);
   const platform = createPlatform(db, bus, clock);
-  const sessions = createSessions({ db, bus, clock, widgetTokenTtlSeconds: config.widgetTokenTtlSeconds });
+  const directory = createDirectory(db, bus);
+  const sessions = createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds: config.widgetTokenTtlSeconds });
   const calls = createCalls({ db, bus, clock, config, providers });
   const commands = createCommands({ db, bus, clock, providers });
-  const engines = createEngines({ db, bus, clock, config, providers, commands });
+  const engines = createEngines({ db, bus, clock, config, providers, commands, directory });
   const reaper = createReaper({ db, bus, clock, providers, log: infra.log });
   // available turns true where a gateway serves this deployment (serve.ts decides by role and config).
   const realtime: Realtime = { url: config.gatewayUrl, path: SOCKET_PATH, available: false };
   const widgetStates = createWidgetStates({ db, bus, clock, realtime });
   const metrics = createMetrics(bus);
   commands.onRedelivery = () => metrics.redeliveries.inc();
-  const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, observe: metrics.observePush, log: infra.log });
+  const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });
   return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
 }
 

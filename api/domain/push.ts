@@ -9,10 +9,9 @@ import type { Realtime } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/index.js';
-import { reloadAgent } from './agents.js';
 import type { Commands } from './commands/service.js';
+import type { Directory } from './directory.js';
 import { handOverWork } from './engines/work.js';
-import { findIntegration } from './integrations/repo.js';
 import { renderWidgetState } from './agent-state.js';
 import type { WidgetStates } from './widget-states.js';
 
@@ -28,6 +27,7 @@ export interface PushDeps {
   realtime: Realtime;
   widgetStates: WidgetStates;
   commands: Commands;
+  directory: Directory;
   /** observes each push: what, and how long after the change it left */
   observe?: (kind: 'state' | 'work', startedAt: number) => void;
   log?: (message: string, error?: unknown) => void;
@@ -40,11 +40,11 @@ export function createPusher(deps: PushDeps) {
     const room = rooms.agent(integrationId, memberId);
     if (!bus.mayHaveListeners(room)) return;
     const startedAt = performance.now();
-    const integration = await findIntegration(db, integrationId);
+    const integration = await deps.directory.integration(integrationId);
     if (!integration) return;
     let agent;
     try {
-      agent = await reloadAgent(db, integration, memberId);
+      agent = await deps.directory.agent(integration, memberId);
     } catch {
       return; // no longer a valid agent: the gateway ends those sockets
     }

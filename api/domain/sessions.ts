@@ -10,15 +10,11 @@ import type { SessionRequest } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 import type { Db, Sql } from '../store/index.js';
-import { reloadAgent, resolveAgent, type ResolvedAgent } from './agents.js';
-import { createCredentialCache } from './credential-cache.js';
+import { resolveAgent, type ResolvedAgent } from './agents.js';
+import { createBusCache } from './bus-cache.js';
+import type { Directory } from './directory.js';
 import { mintCredential, newId, parseCredential, secretMatches } from './credentials.js';
-import {
-  assertIntegrationUsable,
-  findIntegration,
-  originAllowed,
-  type IntegrationWithAccount,
-} from './integrations/repo.js';
+import { assertIntegrationUsable, originAllowed, type IntegrationWithAccount } from './integrations/repo.js';
 import { parseOrigin } from '../../shared/origin.js';
 import { LIMITS } from '../../shared/limits.js';
 
@@ -53,10 +49,11 @@ export interface SessionsDeps {
   db: Db;
   bus: Bus;
   clock: Clock;
+  directory: Directory;
   widgetTokenTtlSeconds: number;
 }
 
-export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: SessionsDeps) {
+export function createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds }: SessionsDeps) {
   const ttlMs = widgetTokenTtlSeconds * 1000;
 
   async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string) {
@@ -76,9 +73,9 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
   }
 
   // Widget requests are the hot path (polls): the checks that read the store are cached per token.
-  const contexts = createCredentialCache<CachedAuth>(
+  const contexts = createBusCache<CachedAuth>(
     bus,
-    ['session', 'integration', 'member'],
+    (message) => message.type === 'session' || message.type === 'integration' || message.type === 'member',
     (context, message) =>
       (message.type === 'session' && context.session.id === message.sessionId) ||
       (message.type === 'integration' && context.integration.id === message.integrationId) ||
@@ -88,12 +85,12 @@ export function createSessions({ db, bus, clock, widgetTokenTtlSeconds }: Sessio
   async function loadContext(lookup: string): Promise<CachedAuth> {
     const [session] = await db.query<WidgetSessionRow>('SELECT * FROM widget_sessions WHERE lookup = $1', [lookup]);
     if (!session) throw new C2CError('unauthorized');
-    const integration = await findIntegration(db, session.integration_id);
+    const integration = await directory.integration(session.integration_id);
     if (!integration) throw new C2CError('unauthorized');
     try {
       assertIntegrationUsable(integration);
       if (!originAllowed(integration, session.origin)) throw new C2CError('origin_not_allowed');
-      return { session, integration, outcome: { agent: await reloadAgent(db, integration, session.member_id) } };
+      return { session, integration, outcome: { agent: await directory.agent(integration, session.member_id) } };
     } catch (error) {
       if (!(error instanceof C2CError)) throw error;
       return { session, integration, outcome: { failure: error } };

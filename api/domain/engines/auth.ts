@@ -12,10 +12,11 @@ import { LIMITS } from '../../../shared/limits.js';
 import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
-import { reloadAgent, type ResolvedAgent } from '../agents.js';
-import { createCredentialCache } from '../credential-cache.js';
+import type { ResolvedAgent } from '../agents.js';
+import { createBusCache } from '../bus-cache.js';
+import type { Directory } from '../directory.js';
 import { parseCredential, secretMatches } from '../credentials.js';
-import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount } from '../integrations/repo.js';
+import { assertIntegrationUsable, type IntegrationWithAccount } from '../integrations/repo.js';
 import type { EngineRow } from '../views.js';
 
 export interface EngineContext {
@@ -35,10 +36,10 @@ interface CachedEngineAuth {
 
 const CACHE_MS = 60_000;
 
-export function createEngineAuth(db: Db, bus: Bus, clock: Clock) {
-  const cache = createCredentialCache<CachedEngineAuth>(
+export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Directory) {
+  const cache = createBusCache<CachedEngineAuth>(
     bus,
-    ['engine', 'integration', 'member'],
+    (message) => (message.type === 'engine' && message.reason === 'closed') || message.type === 'integration' || message.type === 'member',
     ({ engine }, message) =>
       (message.type === 'engine' && message.reason === 'closed' && engine.id === message.engineId) ||
       (message.type === 'integration' && engine.integration_id === message.integrationId) ||
@@ -49,12 +50,12 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock) {
     const [row] = await db.query<EngineRow & { secret_hash: Uint8Array }>('SELECT * FROM engines WHERE lookup = $1', [lookup]);
     if (!row) return undefined;
     const { secret_hash: secretHash, ...engine } = row;
-    const integration = await findIntegration(db, engine.integration_id);
+    const integration = await directory.integration(engine.integration_id);
     let outcome: CachedEngineAuth['outcome'];
     try {
       if (!integration) throw new C2CError('unauthorized');
       assertIntegrationUsable(integration);
-      outcome = { agent: await reloadAgent(db, integration, engine.member_id) };
+      outcome = { agent: await directory.agent(integration, engine.member_id) };
     } catch (error) {
       if (!(error instanceof C2CError)) throw error;
       outcome = { failure: error };

@@ -16,6 +16,7 @@ import { LIVE_STATUSES } from '../calls/checks.js';
 import { claimIntent } from '../calls/claim.js';
 import { hangupCall } from '../calls/hangup.js';
 import type { Commands } from '../commands/service.js';
+import type { Directory } from '../directory.js';
 import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
 import { applyAcks, engineHeartbeat, type FirstAck } from './heartbeat.js';
@@ -28,6 +29,7 @@ export interface EnginesDeps {
   config: Config;
   providers: Providers;
   commands: Commands;
+  directory: Directory;
 }
 
 /** Voice tokens live an hour; the window fetches a new one before that. */
@@ -51,7 +53,7 @@ export function createEngines(deps: EnginesDeps) {
   }
 
   return {
-    authenticate: createEngineAuth(db, bus, clock),
+    authenticate: createEngineAuth(db, bus, clock, deps.directory),
 
     async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }) {
       const pairing = await pairEngine(db, clock, input);

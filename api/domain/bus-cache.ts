@@ -1,0 +1,48 @@
+/**
+ * A cache whose entries the bus drops the moment something they depend on changes (anywhere, on
+ * any node): credential checks per token, integrations, resolved agents. Revocation, disabling and
+ * un-assigning therefore still apply on the next request. A load that overlapped an invalidation is
+ * used once but not cached, so it cannot resurrect what the change removed; a Redis reconnect
+ * (`resync`: messages may have been missed) empties it.
+ */
+import type { Bus, BusMessage } from '../bus/index.js';
+
+const MAX_ENTRIES = 50_000;
+
+export interface BusCache<T> {
+  get(key: string): T | undefined;
+  /** Loads through the cache's guard: a result is kept only if nothing changed meanwhile. */
+  load<R extends T | undefined>(key: string, loader: () => Promise<R>): Promise<R>;
+}
+
+/**
+ * `watches`: whether a message can make any entry stale (the frequent ones, such as agent version
+ * bumps and engine work, must not: each watched message costs a scan); `affects`: whether it makes
+ * this entry stale.
+ */
+export function createBusCache<T>(
+  bus: Bus,
+  watches: (message: BusMessage) => boolean,
+  affects: (entry: T, message: BusMessage) => boolean,
+): BusCache<T> {
+  const entries = new Map<string, T>();
+  let generation = 0;
+  bus.subscribe((message) => {
+    if (message.type !== 'resync' && !watches(message)) return;
+    generation += 1;
+    if (message.type === 'resync') return entries.clear();
+    for (const [key, entry] of entries) if (affects(entry, message)) entries.delete(key);
+  });
+  return {
+    get: (key) => entries.get(key),
+    async load(key, loader) {
+      const startedAt = generation;
+      const entry = await loader();
+      if (entry !== undefined && generation === startedAt) {
+        if (entries.size >= MAX_ENTRIES) entries.clear();
+        entries.set(key, entry);
+      }
+      return entry;
+    },
+  };
+}

@@ -1,0 +1,88 @@
+/**
+ * The bus-invalidated caches behind the hot paths (api/domain/bus-cache.ts, directory.ts): reads
+ * are served from memory while nothing changed, a change on the bus drops exactly what it affects,
+ * a load that overlapped a change is not kept, and refusals are never cached.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMemoryBus } from '../../api/bus/memory.js';
+import { createBusCache } from '../../api/domain/bus-cache.js';
+import { createDirectory } from '../../api/domain/directory.js';
+import { updateMember } from '../../api/domain/operator/accounts.js';
+import { storeDrivers } from '../helpers/env.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe('a bus cache', () => {
+  const watched = (message: { type: string }) => message.type === 'member';
+  const affects = (entry: { memberId: string }, message: { type: string; memberId?: string }) => message.memberId === entry.memberId;
+
+  it('keeps a load, and drops it when a watched change names it', async () => {
+    const bus = createMemoryBus();
+    const cache = createBusCache(bus, watched, affects);
+    await cache.load('a', async () => ({ memberId: 'mem_a' }));
+    await cache.load('b', async () => ({ memberId: 'mem_b' }));
+    bus.publish({ type: 'member', memberId: 'mem_a' });
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('b')).toEqual({ memberId: 'mem_b' });
+    bus.publish({ type: 'resync' });
+    expect(cache.get('b')).toBeUndefined();
+    await bus.close();
+  });
+
+  it('uses a load that overlapped a change once, without keeping it', async () => {
+    const bus = createMemoryBus();
+    const cache = createBusCache(bus, watched, affects);
+    let finish!: (value: { memberId: string }) => void;
+    const loading = cache.load('a', () => new Promise<{ memberId: string }>((resolve) => (finish = resolve)));
+    bus.publish({ type: 'member', memberId: 'mem_other' });
+    finish({ memberId: 'mem_a' });
+    expect(await loading).toEqual({ memberId: 'mem_a' });
+    expect(cache.get('a')).toBeUndefined();
+    await bus.close();
+  });
+
+  it('is not disturbed by messages it does not watch', async () => {
+    const bus = createMemoryBus();
+    const cache = createBusCache(bus, watched, () => true);
+    let finish!: (value: { memberId: string }) => void;
+    const loading = cache.load('a', () => new Promise<{ memberId: string }>((resolve) => (finish = resolve)));
+    bus.publish({ type: 'engine', engineId: 'eng_1', reason: 'work' });
+    finish({ memberId: 'mem_a' });
+    await loading;
+    bus.publish({ type: 'agent', integrationId: 'c2c_1', memberId: 'mem_a', version: 2 });
+    expect(cache.get('a')).toEqual({ memberId: 'mem_a' });
+    await bus.close();
+  });
+});
+
+describe.each(storeDrivers())('the directory on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    t = await seedTenant(h.services);
+  });
+  afterAll(() => h.close());
+
+  it('serves an integration from memory until the bus says it changed', async () => {
+    const directory = createDirectory(h.services.db, h.services.bus);
+    const first = await directory.integration(t.integrationId);
+    await h.services.db.query('UPDATE integrations SET name = $2 WHERE id = $1', [t.integrationId, 'Renamed behind its back']);
+    expect(await directory.integration(t.integrationId)).toBe(first);
+    h.services.bus.publish({ type: 'integration', integrationId: t.integrationId });
+    expect((await directory.integration(t.integrationId))?.name).toBe('Renamed behind its back');
+  });
+
+  it('shares one resolved agent, drops it when the member changes, and never caches a refusal', async () => {
+    const directory = createDirectory(h.services.db, h.services.bus);
+    const integration = (await directory.integration(t.integrationId))!;
+    const agent = await directory.agent(integration, t.agent.id);
+    expect(await directory.agent(integration, t.agent.id)).toBe(agent);
+    const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+    await updateMember(deps, t.agent.id, { enabled: false });
+    await expect(directory.agent(integration, t.agent.id)).rejects.toMatchObject({ code: 'agent_disabled' });
+    await updateMember(deps, t.agent.id, { enabled: true });
+    expect((await directory.agent(integration, t.agent.id)).member.enabled).toBe(true);
+  });
+});
