@@ -1,7 +1,8 @@
 /**
  * Ending connections the moment their credential stops being good: a widget session that ended,
  * an engine closed or replaced, the platform switched off, and (re-checked) every socket of an
- * integration or member that changed. Widget tokens are also re-checked when they expire: the
+ * integration or member that changed, and every socket after a Redis outage (endings published
+ * meanwhile were lost). Widget tokens are also re-checked when they expire: the
  * client is told to reconnect with a fresh token (a retry reason), never left on a dead one.
  * Each node acts on its own sockets; the bus tells every node.
  */
@@ -12,27 +13,33 @@ import type { Timer } from '../api/clock.js';
 import type { Services } from '../api/services.js';
 import { end, endWithError } from './connections.js';
 import { reauthenticate, type SocketData } from './handshake.js';
-import type { LocalSockets, SocketKey } from './local-sockets.js';
+import type { LocalSockets } from './local-sockets.js';
 
 function endAll(sockets: Iterable<Socket>, reason: SocketEnd): void {
   for (const socket of sockets) end(socket, reason);
 }
 
+/** How many sockets are re-checked at once: after a Redis outage every socket here is. */
+const RECHECK_BATCH = 100;
+
 /** Re-checks each of these sockets; those that no longer pass are ended with their code. */
 async function recheck(services: Services, sockets: Socket[]): Promise<void> {
-  await Promise.all(
-    sockets.map(async (socket) => {
-      try {
-        await reauthenticate(services, socket.data as SocketData);
-      } catch (error) {
-        endWithError(socket, error);
-      }
-    }),
-  );
+  for (let start = 0; start < sockets.length; start += RECHECK_BATCH) {
+    await Promise.all(
+      sockets.slice(start, start + RECHECK_BATCH).map(async (socket) => {
+        if (socket.disconnected) return;
+        try {
+          await reauthenticate(services, socket.data as SocketData);
+        } catch (error) {
+          endWithError(socket, error);
+        }
+      }),
+    );
+  }
 }
 
 export function watchEndings(services: Services, io: Server, local: LocalSockets): () => void {
-  const recheckAll = (key: SocketKey) => void recheck(services, local.get(key)).catch(() => {});
+  const recheckAll = (sockets: Socket[]) => void recheck(services, sockets).catch(() => {});
   return services.bus.subscribe((message) => {
     switch (message.type) {
       case 'session':
@@ -50,10 +57,15 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
         if (message.disabled) endAll([...io.of('/').sockets.values()], { code: 'platform_disabled', final: true, message: ERROR_CATALOGUE.platform_disabled.message });
         return;
       case 'integration':
-        recheckAll(`integration:${message.integrationId}`);
+        recheckAll(local.get(`integration:${message.integrationId}`));
         return;
       case 'member':
-        recheckAll(`member:${message.memberId}`);
+        recheckAll(local.get(`member:${message.memberId}`));
+        return;
+      case 'resync':
+        // Endings published while Redis was away were lost (the caches were emptied): every
+        // socket here is checked against the store again.
+        recheckAll([...io.of('/').sockets.values()]);
         return;
     }
   });

@@ -156,9 +156,15 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
 
   it('survives Redis stopping and restarting: nothing crashes, REST stays right, push resumes', async () => {
     const agent = await newAgent();
+    // A second widget session of the agent, on gateway A, to be revoked during the outage.
+    const second = await rest('/sessions', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, origin: demo.allowed_origin });
     const engine = engineSocket(bUrl, agent);
-    await engine.next('work');
+    const revokedWidget = widgetSocket(aUrl, { ...agent, widgetToken: second.body.widget_token });
+    await Promise.all([engine.next('work'), revokedWidget.next('state')]);
     await redis.stop();
+    // Its ending cannot reach gateway A now: A re-checks its sockets when Redis is back.
+    expect((await rest('/widget/revoke', second.body.widget_token, {}, demo.allowed_origin)).status).toBe(200);
+    const ended = revokedWidget.next('ended', { timeoutMs: 40_000 });
     // During the outage the REST contract carries everything: the command is queued and the
     // heartbeat hands it over.
     const queued = await widgetCommand(agent, { kind: 'focus', request_id: 'during-outage' });
@@ -178,6 +184,7 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
       return work;
     }, 'push after Redis came back', 20_000);
     expect((resumed as any).commands.length).toBeGreaterThan(0);
+    expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
   }, 60_000);
 
   it('sends the clients of a killed node to the other node, where they get the current snapshot', async () => {
