@@ -2,8 +2,9 @@
  * A cache whose entries the bus drops the moment something they depend on changes (anywhere, on
  * any node): credential checks per token, integrations, resolved agents. Revocation, disabling and
  * un-assigning therefore still apply on the next request. A load that overlapped an invalidation is
- * used once but not cached, so it cannot resurrect what the change removed; a Redis reconnect
- * (`resync`: messages may have been missed) empties it.
+ * used once but not cached, so it cannot resurrect what the change removed. While the bus is
+ * down nothing would say what changed on other nodes, so the cache is bypassed (every read goes to
+ * the store, as the REST fallback does anyway), and the reconnect (`resync`) empties it.
  */
 import type { Bus, BusMessage } from '../bus/index.js';
 
@@ -34,11 +35,11 @@ export function createBusCache<T>(
     for (const [key, entry] of entries) if (affects(entry, message)) entries.delete(key);
   });
   return {
-    get: (key) => entries.get(key),
+    get: (key) => (bus.state() === 'up' ? entries.get(key) : undefined),
     async load(key, loader) {
       const startedAt = generation;
       const entry = await loader();
-      if (entry !== undefined && generation === startedAt) {
+      if (entry !== undefined && generation === startedAt && bus.state() === 'up') {
         if (entries.size >= MAX_ENTRIES) entries.clear();
         entries.set(key, entry);
       }

@@ -1,7 +1,8 @@
 /**
  * The platform-wide switch (spec section 1: "Disabling the service platform-wide makes every
  * endpoint refuse immediately"). Read on every request, so it is cached in memory and the cache is
- * dropped by a bus message from whichever node flipped it.
+ * dropped by a bus message from whichever node flipped it; while the bus is down (such a message
+ * could be lost) every request reads the store.
  */
 import { C2CError } from '../../shared/errors.js';
 import type { Bus } from '../bus/index.js';
@@ -23,7 +24,7 @@ export function createPlatform(db: Db, bus: Bus, clock: Clock): Platform {
   });
 
   const isDisabled = async () => {
-    if (cached === undefined) {
+    if (cached === undefined || bus.state() !== 'up') {
       const [row] = await db.query<{ disabled: boolean }>('SELECT disabled FROM platform_settings WHERE id = 1');
       cached = row?.disabled ?? false;
     }

@@ -5,11 +5,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../../api/bus/memory.js';
+import { createRedisBus } from '../../api/bus/redis.js';
 import { createBusCache } from '../../api/domain/bus-cache.js';
 import { createDirectory } from '../../api/domain/directory.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
-import { storeDrivers } from '../helpers/env.js';
+import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { freePort, spawnRedis, waitFor } from '../helpers/processes.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe('a bus cache', () => {
@@ -53,6 +55,34 @@ describe('a bus cache', () => {
     expect(cache.get('a')).toEqual({ memberId: 'mem_a' });
     await bus.close();
   });
+});
+
+describe.skipIf(!redisUrl())('a bus cache on a Redis bus that goes down', () => {
+  it('serves nothing from memory while the bus is down (changes could be missed), and caches again after', async () => {
+    const port = await freePort();
+    const own = spawnRedis(port);
+    await own.start();
+    const bus = await createRedisBus(`redis://127.0.0.1:${port}`);
+    try {
+      const cache = createBusCache(bus, (message) => message.type === 'member', () => true);
+      await waitFor(async () => (bus.state() === 'up' ? true : undefined), 'the bus to be up', 10_000);
+      await cache.load('before', async () => ({ memberId: 'mem_a' }));
+      expect(cache.get('before')).toEqual({ memberId: 'mem_a' });
+      await own.stop();
+      await waitFor(async () => (bus.state() === 'down' ? true : undefined), 'the bus to notice Redis is gone', 10_000);
+      expect(cache.get('before')).toBeUndefined();
+      expect(await cache.load('during', async () => ({ memberId: 'mem_b' }))).toEqual({ memberId: 'mem_b' });
+      expect(cache.get('during')).toBeUndefined();
+      await own.start();
+      await waitFor(async () => (bus.state() === 'up' ? true : undefined), 'the bus to reconnect', 20_000);
+      expect(cache.get('before')).toBeUndefined();
+      await cache.load('after', async () => ({ memberId: 'mem_c' }));
+      expect(cache.get('after')).toEqual({ memberId: 'mem_c' });
+    } finally {
+      await bus.close();
+      await own.stop();
+    }
+  }, 40_000);
 });
 
 describe.each(storeDrivers())('the directory on %s', (driver) => {
