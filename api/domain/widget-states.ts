@@ -2,7 +2,8 @@
  * WidgetState for the poll path, push and session responses, with a per-agent cache. The cache
  * holds what only changes with the agent's version; a bus message for a newer version drops it
  * (on this node at once, on others as soon as the bus delivers), and a load that raced a newer
- * change is not cached. Time-dependent fields are rendered at send time.
+ * change is not cached. While the bus is down such messages could be lost, so every load reads the
+ * store. Time-dependent fields are rendered at send time.
  */
 import type { Realtime, WidgetState } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
@@ -31,10 +32,10 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
 
   async function load(integrationId: string, memberId: string): Promise<AgentStateData> {
     const k = key(integrationId, memberId);
-    const cached = cache.get(k);
+    const cached = bus.state() === 'up' ? cache.get(k) : undefined;
     if (cached) return cached;
     const data = await loadAgentState(db, integrationId, memberId);
-    if (data.version >= (newest.get(k) ?? 0)) {
+    if (bus.state() === 'up' && data.version >= (newest.get(k) ?? 0)) {
       if (cache.size >= MAX_CACHED_AGENTS) {
         cache.clear();
         newest.clear();

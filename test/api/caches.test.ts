@@ -1,13 +1,17 @@
 /**
- * The bus-invalidated caches behind the hot paths (api/domain/bus-cache.ts, directory.ts): reads
- * are served from memory while nothing changed, a change on the bus drops exactly what it affects,
- * a load that overlapped a change is not kept, and refusals are never cached.
+ * The bus-invalidated caches behind the hot paths (api/domain/bus-cache.ts, directory.ts,
+ * widget-states.ts, platform.ts): reads are served from memory while nothing changed, a change on
+ * the bus drops exactly what it affects, a load that overlapped a change is not kept, refusals are
+ * never cached, and while the bus is down (changes could be missed) every read goes to the store.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../../api/bus/memory.js';
 import { createRedisBus } from '../../api/bus/redis.js';
 import { createBusCache } from '../../api/domain/bus-cache.js';
+import { bumpAgentVersion } from '../../api/domain/agent-state.js';
 import { createDirectory } from '../../api/domain/directory.js';
+import { createPlatform } from '../../api/domain/platform.js';
+import { createWidgetStates } from '../../api/domain/widget-states.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
@@ -57,7 +61,7 @@ describe('a bus cache', () => {
   });
 });
 
-describe.skipIf(!redisUrl())('a bus cache on a Redis bus that goes down', () => {
+describe.skipIf(!redisUrl())('caches on a Redis bus that goes down', () => {
   it('serves nothing from memory while the bus is down (changes could be missed), and caches again after', async () => {
     const port = await freePort();
     const own = spawnRedis(port);
@@ -81,6 +85,40 @@ describe.skipIf(!redisUrl())('a bus cache on a Redis bus that goes down', () => 
     } finally {
       await bus.close();
       await own.stop();
+    }
+  }, 40_000);
+});
+
+describe.skipIf(!redisUrl())('WidgetState and the platform switch while the Redis bus is down', () => {
+  it('read the store on every request, so a change another node made is seen at once', async () => {
+    const port = await freePort();
+    const own = spawnRedis(port);
+    await own.start();
+    const bus = await createRedisBus(`redis://127.0.0.1:${port}`);
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const widgetStates = createWidgetStates({ db: h.services.db, bus, clock: h.services.clock, realtime: h.services.realtime });
+      const platform = createPlatform(h.services.db, bus, h.services.clock);
+      await waitFor(async () => (bus.state() === 'up' ? true : undefined), 'the bus to be up', 10_000);
+      // Another node's changes, whose bus messages never arrive here:
+      const elsewhere = () => bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
+      const first = await widgetStates.load(t.integrationId, t.agent.id);
+      expect(await platform.isDisabled()).toBe(false);
+      await elsewhere();
+      await h.services.db.query(
+        'INSERT INTO platform_settings (id, disabled, updated_at) VALUES (1, true, 0) ON CONFLICT (id) DO UPDATE SET disabled = true',
+      );
+      expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBe(first.version);
+      expect(await platform.isDisabled()).toBe(false);
+      await own.stop();
+      await waitFor(async () => (bus.state() === 'down' ? true : undefined), 'the bus to notice Redis is gone', 10_000);
+      expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBeGreaterThan(first.version);
+      expect(await platform.isDisabled()).toBe(true);
+    } finally {
+      await bus.close();
+      await own.stop();
+      await h.close();
     }
   }, 40_000);
 });
