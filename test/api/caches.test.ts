@@ -61,63 +61,72 @@ describe('a bus cache', () => {
   });
 });
 
-describe.skipIf(!redisUrl())('caches on a Redis bus that goes down', () => {
-  it('serves nothing from memory while the bus is down (changes could be missed), and caches again after', async () => {
-    const port = await freePort();
-    const own = spawnRedis(port);
-    await own.start();
-    const bus = await createRedisBus(`redis://127.0.0.1:${port}`);
+/** A Redis bus on a Redis server of its own, which the test can stop and start again. */
+async function busOnOwnRedis() {
+  const port = await freePort();
+  const server = spawnRedis(port);
+  await server.start();
+  const bus = await createRedisBus(`redis://127.0.0.1:${port}`);
+  const reaches = (state: 'up' | 'down', what: string) => waitFor(async () => (bus.state() === state ? true : undefined), what, 20_000);
+  await reaches('up', 'the bus to be up');
+  return {
+    bus,
+    stopRedis: async () => {
+      await server.stop();
+      await reaches('down', 'the bus to notice Redis is gone');
+    },
+    startRedis: async () => {
+      await server.start();
+      await reaches('up', 'the bus to reconnect');
+    },
+    close: async () => {
+      await bus.close();
+      await server.stop();
+    },
+  };
+}
+
+describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could be missed)', () => {
+  it('a bus cache serves nothing from memory, keeps nothing, and caches again once the bus is back', async () => {
+    const redis = await busOnOwnRedis();
     try {
-      const cache = createBusCache(bus, (message) => message.type === 'member', () => true);
-      await waitFor(async () => (bus.state() === 'up' ? true : undefined), 'the bus to be up', 10_000);
+      const cache = createBusCache(redis.bus, (message) => message.type === 'member', () => true);
       await cache.load('before', async () => ({ memberId: 'mem_a' }));
       expect(cache.get('before')).toEqual({ memberId: 'mem_a' });
-      await own.stop();
-      await waitFor(async () => (bus.state() === 'down' ? true : undefined), 'the bus to notice Redis is gone', 10_000);
+      await redis.stopRedis();
       expect(cache.get('before')).toBeUndefined();
       expect(await cache.load('during', async () => ({ memberId: 'mem_b' }))).toEqual({ memberId: 'mem_b' });
       expect(cache.get('during')).toBeUndefined();
-      await own.start();
-      await waitFor(async () => (bus.state() === 'up' ? true : undefined), 'the bus to reconnect', 20_000);
+      await redis.startRedis();
       expect(cache.get('before')).toBeUndefined();
       await cache.load('after', async () => ({ memberId: 'mem_c' }));
       expect(cache.get('after')).toEqual({ memberId: 'mem_c' });
     } finally {
-      await bus.close();
-      await own.stop();
+      await redis.close();
     }
   }, 40_000);
-});
 
-describe.skipIf(!redisUrl())('WidgetState and the platform switch while the Redis bus is down', () => {
-  it('read the store on every request, so a change another node made is seen at once', async () => {
-    const port = await freePort();
-    const own = spawnRedis(port);
-    await own.start();
-    const bus = await createRedisBus(`redis://127.0.0.1:${port}`);
+  it('WidgetState and the platform switch read the store on every request, so another node\'s change is seen at once', async () => {
+    const redis = await busOnOwnRedis();
     const h = await createHarness('pglite');
     try {
       const t = await seedTenant(h.services);
-      const widgetStates = createWidgetStates({ db: h.services.db, bus, clock: h.services.clock, realtime: h.services.realtime });
-      const platform = createPlatform(h.services.db, bus, h.services.clock);
-      await waitFor(async () => (bus.state() === 'up' ? true : undefined), 'the bus to be up', 10_000);
-      // Another node's changes, whose bus messages never arrive here:
-      const elsewhere = () => bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
+      const widgetStates = createWidgetStates({ db: h.services.db, bus: redis.bus, clock: h.services.clock, realtime: h.services.realtime });
+      const platform = createPlatform(h.services.db, redis.bus, h.services.clock);
       const first = await widgetStates.load(t.integrationId, t.agent.id);
       expect(await platform.isDisabled()).toBe(false);
-      await elsewhere();
+      // Another node's changes, whose bus messages never arrive here:
+      await bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
       await h.services.db.query(
         'INSERT INTO platform_settings (id, disabled, updated_at) VALUES (1, true, 0) ON CONFLICT (id) DO UPDATE SET disabled = true',
       );
       expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBe(first.version);
       expect(await platform.isDisabled()).toBe(false);
-      await own.stop();
-      await waitFor(async () => (bus.state() === 'down' ? true : undefined), 'the bus to notice Redis is gone', 10_000);
+      await redis.stopRedis();
       expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBeGreaterThan(first.version);
       expect(await platform.isDisabled()).toBe(true);
     } finally {
-      await bus.close();
-      await own.stop();
+      await redis.close();
       await h.close();
     }
   }, 40_000);
