@@ -7,11 +7,11 @@ import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { WidgetState } from '../../../shared/schemas/widget-api.js';
-
-const NotModified = z.null().describe('Not modified: the ETag still matches (no body)');
 import { widgetOf } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { Services } from '../../services.js';
+
+const NotModified = z.null().describe('Not modified: the ETag still matches (no body)');
 
 export const stateRoutes =
   (services: Services): FastifyPluginAsyncZod =>
