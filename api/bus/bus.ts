@@ -30,6 +30,13 @@ export type BusMessage =
   /** the driver reconnected: anything may have been missed */
   | { type: 'resync' };
 
+/**
+ * Messages only the node that published them acts on: engine work is pushed by that node's pusher
+ * to the engine's room (the adapter carries it to whichever node holds the socket), and no other
+ * node listens for it, so drivers need not send it across.
+ */
+export const staysOnNode = (message: BusMessage): boolean => message.type === 'engine' && message.reason === 'work';
+
 export type BusState = 'up' | 'down';
 
 /** How a message reached this node: `local` when this node published it. */
@@ -41,7 +48,7 @@ export type BusHandler = (message: BusMessage, delivery: Delivery) => void;
 
 export interface Bus {
   readonly driver: 'memory' | 'redis';
-  /** Deliver to every node, this one included (at once, with local: true). Never throws. */
+  /** Deliver to every node (unless it `staysOnNode`), this one included (at once, with local: true). Never throws. */
   publish(message: BusMessage): void;
   /** Returns an unsubscribe function. */
   subscribe(handler: BusHandler): () => void;

@@ -11,7 +11,7 @@ import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { Server } from 'socket.io';
 import { connectedRedis, redisClient } from '../redis.js';
 import { closeIo } from './close-io.js';
-import type { Bus, BusHandler, BusMessage, BusState } from './bus.js';
+import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
 export const BUS_CHANNEL = 'c2c:bus';
 
@@ -61,7 +61,7 @@ export async function createRedisBus(url: string): Promise<Bus> {
     io,
     publish(message) {
       deliver(message, true);
-      if (pub.status !== 'ready') return;
+      if (pub.status !== 'ready' || staysOnNode(message)) return;
       pub.publish(BUS_CHANNEL, JSON.stringify({ node, message } satisfies Envelope)).catch(() => {});
     },
     subscribe(handler) {

@@ -89,6 +89,26 @@ describe.each(drivers)('bus driver %s', (_name, open) => {
   });
 });
 
+describe.skipIf(!url)('Redis bus, what crosses nodes', () => {
+  it('keeps engine work on the node that published it; everything else reaches the other nodes', async () => {
+    const a = await createRedisBus(url!);
+    const b = await createRedisBus(url!);
+    const onA: BusMessage[] = [];
+    const onB: BusMessage[] = [];
+    a.subscribe((m) => onA.push(m));
+    b.subscribe((m) => onB.push(m));
+    a.publish({ type: 'engine', engineId: 'eng_local', reason: 'work', work: { commands: [], dial_requests: [] } });
+    a.publish({ type: 'engine', engineId: 'eng_local', reason: 'closed' });
+    // One channel, in order: once the closing reached B, the work before it would have too.
+    const ours = (messages: BusMessage[]) => messages.filter((m) => m.type === 'engine' && m.engineId === 'eng_local').map((m) => m.type === 'engine' && m.reason);
+    await waitFor(() => ours(onB).includes('closed'), 5000);
+    expect(ours(onB)).toEqual(['closed']);
+    expect(ours(onA)).toEqual(['work', 'closed']);
+    await a.close();
+    await b.close();
+  });
+});
+
 describe.skipIf(!url)('Redis bus faults', () => {
   it('survives a killed connection, reports resync, and delivers again', async () => {
     const a = await createRedisBus(url!);
