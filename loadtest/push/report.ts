@@ -40,8 +40,29 @@ export const pollRatio = (a: PartAResult) => {
   return round(value, value < 1 ? 3 : 1);
 };
 
-/** Net user time per message this small (µs) is within what subtracting the idle window resolves. */
+/** Net user time per message this small (µs) is within what subtracting the idle window resolves (keep-alive pings). */
 const resolvable = (userUs: number) => userUs >= 0.05;
+
+/** A user-space-only ratio, numerator ÷ denominator, judged only when both are resolvable. */
+function userSpaceRow(
+  id: string,
+  what: string,
+  target: string,
+  numerator: { per_message_user_us_net: number },
+  denominator: { per_message_user_us_net: number },
+  meets: (ratio: number) => boolean,
+): Target {
+  const [n, d] = [numerator.per_message_user_us_net, denominator.per_message_user_us_net];
+  const measurable = resolvable(n) && resolvable(d);
+  const ratio = round(n / d, 2);
+  return {
+    id,
+    what,
+    target,
+    value: measurable ? `${n} µs ÷ ${d} µs = ${ratio}×` : `${n} µs ÷ ${d} µs: within the idle subtraction's noise`,
+    met: measurable ? meets(ratio) : null,
+  };
+}
 
 export function judge(a: PartAResult | undefined, c: Comparison | undefined): Target[] {
   const out: Target[] = [];
@@ -85,16 +106,7 @@ export function judge(a: PartAResult | undefined, c: Comparison | undefined): Ta
         value: `${g.per_message_us_net} µs ÷ ${u.per_message_us_net} µs = ${ratio}×`,
         met: ratio <= 1.3 && g.delivered >= g.expected_deliveries,
       });
-      // a server's net user time can be below what the idle subtraction resolves (keep-alive pings)
-      const measurable = resolvable(u.per_message_user_us_net) && resolvable(g.per_message_user_us_net);
-      const user = measurable ? round(g.per_message_user_us_net / u.per_message_user_us_net, 2) : Infinity;
-      out.push({
-        id: 'b.vs_uws_user',
-        what: "(b) the same, user space only (the servers' own code; the kernel's loopback delivery left out)",
-        target: '≤ 1.3×',
-        value: measurable ? `${g.per_message_user_us_net} µs ÷ ${u.per_message_user_us_net} µs = ${user}×` : `${g.per_message_user_us_net} µs ÷ ${u.per_message_user_us_net} µs: within the idle subtraction's noise`,
-        met: measurable ? user <= 1.3 : null,
-      });
+      out.push(userSpaceRow('b.vs_uws_user', "(b) the same, user space only (the servers' own code; the kernel's loopback delivery left out)", '≤ 1.3×', g, u, (ratio) => ratio <= 1.3));
     }
     if (g && s) {
       const ratio = round(s.per_message_us_net / g.per_message_us_net, 2);
@@ -105,15 +117,7 @@ export function judge(a: PartAResult | undefined, c: Comparison | undefined): Ta
         value: `${s.per_message_us_net} µs ÷ ${g.per_message_us_net} µs = ${ratio}×`,
         met: ratio >= 6,
       });
-      const measurable = resolvable(s.per_message_user_us_net) && resolvable(g.per_message_user_us_net);
-      const user = measurable ? round(s.per_message_user_us_net / g.per_message_user_us_net, 2) : Infinity;
-      out.push({
-        id: 'b.vs_sio_user',
-        what: '(b) the same, user space only',
-        target: '≥ 6×',
-        value: measurable ? `${s.per_message_user_us_net} µs ÷ ${g.per_message_user_us_net} µs = ${user}×` : `${s.per_message_user_us_net} µs ÷ ${g.per_message_user_us_net} µs: within the idle subtraction's noise`,
-        met: measurable ? user >= 6 : null,
-      });
+      out.push(userSpaceRow('b.vs_sio_user', '(b) the same, user space only', '≥ 6×', s, g, (ratio) => ratio >= 6));
     }
     const gm = c.gateway.memory;
     const sm = c.sio.memory;
