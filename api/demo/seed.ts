@@ -10,7 +10,7 @@ import type { Config } from '../config.js';
 import { parseCredential } from '../domain/credentials.js';
 import { authenticateServerKey } from '../domain/server-keys.js';
 import { createAccount, createDepartment, createMember, type OperatorDeps } from '../domain/operator/accounts.js';
-import { createIntegration, rotateServerKey, setCoverage, setOrigins, setPolicy } from '../domain/operator/integrations.js';
+import { createIntegration, rotateServerKey, setCoverage, setOrigins } from '../domain/operator/integrations.js';
 import { blockNumber, setRate } from '../domain/operator/telephony.js';
 
 export const DEMO = {

@@ -1,6 +1,6 @@
 /** The PostgreSQL driver, on a `pg` pool. */
 import pg from 'pg';
-import type { Db, Row, Sql } from './db.js';
+import type { Db, Sql } from './db.js';
 
 // int8 columns (times in ms, money in micros) fit in a double; return numbers, as PGlite does.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));

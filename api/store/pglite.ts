@@ -5,7 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
-import type { Db, Row, Sql } from './db.js';
+import type { Db, Sql } from './db.js';
 
 /** dataDir undefined = in memory (tests). */
 export async function openPglite(dataDir?: string): Promise<Db> {

@@ -43,6 +43,19 @@ export const pollRatio = (a: PartAResult) => {
 /** Net user time per message this small (µs) is within what subtracting the idle window resolves (keep-alive pings). */
 const resolvable = (userUs: number) => userUs >= 0.05;
 
+/** A CPU-per-message ratio (user + kernel), numerator ÷ denominator. */
+function cpuRow(
+  id: string,
+  what: string,
+  target: string,
+  numerator: { per_message_us_net: number },
+  denominator: { per_message_us_net: number },
+  meets: (ratio: number) => boolean,
+): Target {
+  const ratio = round(numerator.per_message_us_net / denominator.per_message_us_net, 2);
+  return { id, what, target, value: `${numerator.per_message_us_net} µs ÷ ${denominator.per_message_us_net} µs = ${ratio}×`, met: meets(ratio) };
+}
+
 /** A user-space-only ratio, numerator ÷ denominator, judged only when both are resolvable. */
 function userSpaceRow(
   id: string,
@@ -98,25 +111,11 @@ export function judge(a: PartAResult | undefined, c: Comparison | undefined): Ta
     const u = c.uws.broadcast;
     const s = c.sio.broadcast;
     if (g && u) {
-      const ratio = round(g.per_message_us_net / u.per_message_us_net, 2);
-      out.push({
-        id: 'b.vs_uws',
-        what: '(b) gateway CPU per delivered message ÷ raw uWS app.publish (user + kernel)',
-        target: '≤ 1.3×',
-        value: `${g.per_message_us_net} µs ÷ ${u.per_message_us_net} µs = ${ratio}×`,
-        met: ratio <= 1.3 && g.delivered >= g.expected_deliveries,
-      });
+      out.push(cpuRow('b.vs_uws', '(b) gateway CPU per delivered message ÷ raw uWS app.publish (user + kernel)', '≤ 1.3×', g, u, (ratio) => ratio <= 1.3 && g.delivered >= g.expected_deliveries));
       out.push(userSpaceRow('b.vs_uws_user', "(b) the same, user space only (the servers' own code; the kernel's loopback delivery left out)", '≤ 1.3×', g, u, (ratio) => ratio <= 1.3));
     }
     if (g && s) {
-      const ratio = round(s.per_message_us_net / g.per_message_us_net, 2);
-      out.push({
-        id: 'b.vs_sio',
-        what: '(b) Socket.IO on Node http CPU per message ÷ gateway (user + kernel)',
-        target: '≥ 6×',
-        value: `${s.per_message_us_net} µs ÷ ${g.per_message_us_net} µs = ${ratio}×`,
-        met: ratio >= 6,
-      });
+      out.push(cpuRow('b.vs_sio', '(b) Socket.IO on Node http CPU per message ÷ gateway (user + kernel)', '≥ 6×', s, g, (ratio) => ratio >= 6));
       out.push(userSpaceRow('b.vs_sio_user', '(b) the same, user space only', '≥ 6×', s, g, (ratio) => ratio >= 6));
     }
     const gm = c.gateway.memory;

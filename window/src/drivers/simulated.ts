@@ -8,7 +8,6 @@ import { DTMF_DIGITS, DriverEvents, type ConnectParams, type DriverListener, typ
 export class SimulatedDriver implements VoiceDriver {
   readonly kind = 'simulated' as const;
   #ready = false;
-  #muted = false;
   readonly #events = new DriverEvents();
 
   get ready(): boolean {
@@ -29,12 +28,9 @@ export class SimulatedDriver implements VoiceDriver {
 
   reject(): void {}
 
-  disconnect(): void {
-    this.#muted = false;
-  }
+  disconnect(): void {}
 
   mute(muted: boolean): void {
-    this.#muted = muted;
     this.#events.emit({ type: 'muted', muted });
   }
 
