@@ -58,13 +58,17 @@ export function renderWidgetState(data: AgentStateData, context: RenderContext, 
   };
 }
 
+/**
+ * The statement that bumps the WidgetState version of the agents a query of (integration_id,
+ * member_id) names, returning `version`; a larger statement can bump inside itself with it.
+ */
+export const agentVersionBump = (agents: string) =>
+  `INSERT INTO agent_versions (integration_id, member_id, version) SELECT a.i, a.m, 2 FROM (${agents}) AS a(i, m)
+   ON CONFLICT (integration_id, member_id) DO UPDATE SET version = agent_versions.version + 1
+   RETURNING version`;
+
 /** Bumps and returns the agent's WidgetState version; call inside the transaction that changed it. */
 export async function bumpAgentVersion(sql: Sql, integrationId: string, memberId: string): Promise<number> {
-  const [row] = await sql.query<{ version: number }>(
-    `INSERT INTO agent_versions (integration_id, member_id, version) VALUES ($1, $2, 2)
-     ON CONFLICT (integration_id, member_id) DO UPDATE SET version = agent_versions.version + 1
-     RETURNING version`,
-    [integrationId, memberId],
-  );
+  const [row] = await sql.query<{ version: number }>(agentVersionBump('VALUES ($1::text, $2::text)'), [integrationId, memberId]);
   return row!.version;
 }

@@ -16,8 +16,14 @@ export class Changes {
   /** Bumps the agent's WidgetState version inside the transaction and records it. */
   async touchAgent(sql: Sql, integrationId: string, memberId: string): Promise<number> {
     const version = await bumpAgentVersion(sql, integrationId, memberId);
-    this.#agents.set(`${integrationId}:${memberId}`, { integrationId, memberId, version });
+    this.agentTouched(integrationId, memberId, version);
     return version;
+  }
+
+  /** Records a version bump the transaction made in a statement of its own (agentVersionBump). */
+  agentTouched(integrationId: string, memberId: string, version: number): this {
+    this.#agents.set(`${integrationId}:${memberId}`, { integrationId, memberId, version });
+    return this;
   }
 
   /**

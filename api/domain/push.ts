@@ -59,7 +59,7 @@ export function createPusher(deps: PushDeps) {
   }
 
   /** Pending commands and dial requests for an engine: what its next heartbeat would get. */
-  const engineWork = (engineId: string) => db.tx((sql) => handOverWork(sql, deps.commands, engineId, clock.now()));
+  const engineWork = (engineId: string) => handOverWork(db, engineId, clock.now(), () => deps.commands.onRedelivery?.());
 
   /** Pushes the work handed over in the change's own transaction, or hands it over now. */
   async function pushWork(engineId: string, handedOver: EngineWork | undefined): Promise<void> {

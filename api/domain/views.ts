@@ -27,6 +27,13 @@ export interface EngineRow {
   registered: boolean;
 }
 
+/**
+ * Rows as JSON, for statements that return several tables' rows at once. The bytea columns are
+ * left out: JSON would turn them into hex text, and no reader of such rows needs them.
+ */
+export const callJson = (alias: string) => `(to_jsonb(${alias}) - 'request_hash')`;
+export const engineJson = (alias: string) => `(to_jsonb(${alias}) - 'secret_hash')`;
+
 export interface CallRow {
   id: string;
   integration_id: string;

@@ -10,10 +10,18 @@ export interface Sql {
   query<T = Row>(text: string, params?: readonly unknown[]): Promise<T[]>;
 }
 
+export interface TxOptions {
+  /** an advisory lock's name, such as `agent:<integration>:<member>` */
+  lock?: string;
+}
+
 export interface Db extends Sql {
   readonly driver: 'pg' | 'pglite';
-  /** Run fn in one transaction; a throw rolls it back. */
-  tx<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
+  /**
+   * Run fn in one transaction; a throw rolls it back. With `lock`, the transaction first takes
+   * the advisory lock named so (held until it ends): transactions on the same name run one by one.
+   */
+  tx<T>(fn: (sql: Sql) => Promise<T>, options?: TxOptions): Promise<T>;
   /** Run a script of several statements (migrations). */
   exec(script: string): Promise<void>;
   close(): Promise<void>;

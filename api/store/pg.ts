@@ -5,6 +5,19 @@ import type { Db, Sql } from './db.js';
 // int8 columns (times in ms, money in micros) fit in a double; return numbers, as PGlite does.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
+/**
+ * Parameterised statements run as named prepared statements: each connection parses and plans a
+ * statement once instead of on every call, which is most of PostgreSQL's CPU for the short
+ * statements of a heartbeat or a command. The set of statements is fixed by the code, so the
+ * names stay few.
+ */
+const statementNames = new Map<string, string>();
+const statementName = (text: string) => {
+  let name = statementNames.get(text);
+  if (!name) statementNames.set(text, (name = `c2c_${statementNames.size}`));
+  return name;
+};
+
 export async function openPg(url: string, options: { max?: number } = {}): Promise<Db> {
   const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10 });
   // An idle client that loses its connection emits on the pool; without a listener it would crash
@@ -15,7 +28,9 @@ export async function openPg(url: string, options: { max?: number } = {}): Promi
 
   const asSql = (client: pg.Pool | pg.PoolClient): Sql => ({
     async query<T>(text: string, params?: readonly unknown[]) {
-      const result = await client.query(text, params as unknown[] | undefined);
+      const result = params?.length
+        ? await client.query({ name: statementName(text), text, values: params as unknown[] })
+        : await client.query(text);
       return result.rows as T[];
     },
   });
@@ -23,10 +38,11 @@ export async function openPg(url: string, options: { max?: number } = {}): Promi
   return {
     driver: 'pg',
     ...asSql(pool),
-    async tx(fn) {
+    async tx(fn, options) {
       const client = await pool.connect();
       try {
-        await client.query('BEGIN');
+        // The lock is taken in the same round trip as BEGIN (a simple query: no parameters).
+        await client.query(options?.lock ? `BEGIN; SELECT pg_advisory_xact_lock(hashtext(${client.escapeLiteral(options.lock)}))` : 'BEGIN');
         const result = await fn(asSql(client));
         await client.query('COMMIT');
         return result;

@@ -23,7 +23,11 @@ export async function openPglite(dataDir?: string): Promise<Db> {
   return {
     driver: 'pglite',
     ...asSql(pglite),
-    tx: (fn) => pglite.transaction((tx) => fn(asSql(tx))),
+    tx: (fn, options) =>
+      pglite.transaction(async (tx) => {
+        if (options?.lock) await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [options.lock]);
+        return fn(asSql(tx));
+      }),
     async exec(script) {
       await pglite.exec(script);
     },

@@ -537,6 +537,26 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect(h.services.providers.simulator.digitsHeard((await intentRow(id)).provider_call_sid!)).toBe('7');
   });
 
+  it('executes one of many concurrent requests with the same request_id; every one gets its answer', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const id = await connectedCall(t, agent);
+
+    const answers = await Promise.all(Array.from({ length: 12 }, () => command(api, agent.widgetToken, { kind: 'mute', request_id: 'race-mute' })));
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+    expect(new Set(answers.map((a) => JSON.stringify(a.body))).size).toBe(1);
+    expect(answers[0]!.body).toMatchObject({ ok: true, status: 'queued' });
+    expect(await commandRows(t, 'race-mute')).toBe(1);
+    const beat = await heartbeat(api, agent.engineToken, { call_id: id });
+    expect(beat.body.commands.filter((c: { kind: string }) => c.kind === 'mute')).toHaveLength(1);
+
+    const toggles = await Promise.all(Array.from({ length: 12 }, () => command(api, agent.widgetToken, { kind: 'availability', available: false, request_id: 'race-av' })));
+    expect(new Set(toggles.map((a) => JSON.stringify(a.body))).size).toBe(1);
+    expect(toggles[0]!.body).toMatchObject({ ok: true, status: 'done' });
+    expect(await commandRows(t, 'race-av')).toBe(1);
+    expect((await state(agent.widgetToken)).engine?.available).toBe(false);
+  });
+
   it('sets availability at once (done) and GET /widget/state follows', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);

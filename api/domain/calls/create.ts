@@ -14,6 +14,7 @@ import { newId, sha256 } from '../credentials.js';
 import type { IntegrationWithAccount } from '../integrations/repo.js';
 import type { CallRow } from '../views.js';
 import { Changes } from '../changes.js';
+import { integrationLock } from '../locks.js';
 import { checkCallRequest } from './checks.js';
 import { checkAgentEngine } from './engine-checks.js';
 
@@ -62,7 +63,6 @@ export async function createCall(
     if (existing) return replay(existing, requestHash);
   }
   return db.tx(async (sql) => {
-    await sql.query('SELECT pg_advisory_xact_lock(hashtext($1))', [integration.id]);
     if (idempotencyKey) {
       const existing = await findByKey(sql, integration.id, idempotencyKey);
       if (existing) return replay(existing, requestHash);
@@ -100,5 +100,5 @@ export async function createCall(
     const changes = new Changes().engineWork(engine.id);
     await changes.touchAgent(sql, integration.id, memberId);
     return { call: call!, replayed: false, changes };
-  });
+  }, { lock: integrationLock(integration.id) });
 }

@@ -12,6 +12,7 @@ import { reloadAgent, type ResolvedAgent } from '../agents.js';
 import { Changes } from '../changes.js';
 import { LIVE_STATUSES } from '../calls/checks.js';
 import { mintCredential, newId } from '../credentials.js';
+import { agentLock } from '../locks.js';
 import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount } from '../integrations/repo.js';
 import { consumeTicket } from '../tickets.js';
 import type { EngineRow } from '../views.js';
@@ -33,7 +34,7 @@ export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; 
     if (!integration) throw new C2CError('ticket_invalid');
     assertIntegrationUsable(integration);
     const agent = await reloadAgent(sql, integration, ticket.member_id);
-    await sql.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`agent:${integration.id}:${agent.member.id}`]);
+    await sql.query('SELECT pg_advisory_xact_lock(hashtext($1))', [agentLock(integration.id, agent.member.id)]);
 
     const [previous] = await sql.query<EngineRow>(
       `SELECT * FROM engines WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed'`,

@@ -19,7 +19,8 @@ import type { Commands } from '../commands/service.js';
 import type { Directory } from '../directory.js';
 import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
-import { applyAcks, engineHeartbeat, type FirstAck } from './heartbeat.js';
+import { applyAcks, type FirstAck } from './acks.js';
+import { engineHeartbeat } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
 export interface EnginesDeps {
@@ -84,7 +85,7 @@ export function createEngines(deps: EnginesDeps) {
 
     /** Results of commands the window received by push (the socket's `ack` event). */
     async ack(context: EngineContext, acks: HeartbeatRequest['acks']) {
-      const first = await db.tx((sql) => applyAcks(sql, context.engine.id, acks, clock.now()));
+      const first = await applyAcks(db, context.engine.id, acks, clock.now());
       await deviceEffects(context, first);
     },
 

@@ -2,22 +2,80 @@
  * What an engine is handed: its unacked commands and its agent's queued dial requests. The same
  * set answers a heartbeat, is pushed as `work`, and is the snapshot a reconnecting engine gets, so
  * a push that was lost is healed by the next one or by the heartbeat.
+ *
+ * The hand-over is SQL fragments (CTEs and select columns) rather than statements of its own, so
+ * a heartbeat or a command hands work over inside its own statement: one round trip to the store
+ * instead of three on the paths every call window and every command take.
  */
 import type { EngineWork } from '../../../shared/events.js';
+import type { EngineCommand } from '../../../shared/schemas/engine-api.js';
 import type { Sql } from '../../store/index.js';
-import type { Commands } from '../commands/service.js';
-import { toCall, type CallRow } from '../views.js';
+import { callJson, toCall, type CallRow } from '../views.js';
 
-export async function handOverWork(sql: Sql, commands: Pick<Commands, 'pendingFor'>, engineId: string, now: number): Promise<EngineWork> {
-  const pending = await commands.pendingFor(sql, engineId);
-  const queued = await sql.query<CallRow>(
-    `SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
-     WHERE e.id = $1 AND c.status = 'queued' AND c.expires_at > $2 ORDER BY c.created_at`,
-    [engineId, now],
-  );
-  const dialRequests = queued.map((call) => {
-    const view = toCall(call, now);
-    return { request_id: call.id, display: view.display, expires_at: view.expires_at };
-  });
-  return { commands: pending, dial_requests: dialRequests };
+/** A command as handed over (a row of the `handed` CTE). */
+export interface HandedCommand {
+  id: number;
+  kind: EngineCommand['kind'];
+  call_id: string | null;
+  digits: string | null;
+  available: boolean | null;
+  deliveries: number;
+}
+
+/** What the work columns return: JSON arrays, parsed by both drivers. */
+export interface WorkColumns {
+  handed: HandedCommand[];
+  dial: CallRow[];
+}
+
+const HANDED_COLUMNS = 'id, kind, call_id, digits, available, deliveries';
+
+/**
+ * CTEs `handed` (the engine's unacked commands, each counted as handed over once more) and `dial`
+ * (its agent's queued calls), for the engine and time named by the SQL expressions given; `extra`
+ * narrows `handed` (a statement that also acks commands leaves those out).
+ */
+export function workCtes(engine: string, at: string, extra = ''): string {
+  return `handed AS (
+    UPDATE widget_commands SET status = CASE WHEN status = 'queued' THEN 'delivered' ELSE status END,
+      deliveries = deliveries + 1, delivered_at = coalesce(delivered_at, ${at})
+    WHERE engine_id = ${engine} AND status IN ('queued', 'delivered') AND refused IS NULL ${extra}
+    RETURNING ${HANDED_COLUMNS}
+  ), dial AS (
+    SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
+    WHERE e.id = ${engine} AND c.status = 'queued' AND c.expires_at > ${at}
+  )`;
+}
+
+/** Select columns returning the `handed` and `dial` CTEs (WorkColumns). */
+export const WORK_COLUMNS = `(SELECT coalesce(json_agg(h ORDER BY h.id), '[]') FROM handed h) AS handed,
+  (SELECT coalesce(json_agg(${callJson('d')} ORDER BY d.created_at), '[]') FROM dial d) AS dial`;
+
+/** The columns of a command row inserted as handed over (the command path's own new row). */
+export const HANDED_RETURNING = HANDED_COLUMNS;
+
+/** Renders the work; `onRedelivery` counts each command handed over again (no ack came for an earlier one). */
+export function toWork(columns: WorkColumns, now: number, onRedelivery?: () => void): EngineWork {
+  const commands = [...columns.handed].sort((a, b) => Number(a.id) - Number(b.id));
+  for (const command of commands) if (command.deliveries > 1) onRedelivery?.();
+  return {
+    commands: commands.map((row) => ({
+      command_id: Number(row.id),
+      kind: row.kind,
+      call_id: row.call_id,
+      digits: row.digits,
+      available: row.available,
+      ref: row.call_id,
+    })),
+    dial_requests: columns.dial.map((call) => {
+      const view = toCall(call, now);
+      return { request_id: call.id, display: view.display, expires_at: view.expires_at };
+    }),
+  };
+}
+
+/** Hands the engine its work now, in one statement. */
+export async function handOverWork(sql: Sql, engineId: string, now: number, onRedelivery?: () => void): Promise<EngineWork> {
+  const [row] = await sql.query<WorkColumns>(`WITH ${workCtes('$1', '$2')} SELECT ${WORK_COLUMNS}`, [engineId, now]);
+  return toWork(row!, now, onRedelivery);
 }
