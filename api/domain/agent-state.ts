@@ -9,7 +9,7 @@ import { seconds } from '../clock.js';
 import type { Sql } from '../store/index.js';
 import type { ResolvedAgent } from './agents.js';
 import type { IntegrationRow } from './integrations/model.js';
-import { toCall, toEngine, toWidgetAgent, type CallRow, type EngineRow } from './views.js';
+import { callJson, engineJson, toCall, toEngine, toWidgetAgent, type CallRow, type EngineRow } from './views.js';
 
 export interface AgentStateData {
   version: number;
@@ -17,23 +17,26 @@ export interface AgentStateData {
   call: CallRow | null;
 }
 
-/** The agent's version, newest engine, and current call (the live one, else the latest). */
+/**
+ * The agent's version, engine (the open one, else the newest) and call (the unended one, else the
+ * newest), in one statement; each read is one index entry (migration 005).
+ */
 export async function loadAgentState(sql: Sql, integrationId: string, memberId: string): Promise<AgentStateData> {
-  const [versionRow] = await sql.query<{ version: number }>(
-    'SELECT version FROM agent_versions WHERE integration_id = $1 AND member_id = $2',
+  const [row] = await sql.query<{ version: number | null; engine: EngineRow | null; call: CallRow | null }>(
+    `SELECT
+       (SELECT version FROM agent_versions WHERE integration_id = $1 AND member_id = $2) AS version,
+       coalesce(
+         (SELECT ${engineJson('e')} FROM engines e WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed'),
+         (SELECT ${engineJson('e')} FROM engines e WHERE integration_id = $1 AND member_id = $2 ORDER BY created_at DESC LIMIT 1)
+       ) AS engine,
+       coalesce(
+         (SELECT ${callJson('c')} FROM call_intents c WHERE integration_id = $1 AND member_id = $2 AND ended_at IS NULL
+            ORDER BY created_at DESC LIMIT 1),
+         (SELECT ${callJson('c')} FROM call_intents c WHERE integration_id = $1 AND member_id = $2 ORDER BY created_at DESC LIMIT 1)
+       ) AS call`,
     [integrationId, memberId],
   );
-  const [engine] = await sql.query<EngineRow>(
-    `SELECT * FROM engines WHERE integration_id = $1 AND member_id = $2
-     ORDER BY (state <> 'closed') DESC, created_at DESC LIMIT 1`,
-    [integrationId, memberId],
-  );
-  const [call] = await sql.query<CallRow>(
-    `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2
-     ORDER BY (ended_at IS NULL) DESC, created_at DESC LIMIT 1`,
-    [integrationId, memberId],
-  );
-  return { version: versionRow?.version ?? 1, engine: engine ?? null, call: call ?? null };
+  return { version: row?.version ?? 1, engine: row?.engine ?? null, call: row?.call ?? null };
 }
 
 export interface RenderContext {
