@@ -22,25 +22,36 @@ export interface AckedRow extends FirstAck {
 
 type Acks = HeartbeatRequest['acks'];
 
-/** The acks as three array parameters (ids, results, errors); an id acked twice in one report counts once. */
-export function ackParams(acks: Acks): [number[], string[], (string | null)[]] {
-  const seen = new Set<number>();
-  const unique = acks.filter((ack) => !seen.has(ack.command_id) && seen.add(ack.command_id));
-  return [unique.map((a) => a.command_id), unique.map((a) => a.result), unique.map((a) => a.error ?? null)];
+/** One engine's acks. */
+export interface EngineAcks {
+  engineId: string;
+  acks: Acks;
 }
 
 /**
- * An UPDATE applying the acks given as array parameters to the engine's commands, for the SQL
- * expressions named; `extra` narrows it (a heartbeat acks only for an engine still open).
+ * Acks as four array parameters (engine ids, command ids, results, errors). A command acked twice
+ * in the same statement is applied once, for the first engine and report that named it.
  */
-export function ackUpdate(p: { engine: string; at: string; ids: string; results: string; errors: string }, extra = ''): string {
+export function ackParams(reports: EngineAcks[]): [string[], number[], string[], (string | null)[]] {
+  const seen = new Set<number>();
+  const rows = reports.flatMap(({ engineId, acks }) =>
+    acks.filter((ack) => !seen.has(ack.command_id) && seen.add(ack.command_id)).map((ack) => ({ engineId, ...ack })),
+  );
+  return [rows.map((r) => r.engineId), rows.map((r) => r.command_id), rows.map((r) => r.result), rows.map((r) => r.error ?? null)];
+}
+
+/**
+ * An UPDATE applying acks given as the four array parameters named (ackParams) to the commands of
+ * the engines they name; `extra` narrows it (a heartbeat acks only for an engine still open).
+ */
+export function ackUpdate(p: { engines: string; ids: string; results: string; errors: string; at: string }, extra = ''): string {
   return `UPDATE widget_commands c SET acks = c.acks + 1,
       status = CASE WHEN c.status IN ('queued', 'delivered') THEN a.result ELSE c.status END,
       error = CASE WHEN c.status IN ('queued', 'delivered') THEN a.error ELSE c.error END,
       done_at = coalesce(c.done_at, ${p.at})
-    FROM unnest(${p.ids}::bigint[], ${p.results}::text[], ${p.errors}::text[]) AS a(id, result, error)
-    WHERE c.id = a.id AND c.engine_id = ${p.engine} ${extra}
-    RETURNING c.id AS command_id, c.kind, c.call_id, c.digits, c.acks, c.status`;
+    FROM unnest(${p.engines}::text[], ${p.ids}::bigint[], ${p.results}::text[], ${p.errors}::text[]) AS a(engine_id, id, result, error)
+    WHERE c.id = a.id AND c.engine_id = a.engine_id ${extra}
+    RETURNING c.engine_id, c.id AS command_id, c.kind, c.call_id, c.digits, c.acks, c.status`;
 }
 
 /** The commands done by these acks for the first time. */
@@ -50,9 +61,18 @@ export function firstAcks(rows: AckedRow[]): FirstAck[] {
     .map((row) => ({ command_id: Number(row.command_id), kind: row.kind, call_id: row.call_id, digits: row.digits }));
 }
 
-/** Applies acks on their own, in one statement. */
-export async function applyAcks(sql: Sql, engineId: string, acks: Acks, at: number): Promise<FirstAck[]> {
-  if (acks.length === 0) return [];
-  const rows = await sql.query<AckedRow>(ackUpdate({ engine: '$1', at: '$2::bigint', ids: '$3', results: '$4', errors: '$5' }), [engineId, at, ...ackParams(acks)]);
-  return firstAcks(rows);
+/**
+ * Applies the acks of many engines in one statement (the socket's `ack` events of a busy node
+ * go together: see store/coalesce.ts); each report gets the first acks among its own.
+ */
+export async function applyAcks(sql: Sql, reports: EngineAcks[], at: number): Promise<FirstAck[][]> {
+  const params = ackParams(reports);
+  const rows = params[1].length === 0 ? [] : await sql.query<AckedRow & { engine_id: string }>(ackUpdate({ engines: '$1', ids: '$2', results: '$3', errors: '$4', at: '$5::bigint' }), [...params, at]);
+  const claimed = new Set<number>();
+  return reports.map(({ engineId, acks }) => {
+    const ids = new Set(acks.map((ack) => ack.command_id));
+    const own = rows.filter((row) => row.engine_id === engineId && ids.has(Number(row.command_id)) && !claimed.has(Number(row.command_id)));
+    for (const row of own) claimed.add(Number(row.command_id));
+    return firstAcks(own);
+  });
 }

@@ -49,10 +49,10 @@ const REPORT = `WITH before AS (
   ), bumped AS (
     ${agentVersionBump('SELECT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
-    ${ackUpdate({ engine: '$1', at: '$6::bigint', ids: '$7', results: '$8', errors: '$9' }, 'AND EXISTS (SELECT 1 FROM engine)')}
-  ), ${workCtes('$1', '$6::bigint', 'AND id <> ALL($7::bigint[]) AND EXISTS (SELECT 1 FROM engine)')},
+    ${ackUpdate({ engines: '$7', ids: '$8', results: '$9', errors: '$10', at: '$6::bigint' }, 'AND EXISTS (SELECT 1 FROM engine)')}
+  ), ${workCtes('$1', '$6::bigint', 'AND id <> ALL($8::bigint[]) AND EXISTS (SELECT 1 FROM engine)')},
   calls AS (
-    SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($10)
+    SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($11)
     UNION ALL (SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY created_at DESC LIMIT 1)
   )
   SELECT (SELECT ${engineJson('engine')} FROM engine) AS engine, (SELECT version FROM bumped) AS version,
@@ -97,7 +97,7 @@ export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Co
     report.busy,
     report.muted,
     at,
-    ...ackParams(report.acks),
+    ...ackParams([{ engineId: context.engine.id, acks: report.acks }]),
     LIVE_STATUSES,
   ]);
   const { engine, version, acked, calls } = row!;

@@ -10,6 +10,7 @@ import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
 import { loadProviderAccount, type Providers } from '../../providers/index.js';
+import { coalesce } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { LIVE_STATUSES } from '../calls/checks.js';
@@ -19,7 +20,7 @@ import type { Commands } from '../commands/service.js';
 import type { Directory } from '../directory.js';
 import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
-import { applyAcks, type FirstAck } from './acks.js';
+import { applyAcks, type EngineAcks, type FirstAck } from './acks.js';
 import { engineHeartbeat } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
@@ -38,6 +39,8 @@ const VOICE_TOKEN_TTL_SECONDS = 3600;
 
 export function createEngines(deps: EnginesDeps) {
   const { db, bus, clock, providers } = deps;
+
+  const ackTogether = coalesce((reports: EngineAcks[]) => applyAcks(db, reports, clock.now()));
 
   const providerFor = (context: EngineContext) => (context.engine.simulated ? providers.simulator : providers.configured);
 
@@ -85,7 +88,7 @@ export function createEngines(deps: EnginesDeps) {
 
     /** Results of commands the window received by push (the socket's `ack` event). */
     async ack(context: EngineContext, acks: HeartbeatRequest['acks']) {
-      const first = await applyAcks(db, context.engine.id, acks, clock.now());
+      const first = await ackTogether({ engineId: context.engine.id, acks });
       await deviceEffects(context, first);
     },
 

@@ -1,0 +1,43 @@
+/** Coalesced writes: one flush per turn when idle, one per in-flight flush when busy, failures kept to their batch. */
+import { describe, expect, it } from 'vitest';
+import { coalesce } from '../../api/store/coalesce.js';
+
+function recording(fail?: (items: number[]) => boolean) {
+  const batches: number[][] = [];
+  let release: () => void = () => {};
+  let held = false;
+  const submit = coalesce<number, number>(async (items) => {
+    batches.push(items);
+    if (held) await new Promise<void>((r) => (release = r));
+    if (fail?.(items)) throw new Error(`batch ${items.join(',')} failed`);
+    return items.map((n) => n * 10);
+  }, { max: 3 });
+  return { batches, submit, hold: () => void (held = true), release: () => { held = false; release(); } };
+}
+
+describe('coalesce', () => {
+  it('flushes what arrived in one turn together, each caller getting its own result', async () => {
+    const r = recording();
+    expect(await Promise.all([r.submit(1), r.submit(2)])).toEqual([10, 20]);
+    expect(await r.submit(3)).toBe(30);
+    expect(r.batches).toEqual([[1, 2], [3]]);
+  });
+
+  it('holds what arrives during a flush for the next one, at most max at a time', async () => {
+    const r = recording();
+    r.hold();
+    const first = r.submit(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    const later = [2, 3, 4, 5].map((n) => r.submit(n));
+    r.release();
+    expect(await Promise.all([first, ...later])).toEqual([10, 20, 30, 40, 50]);
+    expect(r.batches).toEqual([[1], [2, 3, 4], [5]]);
+  });
+
+  it('rejects only the callers of a failed flush; the next flush goes ahead', async () => {
+    const r = recording((items) => items.includes(2));
+    const results = await Promise.allSettled([r.submit(1), r.submit(2)]);
+    expect(results.map((x) => x.status)).toEqual(['rejected', 'rejected']);
+    expect(await r.submit(3)).toBe(30);
+  });
+});
