@@ -1,9 +1,8 @@
 /**
  * Redis connections for the bus, the rate counters and the socket adapter. Every client has an
  * `error` listener (losing Redis must never crash a node) and fails fast instead of queueing
- * while disconnected; it reconnects on its own with a capped backoff. Commands issued in the same
- * turn of the event loop share one write (auto-pipelining): a busy node's rate-limit hits and
- * room publishes cost one system call together instead of one each.
+ * while disconnected; it reconnects on its own with a capped backoff. No auto-pipelining: its
+ * batch promise rejects unhandled when a client disconnects with commands queued.
  */
 import { Redis } from 'ioredis';
 
@@ -14,7 +13,6 @@ export function redisClient(url: string, name: string, options: { queueWhileOffl
     enableOfflineQueue: options.queueWhileOffline ?? false,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
     lazyConnect: false,
-    enableAutoPipelining: true,
   });
   client.on('error', () => {});
   return client;

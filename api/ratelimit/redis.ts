@@ -1,7 +1,7 @@
 /**
  * Redis counters, shared by every node: one key per (limit, client, window index), counted and
- * given its expiry by one script, so a hit is one command (auto-pipelined with the node's other
- * commands). The window index comes from the service's clock, so nodes agree.
+ * given its expiry by one script, so a hit is one command. The window index comes from the
+ * service's clock, so nodes agree.
  */
 import type { Redis } from 'ioredis';
 import type { Clock } from '../clock.js';

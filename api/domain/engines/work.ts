@@ -51,9 +51,6 @@ export function workCtes(engine: string, at: string, extra = ''): string {
 export const WORK_COLUMNS = `(SELECT coalesce(json_agg(h ORDER BY h.id), '[]') FROM handed h) AS handed,
   (SELECT coalesce(json_agg(${callJson('d')} ORDER BY d.created_at), '[]') FROM dial d) AS dial`;
 
-/** The columns of a command row inserted as handed over (the command path's own new row). */
-export const HANDED_RETURNING = HANDED_COLUMNS;
-
 /** Renders the work; `onRedelivery` counts each command handed over again (no ack came for an earlier one). */
 export function toWork(columns: WorkColumns, now: number, onRedelivery?: () => void): EngineWork {
   const commands = [...columns.handed].sort((a, b) => Number(a.id) - Number(b.id));
