@@ -69,7 +69,7 @@ export function onWidget(services: Services, socket: Socket, data: WidgetSocketD
 export function onEngine(services: Services, socket: Socket, data: EngineSocketData): void {
   void socket.join(rooms.engine(data.engineId));
   void services.pusher
-    .engineWork(data.engineId)
+    .engineWork(data.engineId, 'unacked')
     .then((work) => socket.emit('work', work))
     .catch((error: unknown) => endWithError(socket, error));
 

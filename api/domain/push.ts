@@ -11,7 +11,7 @@ import type { Clock } from '../clock.js';
 import type { Db } from '../store/index.js';
 import type { Commands } from './commands/service.js';
 import type { Directory } from './directory.js';
-import { handOverWork } from './engines/work.js';
+import { handOverWork, type HandOver } from './engines/work.js';
 import { renderWidgetState } from './agent-state.js';
 import type { WidgetStates } from './widget-states.js';
 
@@ -58,15 +58,15 @@ export function createPusher(deps: PushDeps) {
     deps.observe?.('state', startedAt);
   }
 
-  /** Pending commands and dial requests for an engine: what its next heartbeat would get. */
-  const engineWork = (engineId: string) => handOverWork(db, engineId, clock.now(), () => deps.commands.onRedelivery?.());
+  /** Commands and dial requests for an engine: all it has not acked (`unacked`, its snapshot), or only new ones. */
+  const engineWork = (engineId: string, handOver: HandOver) => handOverWork(db, engineId, clock.now(), handOver, () => deps.commands.onRedelivery?.());
 
-  /** Pushes the work handed over in the change's own transaction, or hands it over now. */
+  /** Pushes the work handed over in the change's own statement, or hands the new work over now. */
   async function pushWork(engineId: string, handedOver: EngineWork | undefined): Promise<void> {
     const room = rooms.engine(engineId);
     if (!handedOver && !bus.mayHaveListeners(room)) return;
     const startedAt = performance.now();
-    bus.io.to(room).emit('work', handedOver ?? (await engineWork(engineId)));
+    bus.io.to(room).emit('work', handedOver ?? (await engineWork(engineId, 'new')));
     deps.observe?.('work', startedAt);
   }
 

@@ -98,6 +98,27 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await api.post(`/calls/${requested.body.request_id}/hangup`, undefined, { auth: t.serverKey });
   });
 
+  it('pushes each command once; a heartbeat and a reconnect hand over every command not acked yet', async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    const withCommand = () => engine.next('work', { where: (w: any) => w.commands.length > 0 });
+    const firstPush = withCommand();
+    const f1 = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f1' });
+    expect((await firstPush).commands.map((c: any) => c.command_id)).toEqual([f1.body.command_id]);
+    // f1 is not acked: the next push carries f2 alone, not f1 again
+    const secondPush = withCommand();
+    const f2 = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f2' });
+    expect((await secondPush).commands.map((c: any) => c.command_id)).toEqual([f2.body.command_id]);
+    const beat = await request(engine.socket, 'heartbeat', { state: 'ready', mic_ready: true, call_id: null, acks: [{ command_id: f1.body.command_id, result: 'done' }] });
+    expect(beat.commands.map((c: any) => c.command_id)).toEqual([f2.body.command_id]);
+    engine.close();
+    const again = open(agent.engineToken, h.config.siteUrl);
+    expect((await again.next('work')).commands.map((c: any) => c.command_id)).toEqual([f2.body.command_id]);
+    const [row] = await h.services.db.query<any>('SELECT deliveries FROM widget_commands WHERE id = $1', [f2.body.command_id]);
+    expect(row.deliveries).toBe(3);
+  });
+
   it('refuses a widget token from another origin, a server key, an unknown token, and an engine off its pages', async () => {
     const agent = await readyAgent(api, t);
     expect(await open(agent.widgetToken, 'https://evil.example').next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });

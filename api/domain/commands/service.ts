@@ -71,9 +71,9 @@ interface NewCommand {
 
 /**
  * Records the command, or returns null when a concurrent request with the same request_id did so
- * first. When `handOver`, it is recorded as handed over, and the engine's other unacked commands
- * and its dial requests are handed over in the same statement: the push leaves with no further
- * round trip.
+ * first. When `handOver`, it is recorded as handed over, and the engine's other commands not handed
+ * over yet and its dial requests are handed over in the same statement: the push leaves with no
+ * further round trip.
  */
 async function record(sql: Sql, c: NewCommand, handOver: boolean): Promise<{ row: CommandRow; work?: WorkColumns } | null> {
   const insert = `INSERT INTO widget_commands (integration_id, member_id, request_id, kind, digits, available, call_id, engine_id,
@@ -102,7 +102,7 @@ async function record(sql: Sql, c: NewCommand, handOver: boolean): Promise<{ row
     return row ? { row } : null;
   }
   const [result] = await sql.query<{ row: CommandRow | null } & WorkColumns>(
-    `WITH inserted AS (${insert}), ${workCtes('$8', '$13::bigint', 'AND EXISTS (SELECT 1 FROM inserted)')}
+    `WITH inserted AS (${insert}), ${workCtes('$8', '$13::bigint', 'new', 'AND EXISTS (SELECT 1 FROM inserted)')}
      SELECT (SELECT row_to_json(i) FROM inserted i) AS row, ${WORK_COLUMNS}`,
     params,
   );

@@ -1,7 +1,9 @@
 /**
- * What an engine is handed: its unacked commands and its agent's queued dial requests. The same
- * set answers a heartbeat, is pushed as `work`, and is the snapshot a reconnecting engine gets, so
- * a push that was lost is healed by the next one or by the heartbeat.
+ * What an engine is handed: its commands and its agent's queued dial requests. A heartbeat and the
+ * snapshot a (re)connecting engine gets carry every command not acked yet, so a push lost with its
+ * socket is healed by either. A push carries only what was never handed over: a command already
+ * pushed is waiting for its ack, and handing it over again with every later push would, under load,
+ * multiply the deliveries and acks of a busy engine's backlog with each new command.
  *
  * The hand-over is SQL fragments (CTEs and select columns) rather than statements of its own, so
  * a heartbeat or a command hands work over inside its own statement: one round trip to the store
@@ -30,16 +32,21 @@ export interface WorkColumns {
 
 const HANDED_COLUMNS = 'id, kind, call_id, digits, available, deliveries';
 
+/** Which commands a hand-over carries: every one not acked (heartbeat, snapshot), or only new ones (push). */
+export type HandOver = 'unacked' | 'new';
+
+const HANDED_STATUSES: Record<HandOver, string> = { unacked: `('queued', 'delivered')`, new: `('queued')` };
+
 /**
- * CTEs `handed` (the engine's unacked commands, each counted as handed over once more) and `dial`
- * (its agent's queued calls), for the engine and time named by the SQL expressions given; `extra`
- * narrows `handed` (a statement that also acks commands leaves those out).
+ * CTEs `handed` (the engine's commands of the hand-over, each counted as handed over once more)
+ * and `dial` (its agent's queued calls), for the engine and time named by the SQL expressions
+ * given; `extra` narrows `handed` (a statement that also acks commands leaves those out).
  */
-export function workCtes(engine: string, at: string, extra = ''): string {
+export function workCtes(engine: string, at: string, handOver: HandOver, extra = ''): string {
   return `handed AS (
     UPDATE widget_commands SET status = CASE WHEN status = 'queued' THEN 'delivered' ELSE status END,
       deliveries = deliveries + 1, delivered_at = coalesce(delivered_at, ${at})
-    WHERE engine_id = ${engine} AND status IN ('queued', 'delivered') AND refused IS NULL ${extra}
+    WHERE engine_id = ${engine} AND status IN ${HANDED_STATUSES[handOver]} AND refused IS NULL ${extra}
     RETURNING ${HANDED_COLUMNS}
   ), dial AS (
     SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
@@ -72,7 +79,7 @@ export function toWork(columns: WorkColumns, now: number, onRedelivery?: () => v
 }
 
 /** Hands the engine its work now, in one statement. */
-export async function handOverWork(sql: Sql, engineId: string, now: number, onRedelivery?: () => void): Promise<EngineWork> {
-  const [row] = await sql.query<WorkColumns>(`WITH ${workCtes('$1', '$2')} SELECT ${WORK_COLUMNS}`, [engineId, now]);
+export async function handOverWork(sql: Sql, engineId: string, now: number, handOver: HandOver, onRedelivery?: () => void): Promise<EngineWork> {
+  const [row] = await sql.query<WorkColumns>(`WITH ${workCtes('$1', '$2', handOver)} SELECT ${WORK_COLUMNS}`, [engineId, now]);
   return toWork(row!, now, onRedelivery);
 }
