@@ -23,6 +23,12 @@ export const LIMITS = {
   /** decided: engine heartbeat period while its socket is up, and while it is down */
   heartbeatMs: 15_000,
   heartbeatFallbackMs: 3000,
+  /**
+   * decided: a heartbeat hands a command over again only once this long has passed since its first
+   * hand-over without an ack (its ack may still be on the way); just under the fallback period, so
+   * a window heartbeating over REST gets a lost command back on its next heartbeat
+   */
+  redeliverAfterMs: 2500,
   /** decided: engine endpoints are limited per engine, not per IP (call centres share NAT) */
   enginePerEnginePerMinute: 600,
   /** decided: an engine token dies after this long without a heartbeat */

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCommand } from '../../api/cli/admin-bridge.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
+import { LIMITS } from '../../shared/limits.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -470,6 +471,24 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     await heartbeat(api, agent.engineToken, { call_id: id, acks });
     expect(h.services.providers.simulator.digitsHeard(sid)).toBe('12#');
     expect((await heartbeat(api, agent.engineToken, { call_id: id })).body.commands).toEqual([]);
+  });
+
+  it('hands an unacked command over again in the next fallback heartbeat, not in one sent at once', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const focus = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'lost-answer' });
+    const ids = (beat: { body: { commands: Array<{ command_id: number }> } }) => beat.body.commands.map((c) => c.command_id);
+    // the answer carrying it is lost: the window never acks
+    expect(ids(await heartbeat(api, agent.engineToken))).toEqual([focus.body.command_id]);
+    expect(ids(await heartbeat(api, agent.engineToken))).toEqual([]);
+    await h.clock.advance(LIMITS.heartbeatFallbackMs);
+    expect(ids(await heartbeat(api, agent.engineToken))).toEqual([focus.body.command_id]);
+    const acked = await heartbeat(api, agent.engineToken, { acks: [{ command_id: focus.body.command_id, result: 'done' }] });
+    expect(ids(acked)).toEqual([]);
+    await h.clock.advance(LIMITS.heartbeatFallbackMs);
+    expect(ids(await heartbeat(api, agent.engineToken))).toEqual([]);
+    const [row] = await h.services.db.query<{ deliveries: number; status: string }>('SELECT deliveries, status FROM widget_commands WHERE id = $1', [focus.body.command_id]);
+    expect(row).toEqual({ deliveries: 2, status: 'done' });
   });
 
   it('shows the engine\'s reported mute in the widget state', async () => {

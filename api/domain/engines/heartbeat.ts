@@ -50,7 +50,7 @@ const REPORT = `WITH before AS (
     ${agentVersionBump('SELECT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
     ${ackUpdate({ engines: '$7', ids: '$8', results: '$9', errors: '$10', at: '$6::bigint' }, 'AND EXISTS (SELECT 1 FROM engine)')}
-  ), ${workCtes('$1', '$6::bigint', 'unacked', 'AND id <> ALL($8::bigint[]) AND EXISTS (SELECT 1 FROM engine)')},
+  ), ${workCtes('$1', '$6::bigint', 'due', 'AND id <> ALL($8::bigint[]) AND EXISTS (SELECT 1 FROM engine)')},
   calls AS (
     SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($11)
     UNION ALL (SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY created_at DESC LIMIT 1)

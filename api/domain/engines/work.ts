@@ -1,9 +1,10 @@
 /**
- * What an engine is handed: its commands and its agent's queued dial requests. A heartbeat and the
- * snapshot a (re)connecting engine gets carry every command not acked yet, so a push lost with its
- * socket is healed by either. A push carries only what was never handed over: a command already
- * pushed is waiting for its ack, and handing it over again with every later push would, under load,
- * multiply the deliveries and acks of a busy engine's backlog with each new command.
+ * What an engine is handed: its commands and its agent's queued dial requests. The snapshot a
+ * (re)connecting engine gets carries every command not acked yet, and so does a heartbeat once an
+ * ack is overdue, so a push lost with its socket is healed by either. A push carries only what was
+ * never handed over: a command already pushed is waiting for its ack, and handing it over again
+ * with every later push would, under load, multiply the deliveries and acks of a busy engine's
+ * backlog with each new command.
  *
  * The hand-over is SQL fragments (CTEs and select columns) rather than statements of its own, so
  * a heartbeat or a command hands work over inside its own statement: one round trip to the store
@@ -11,6 +12,7 @@
  */
 import type { EngineWork } from '../../../shared/events.js';
 import type { EngineCommand } from '../../../shared/schemas/engine-api.js';
+import { LIMITS } from '../../../shared/limits.js';
 import type { Sql } from '../../store/index.js';
 import { callJson, toCall, type CallRow } from '../views.js';
 
@@ -32,10 +34,19 @@ export interface WorkColumns {
 
 const HANDED_COLUMNS = 'id, kind, call_id, digits, available, deliveries';
 
-/** Which commands a hand-over carries: every one not acked (heartbeat, snapshot), or only new ones (push). */
-export type HandOver = 'unacked' | 'new';
+/**
+ * Which commands a hand-over carries: every one not acked (`unacked`: the snapshot of a socket that
+ * just connected), those not acked in time (`due`: a heartbeat, which does not repeat a command
+ * whose ack may still be on the way), or only new ones (`new`: a push).
+ */
+export type HandOver = 'unacked' | 'due' | 'new';
 
-const HANDED_STATUSES: Record<HandOver, string> = { unacked: `('queued', 'delivered')`, new: `('queued')` };
+const handedWhere = (handOver: HandOver, at: string): string =>
+  ({
+    unacked: `status IN ('queued', 'delivered')`,
+    due: `(status = 'queued' OR (status = 'delivered' AND delivered_at <= ${at} - ${LIMITS.redeliverAfterMs}))`,
+    new: `status = 'queued'`,
+  })[handOver];
 
 /**
  * CTEs `handed` (the engine's commands of the hand-over, each counted as handed over once more)
@@ -46,7 +57,7 @@ export function workCtes(engine: string, at: string, handOver: HandOver, extra =
   return `handed AS (
     UPDATE widget_commands SET status = CASE WHEN status = 'queued' THEN 'delivered' ELSE status END,
       deliveries = deliveries + 1, delivered_at = coalesce(delivered_at, ${at})
-    WHERE engine_id = ${engine} AND status IN ${HANDED_STATUSES[handOver]} AND refused IS NULL ${extra}
+    WHERE engine_id = ${engine} AND ${handedWhere(handOver, at)} AND refused IS NULL ${extra}
     RETURNING ${HANDED_COLUMNS}
   ), dial AS (
     SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
