@@ -6,10 +6,30 @@
  */
 export type Flush<I, R> = (items: I[]) => Promise<R[]>;
 
-export function coalesce<I, R>(flush: Flush<I, R>, options: { max?: number } = {}): (item: I) => Promise<R> {
+export interface CoalesceOptions {
+  /** most items in one flush */
+  max?: number;
+  /**
+   * When a flush of several items fails, flush each of them alone, so that one bad item (a row a
+   * concurrent delete made invalid, say) fails only its own caller. Only for flushes that change
+   * nothing when they fail: one statement, which is atomic.
+   */
+  isolate?: boolean;
+}
+
+export function coalesce<I, R>(flush: Flush<I, R>, options: CoalesceOptions = {}): (item: I) => Promise<R> {
   const max = options.max ?? 500;
   let queue: Array<{ item: I; resolve: (result: R) => void; reject: (error: unknown) => void }> = [];
   let running = false;
+
+  type Entry = (typeof queue)[number];
+  async function alone(entry: Entry): Promise<void> {
+    try {
+      entry.resolve((await flush([entry.item]))[0]!);
+    } catch (error) {
+      entry.reject(error);
+    }
+  }
 
   async function drain(): Promise<void> {
     running = true;
@@ -20,7 +40,8 @@ export function coalesce<I, R>(flush: Flush<I, R>, options: { max?: number } = {
         const results = await flush(batch.map((entry) => entry.item));
         batch.forEach((entry, index) => entry.resolve(results[index]!));
       } catch (error) {
-        for (const entry of batch) entry.reject(error);
+        if (options.isolate && batch.length > 1) await Promise.all(batch.map(alone));
+        else for (const entry of batch) entry.reject(error);
       }
     }
     running = false;

@@ -27,6 +27,15 @@ describe.each(drivers)('rate counter %s', (_name, open) => {
     await clock.advance(45_000);
     expect(await counter.hit(key, 60_000)).toEqual({ count: 1, resetMs: 60_000 });
   });
+
+  it('counts hits sent at once (one pipeline on Redis), each caller getting its own count', async () => {
+    const counter = await open(new ManualClock());
+    counters.push(counter);
+    const key = `burst-${Math.random()}`;
+    const hits = await Promise.all(Array.from({ length: 25 }, (_, i) => counter.hit(i % 5 === 4 ? `${key}-b` : key, 60_000)));
+    expect(hits.filter((_, i) => i % 5 !== 4).map((hit) => hit.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(hits.filter((_, i) => i % 5 === 4).map((hit) => hit.count).sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5]);
+  });
 });
 
 describe.skipIf(!url)('Redis rate counters across nodes', () => {

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { coalesce } from '../../api/store/coalesce.js';
 
-function recording(fail?: (items: number[]) => boolean) {
+function recording(fail?: (items: number[]) => boolean, isolate = false) {
   const batches: number[][] = [];
   let release: () => void = () => {};
   let held = false;
@@ -11,7 +11,7 @@ function recording(fail?: (items: number[]) => boolean) {
     if (held) await new Promise<void>((r) => (release = r));
     if (fail?.(items)) throw new Error(`batch ${items.join(',')} failed`);
     return items.map((n) => n * 10);
-  }, { max: 3 });
+  }, { max: 3, isolate });
   return { batches, submit, hold: () => void (held = true), release: () => { held = false; release(); } };
 }
 
@@ -39,5 +39,12 @@ describe('coalesce', () => {
     const results = await Promise.allSettled([r.submit(1), r.submit(2)]);
     expect(results.map((x) => x.status)).toEqual(['rejected', 'rejected']);
     expect(await r.submit(3)).toBe(30);
+  });
+
+  it('with isolate, flushes each item of a failed batch alone: only the bad item fails', async () => {
+    const r = recording((items) => items.includes(2), true);
+    const results = await Promise.allSettled([r.submit(1), r.submit(2), r.submit(3)]);
+    expect(results.map((x) => (x.status === 'fulfilled' ? x.value : 'failed'))).toEqual([10, 'failed', 30]);
+    expect(r.batches).toEqual([[1, 2, 3], [1], [2], [3]]);
   });
 });

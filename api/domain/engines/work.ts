@@ -32,7 +32,13 @@ export interface WorkColumns {
   dial: CallRow[];
 }
 
-const HANDED_COLUMNS = 'id, kind, call_id, digits, available, deliveries';
+/** Work columns of a hand-over to several engines: each row names the engine it went to. */
+export interface EnginesWorkColumns {
+  handed: Array<HandedCommand & { engine_id: string }>;
+  dial: Array<CallRow & { handed_to: string }>;
+}
+
+const HANDED_COLUMNS = 'id, engine_id, kind, call_id, digits, available, deliveries';
 
 /**
  * Which commands a hand-over carries: every one not acked (`unacked`: the snapshot of a socket that
@@ -49,20 +55,30 @@ const handedWhere = (handOver: HandOver, at: string): string =>
   })[handOver];
 
 /**
- * CTEs `handed` (the engine's commands of the hand-over, each counted as handed over once more)
- * and `dial` (its agent's queued calls), for the engine and time named by the SQL expressions
- * given; `extra` narrows `handed` (a statement that also acks commands leaves those out).
+ * CTEs `handed` (the engines' commands of the hand-over, each counted as handed over once more)
+ * and `dial` (their agents' queued calls, `handed_to` naming the engine), for the engines and time
+ * named by the SQL given: `engines` goes inside `IN (…)`, a parameter or a subquery. `extra`
+ * narrows `handed` (a statement that also acks commands leaves those out).
  */
-export function workCtes(engine: string, at: string, handOver: HandOver, extra = ''): string {
+export function workCtes(engines: string, at: string, handOver: HandOver, extra = ''): string {
   return `handed AS (
     UPDATE widget_commands SET status = CASE WHEN status = 'queued' THEN 'delivered' ELSE status END,
       deliveries = deliveries + 1, delivered_at = coalesce(delivered_at, ${at})
-    WHERE engine_id = ${engine} AND ${handedWhere(handOver, at)} AND refused IS NULL ${extra}
+    WHERE engine_id IN (${engines}) AND ${handedWhere(handOver, at)} AND refused IS NULL ${extra}
     RETURNING ${HANDED_COLUMNS}
   ), dial AS (
-    SELECT c.* FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
-    WHERE e.id = ${engine} AND c.status = 'queued' AND c.expires_at > ${at}
+    SELECT c.*, e.id AS handed_to FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
+    WHERE e.id IN (${engines}) AND c.status = 'queued' AND c.expires_at > ${at}
   )`;
+}
+
+/** Splits a hand-over to several engines by engine. */
+export function workByEngine(columns: EnginesWorkColumns): Map<string, WorkColumns> {
+  const byEngine = new Map<string, WorkColumns>();
+  const of = (engineId: string) => byEngine.get(engineId) ?? byEngine.set(engineId, { handed: [], dial: [] }).get(engineId)!;
+  for (const command of columns.handed) of(command.engine_id).handed.push(command);
+  for (const call of columns.dial) of(call.handed_to).dial.push(call);
+  return byEngine;
 }
 
 /** Select columns returning the `handed` and `dial` CTEs (WorkColumns). */
