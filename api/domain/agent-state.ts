@@ -63,12 +63,12 @@ export function renderWidgetState(data: AgentStateData, context: RenderContext, 
 
 /**
  * The statement that bumps the WidgetState version of the agents a query of (integration_id,
- * member_id) names, returning `version`; a larger statement can bump inside itself with it.
+ * member_id) names, returning each one's new `version`; a larger statement can bump inside itself with it.
  */
 export const agentVersionBump = (agents: string) =>
   `INSERT INTO agent_versions (integration_id, member_id, version) SELECT a.i, a.m, 2 FROM (${agents}) AS a(i, m)
    ON CONFLICT (integration_id, member_id) DO UPDATE SET version = agent_versions.version + 1
-   RETURNING version`;
+   RETURNING integration_id, member_id, version`;
 
 /** Bumps and returns the agent's WidgetState version; call inside the transaction that changed it. */
 export async function bumpAgentVersion(sql: Sql, integrationId: string, memberId: string): Promise<number> {

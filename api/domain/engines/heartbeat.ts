@@ -7,6 +7,7 @@
 import { LIMITS } from '../../../shared/limits.js';
 import type { DialRequest, EngineCommand, HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
 import type { Clock } from '../../clock.js';
+import { coalesce } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import { agentVersionBump } from '../agent-state.js';
 import { Changes } from '../changes.js';
@@ -15,7 +16,7 @@ import type { Commands } from '../commands/service.js';
 import { callJson, engineJson, type CallRow, type EngineRow } from '../views.js';
 import { ackParams, ackUpdate, firstAcks, type AckedRow, type FirstAck } from './acks.js';
 import type { EngineContext } from './auth.js';
-import { toWork, WORK_COLUMNS, workCtes, type WorkColumns } from './work.js';
+import { toWork, WORK_COLUMNS, workByEngine, workCtes, type EnginesWorkColumns, type WorkColumns } from './work.js';
 
 export interface HeartbeatResult {
   engine: EngineRow;
@@ -26,45 +27,121 @@ export interface HeartbeatResult {
   changes: Changes;
 }
 
-interface ReportRow extends WorkColumns {
+/** One engine's report, as the batch statement takes it. */
+interface Report {
+  engineId: string;
+  state: 'ready' | 'enabling';
+  report: HeartbeatRequest;
+}
+
+/** What the batch statement returns for one engine. */
+interface Reported extends WorkColumns {
+  /** the batch's time */
+  at: number;
   engine: (EngineRow & { changed: boolean }) | null;
   version: number | null;
   acked: AckedRow[];
-  calls: CallRow[];
+  /** its live calls, then its latest (`latest`), so it also learns how a call ended */
+  calls: Array<CallRow & { latest: boolean }>;
 }
 
 /**
- * The whole report in one statement: the engine's row updated (its version bumped, and its
- * agent's, when what widgets show changed), acks applied, work handed over, and the engine's live
- * calls and its latest read. Nothing happens for an engine that is closed. Compared with the row
- * as it is now, not the caller's copy, which may be cached and old.
+ * The reports of many engines in one statement: each engine's row updated (its version bumped, and
+ * its agent's, when what widgets show changed), acks applied, work handed over, and each engine's
+ * live calls and its latest read. Nothing happens for an engine that is closed. Compared with the
+ * row as it is now, not the caller's copy, which may be cached and old. Rows are locked in id
+ * order, so batches of several nodes never deadlock.
  */
-const REPORT = `WITH before AS (
-    SELECT id, state, mic_ready, busy, muted FROM engines WHERE id = $1 AND state <> 'closed' FOR UPDATE
+const REPORT = `WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::boolean[], $5::boolean[]) AS i(id, state, mic_ready, busy, muted)
+  ), before AS (
+    SELECT id, state, mic_ready, busy, muted FROM engines WHERE id IN (SELECT id FROM input) AND state <> 'closed' ORDER BY id FOR UPDATE
   ), engine AS (
-    UPDATE engines e SET state = $2, mic_ready = $3, busy = $4, muted = $5, last_seen_at = $6,
-      version = e.version + CASE WHEN (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM ($2::text, $3::boolean, $4::boolean, $5::boolean) THEN 1 ELSE 0 END
-    FROM before b WHERE e.id = b.id
-    RETURNING e.*, (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM ($2::text, $3::boolean, $4::boolean, $5::boolean) AS changed
+    UPDATE engines e SET state = i.state, mic_ready = i.mic_ready, busy = i.busy, muted = i.muted, last_seen_at = $6,
+      version = e.version + CASE WHEN (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM (i.state, i.mic_ready, i.busy, i.muted) THEN 1 ELSE 0 END
+    FROM before b JOIN input i ON i.id = b.id WHERE e.id = b.id
+    RETURNING e.*, (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM (i.state, i.mic_ready, i.busy, i.muted) AS changed
   ), bumped AS (
-    ${agentVersionBump('SELECT integration_id, member_id FROM engine WHERE changed')}
+    ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
-    ${ackUpdate({ engines: '$7', ids: '$8', results: '$9', errors: '$10', at: '$6::bigint' }, 'AND EXISTS (SELECT 1 FROM engine)')}
-  ), ${workCtes('$1', '$6::bigint', 'due', 'AND id <> ALL($8::bigint[]) AND EXISTS (SELECT 1 FROM engine)')},
+    ${ackUpdate({ engines: '$7', ids: '$8', results: '$9', errors: '$10', at: '$6::bigint' }, 'AND c.engine_id IN (SELECT id FROM engine)')}
+  ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND id <> ALL($8::bigint[])')},
   calls AS (
-    SELECT * FROM call_intents WHERE engine_id = $1 AND status = ANY($11)
-    UNION ALL (SELECT * FROM call_intents WHERE engine_id = $1 ORDER BY created_at DESC LIMIT 1)
+    SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status = ANY($11)
+    UNION ALL
+    SELECT l.*, true AS latest FROM engine CROSS JOIN LATERAL (
+      SELECT * FROM call_intents WHERE engine_id = engine.id ORDER BY created_at DESC LIMIT 1) l
   )
-  SELECT (SELECT ${engineJson('engine')} FROM engine) AS engine, (SELECT version FROM bumped) AS version,
+  SELECT (SELECT coalesce(json_agg(${engineJson('engine')}), '[]') FROM engine) AS engines,
+    (SELECT coalesce(json_agg(bumped), '[]') FROM bumped) AS bumped,
     (SELECT coalesce(json_agg(acked), '[]') FROM acked) AS acked, ${WORK_COLUMNS},
     (SELECT coalesce(json_agg(${callJson('calls')}), '[]') FROM calls) AS calls`;
+
+interface ReportRows extends EnginesWorkColumns {
+  engines: Array<EngineRow & { changed: boolean }>;
+  bumped: Array<{ integration_id: string; member_id: string; version: number }>;
+  acked: Array<AckedRow & { engine_id: string }>;
+  calls: Array<CallRow & { latest: boolean }>;
+}
+
+/** Runs one batch of reports of distinct engines. */
+async function reportAll(db: Db, reports: Report[], at: number): Promise<Reported[]> {
+  const [rows] = await db.query<ReportRows>(REPORT, [
+    reports.map((r) => r.engineId),
+    reports.map((r) => r.state),
+    reports.map((r) => r.report.mic_ready),
+    reports.map((r) => r.report.busy),
+    reports.map((r) => r.report.muted),
+    at,
+    ...ackParams(reports.map((r) => ({ engineId: r.engineId, acks: r.report.acks }))),
+    LIVE_STATUSES,
+  ]);
+  const { engines, bumped, acked, calls } = rows!;
+  const work = workByEngine(rows!);
+  return reports.map(({ engineId }) => {
+    const engine = engines.find((row) => row.id === engineId) ?? null;
+    const version = engine?.changed ? (bumped.find((b) => b.integration_id === engine.integration_id && b.member_id === engine.member_id)?.version ?? null) : null;
+    return {
+      at,
+      engine,
+      version,
+      acked: acked.filter((row) => row.engine_id === engineId),
+      ...(work.get(engineId) ?? { handed: [], dial: [] }),
+      calls: calls.filter((call) => call.engine_id === engineId),
+    };
+  });
+}
+
+/**
+ * Reports of a busy node go to the store together (store/coalesce.ts). Two reports of the same
+ * engine never share a statement: the later one goes in a later round, in order.
+ */
+function reportTogether(db: Db, clock: Clock) {
+  return coalesce<Report, Reported>(
+    async (reports) => {
+      const rounds: Array<Array<{ report: Report; index: number }>> = [];
+      reports.forEach((report, index) => {
+        const round = rounds.find((r) => !r.some((entry) => entry.report.engineId === report.engineId));
+        if (round) round.push({ report, index });
+        else rounds.push([{ report, index }]);
+      });
+      const results: Reported[] = new Array(reports.length);
+      for (const round of rounds) {
+        const done = await reportAll(db, round.map((entry) => entry.report), clock.now());
+        round.forEach((entry, i) => (results[entry.index] = done[i]!));
+      }
+      return results;
+    },
+    { isolate: true },
+  );
+}
 
 /**
  * Reconciles the engine's live calls with the one the report says it holds, flagging or clearing
  * `orphaned`, and returns the call the window is told about: its live call, else its latest, so
  * it also learns how a call ended. The report read both; a flag that changes is written here.
  */
-async function reconcileCalls(db: Db, changes: Changes, rows: CallRow[], heldCallId: string | null, at: number): Promise<CallRow | null> {
+async function reconcileCalls(db: Db, changes: Changes, rows: Array<CallRow & { latest: boolean }>, heldCallId: string | null, at: number): Promise<CallRow | null> {
   const isLive = (call: CallRow) => (LIVE_STATUSES as readonly string[]).includes(call.status);
   const live = rows.filter((call, index) => isLive(call) && rows.findIndex((other) => other.id === call.id) === index);
   const flips = live.filter((call) => {
@@ -83,27 +160,22 @@ async function reconcileCalls(db: Db, changes: Changes, rows: CallRow[], heldCal
     });
   }
   const newestLive = live.sort((a, b) => b.created_at - a.created_at)[0];
-  return newestLive ?? rows.at(-1) ?? null;
+  return newestLive ?? rows.find((call) => call.latest) ?? null;
 }
 
-export async function engineHeartbeat(deps: { db: Db; clock: Clock; commands: Commands }, context: EngineContext, report: HeartbeatRequest): Promise<HeartbeatResult> {
-  const changes = new Changes();
-  const at = deps.clock.now();
-  const state = report.state === 'ready' && report.mic_ready ? 'ready' : 'enabling';
-  const [row] = await deps.db.query<ReportRow>(REPORT, [
-    context.engine.id,
-    state,
-    report.mic_ready,
-    report.busy,
-    report.muted,
-    at,
-    ...ackParams([{ engineId: context.engine.id, acks: report.acks }]),
-    LIVE_STATUSES,
-  ]);
-  const { engine, version, acked, calls } = row!;
-  if (!engine) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
-  if (version !== null) changes.agentTouched(engine.integration_id, engine.member_id, version);
-  const call = await reconcileCalls(deps.db, changes, calls, report.call_id, at);
-  const work = toWork(row!, at, () => deps.commands.onRedelivery?.());
-  return { engine, commands: work.commands, dialRequests: work.dial_requests, call, firstAcks: firstAcks(acked), changes };
+/** The heartbeat of the engine service: one engine's report, in a statement shared with the reports arriving meanwhile. */
+export function createHeartbeats(deps: { db: Db; clock: Clock; commands: Commands }) {
+  const report = reportTogether(deps.db, deps.clock);
+  return async function engineHeartbeat(context: EngineContext, request: HeartbeatRequest): Promise<HeartbeatResult> {
+    const changes = new Changes();
+    const state = request.state === 'ready' && request.mic_ready ? 'ready' : 'enabling';
+    const row = await report({ engineId: context.engine.id, state, report: request });
+    const { engine, version, acked, calls } = row;
+    if (!engine) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
+    if (version !== null) changes.agentTouched(engine.integration_id, engine.member_id, version);
+    const { at } = row;
+    const call = await reconcileCalls(deps.db, changes, calls, request.call_id, at);
+    const work = toWork(row, at, () => deps.commands.onRedelivery?.());
+    return { engine, commands: work.commands, dialRequests: work.dial_requests, call, firstAcks: firstAcks(acked), changes };
+  };
 }

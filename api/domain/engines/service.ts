@@ -21,7 +21,7 @@ import type { Directory } from '../directory.js';
 import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
 import { applyAcks, type EngineAcks, type FirstAck } from './acks.js';
-import { engineHeartbeat } from './heartbeat.js';
+import { createHeartbeats } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
 export interface EnginesDeps {
@@ -41,6 +41,7 @@ export function createEngines(deps: EnginesDeps) {
   const { db, bus, clock, providers } = deps;
 
   const ackTogether = coalesce((reports: EngineAcks[]) => applyAcks(db, reports, clock.now()));
+  const engineHeartbeat = createHeartbeats(deps);
 
   const providerFor = (context: EngineContext) => (context.engine.simulated ? providers.simulator : providers.configured);
 
@@ -80,7 +81,7 @@ export function createEngines(deps: EnginesDeps) {
     },
 
     async heartbeat(context: EngineContext, report: HeartbeatRequest) {
-      const result = await engineHeartbeat(deps, context, report);
+      const result = await engineHeartbeat(context, report);
       result.changes.publish(bus);
       await deviceEffects(context, result.firstAcks);
       return result;

@@ -1,0 +1,72 @@
+/**
+ * Engine heartbeats reported together (api/domain/engines/heartbeat.ts): the heartbeats a node
+ * receives in one turn of the event loop go to the store in one statement, on both drivers. Each
+ * window still gets exactly its own engine, commands, acks and call; two heartbeats of the same
+ * window are applied one after the other, in order.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
+import { storeDrivers } from '../helpers/env.js';
+import { command, READY, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => {
+  let h: Harness;
+  let api: Client;
+  const tenants: Tenant[] = [];
+  const agents: Agent[] = [];
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    api = client(h.app);
+    for (let i = 0; i < 3; i += 1) {
+      const t = await seedTenant(h.services);
+      tenants.push(t);
+      agents.push(await readyAgent(api, t));
+    }
+  });
+  afterAll(() => h.close());
+
+  const beat = async (agent: Agent, report: Partial<HeartbeatRequest> = {}) =>
+    h.services.engines.heartbeat(await h.services.engines.authenticate(agent.engineToken), { ...READY, acks: [], ...report } as HeartbeatRequest);
+
+  it("answers each window of a batch with its own engine, commands and call", async () => {
+    const focus = await Promise.all(agents.map((agent, i) => command(api, agent.widgetToken, { kind: 'focus', request_id: `hb-${i}` })));
+    const requested = await requestCall(api, tenants[1]!);
+    const contexts = await Promise.all(agents.map((agent) => h.services.engines.authenticate(agent.engineToken)));
+    const versions = () =>
+      Promise.all(
+        tenants.map(async (t) => (await h.services.db.query<{ version: number }>('SELECT version FROM agent_versions WHERE integration_id = $1 AND member_id = $2', [t.integrationId, t.agent.id]))[0]!.version),
+      );
+    const before = await versions();
+    // called in one turn: one statement for the three
+    const results = await Promise.all(
+      contexts.map((context, i) => h.services.engines.heartbeat(context, { ...READY, muted: i === 2, acks: [] } as HeartbeatRequest)),
+    );
+    results.forEach((result, i) => {
+      expect(result.engine.id).toBe(agents[i]!.engineId);
+      expect(result.commands.map((c) => c.command_id)).toEqual([focus[i]!.body.command_id]);
+      expect(result.engine.muted).toBe(i === 2);
+    });
+    expect(results.map((r) => r.dialRequests.map((d) => d.request_id))).toEqual([[], [requested.body.request_id], []]);
+    expect(results.map((r) => r.call)).toEqual([null, null, null]);
+    // the muted window's agent has a new WidgetState version; the others are unchanged
+    const after = await versions();
+    expect(after.map((version, i) => version - before[i]!)).toEqual([0, 0, 1]);
+    await api.post(`/calls/${requested.body.request_id}/hangup`, undefined, { auth: tenants[1]!.serverKey });
+  });
+
+  it('applies two heartbeats of one window in order: the second sees the first one\'s ack', async () => {
+    const agent = agents[0]!;
+    const sent = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'hb-order' });
+    const handed = await beat(agent);
+    expect(handed.commands.map((c) => c.command_id)).toEqual([sent.body.command_id]);
+    const [acking, after] = await Promise.all([beat(agent, { acks: [{ command_id: sent.body.command_id, result: 'done' }] }), beat(agent, { muted: true })]);
+    expect(acking.firstAcks.map((a) => a.command_id)).toEqual([sent.body.command_id]);
+    expect(after.commands).toEqual([]);
+    expect(after.engine.muted).toBe(true);
+    const rows = await h.services.db.query<{ status: string; acks: number }>('SELECT status, acks FROM widget_commands WHERE id = $1', [sent.body.command_id]);
+    expect(rows).toEqual([{ status: 'done', acks: 1 }]);
+  });
+});
