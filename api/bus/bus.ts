@@ -57,7 +57,7 @@ export interface Bus {
    * it to their uWS app; every node emits to rooms through it (pushes of state and work).
    */
   readonly io: Server;
-  /** false only when no node can have a socket in the room (one-node driver, room empty here) */
+  /** false only when no socket in the room can be reached (one-node driver, room empty here; Redis down, room not here) */
   mayHaveListeners(room: string): boolean;
   state(): BusState;
   close(): Promise<void>;

@@ -55,6 +55,8 @@ export async function createRedisBus(url: string): Promise<Bus> {
   await sub.subscribe(BUS_CHANNEL);
   subscribed = true;
   everSubscribed = true;
+  const state = (): BusState =>
+    subscribed && pub.status === 'ready' && adapterPub.status === 'ready' && adapterSub.status === 'ready' ? 'up' : 'down';
 
   return {
     driver: 'redis',
@@ -68,11 +70,13 @@ export async function createRedisBus(url: string): Promise<Bus> {
       handlers.add(handler);
       return () => handlers.delete(handler);
     },
-    // Other nodes may hold the room; only Redis knows, and asking costs more than publishing.
-    mayHaveListeners: () => true,
-    state(): BusState {
-      return subscribed && pub.status === 'ready' && adapterPub.status === 'ready' && adapterSub.status === 'ready' ? 'up' : 'down';
+    // Other nodes may hold the room; only Redis knows, and asking costs more than publishing. While
+    // Redis is down only this node's own sockets can be reached: a command for a window elsewhere
+    // then stays queued for its heartbeat rather than counting as pushed.
+    mayHaveListeners(room) {
+      return state() === 'up' || io.sockets.adapter.rooms.has(room);
     },
+    state,
     async close() {
       handlers.clear();
       closeIo(io);

@@ -18,25 +18,31 @@ export interface AgentStateData {
 }
 
 /**
- * The agent's version, engine (the open one, else the newest) and call (the unended one, else the
- * newest), in one statement; each read is one index entry (migration 005).
+ * Agents' version, engine (the open one, else the newest) and call (the unended one, else the
+ * newest), for many agents in one statement; each read is one index entry (migration 005).
  */
-export async function loadAgentState(sql: Sql, integrationId: string, memberId: string): Promise<AgentStateData> {
-  const [row] = await sql.query<{ version: number | null; engine: EngineRow | null; call: CallRow | null }>(
+export async function loadAgentStates(sql: Sql, agents: Array<{ integrationId: string; memberId: string }>): Promise<AgentStateData[]> {
+  const rows = await sql.query<{ version: number | null; engine: EngineRow | null; call: CallRow | null }>(
     `SELECT
-       (SELECT version FROM agent_versions WHERE integration_id = $1 AND member_id = $2) AS version,
+       (SELECT version FROM agent_versions v WHERE v.integration_id = a.i AND v.member_id = a.m) AS version,
        coalesce(
-         (SELECT ${engineJson('e')} FROM engines e WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed'),
-         (SELECT ${engineJson('e')} FROM engines e WHERE integration_id = $1 AND member_id = $2 ORDER BY created_at DESC LIMIT 1)
+         (SELECT ${engineJson('e')} FROM engines e WHERE e.integration_id = a.i AND e.member_id = a.m AND e.state <> 'closed'),
+         (SELECT ${engineJson('e')} FROM engines e WHERE e.integration_id = a.i AND e.member_id = a.m ORDER BY e.created_at DESC LIMIT 1)
        ) AS engine,
        coalesce(
-         (SELECT ${callJson('c')} FROM call_intents c WHERE integration_id = $1 AND member_id = $2 AND ended_at IS NULL
-            ORDER BY created_at DESC LIMIT 1),
-         (SELECT ${callJson('c')} FROM call_intents c WHERE integration_id = $1 AND member_id = $2 ORDER BY created_at DESC LIMIT 1)
-       ) AS call`,
-    [integrationId, memberId],
+         (SELECT ${callJson('c')} FROM call_intents c WHERE c.integration_id = a.i AND c.member_id = a.m AND c.ended_at IS NULL
+            ORDER BY c.created_at DESC LIMIT 1),
+         (SELECT ${callJson('c')} FROM call_intents c WHERE c.integration_id = a.i AND c.member_id = a.m ORDER BY c.created_at DESC LIMIT 1)
+       ) AS call
+     FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS a(i, m, n) ORDER BY a.n`,
+    [agents.map((a) => a.integrationId), agents.map((a) => a.memberId)],
   );
-  return { version: row?.version ?? 1, engine: row?.engine ?? null, call: row?.call ?? null };
+  return rows.map((row) => ({ version: row.version ?? 1, engine: row.engine ?? null, call: row.call ?? null }));
+}
+
+/** One agent's state (loadAgentStates). */
+export async function loadAgentState(sql: Sql, integrationId: string, memberId: string): Promise<AgentStateData> {
+  return (await loadAgentStates(sql, [{ integrationId, memberId }]))[0]!;
 }
 
 export interface RenderContext {

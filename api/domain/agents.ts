@@ -26,6 +26,19 @@ export interface ResolvedAgent {
 const MEMBER_COLUMNS = `m.id, m.account_id, m.email, m.uuid::text AS uuid, m.name, m.enabled, m.removed,
   m.department_id, d.name AS department_name, m.created_at`;
 
+/**
+ * The member, with what coverage needs read in the same statement: its link to the integration
+ * (parameter `integration`) and the integration's departments (for department coverage). A
+ * reconnect storm or a burst of POST /sessions then costs one round trip per agent, not three.
+ */
+const memberWithCoverage = (integration: string) => `SELECT ${MEMBER_COLUMNS},
+    (SELECT row_to_json(l) FROM (SELECT selected, integrator_uuid, overrides FROM integration_members
+       WHERE integration_id = ${integration} AND member_id = m.id) l) AS link,
+    (SELECT coalesce(json_agg(department_id), '[]') FROM integration_departments WHERE integration_id = ${integration}) AS department_ids
+  FROM members m LEFT JOIN departments d ON d.id = m.department_id`;
+
+type MemberWithCoverage = MemberRow & { link: MemberLink | null; department_ids: string[] };
+
 /** Finds the member an identifier names and checks coverage and enablement. */
 export async function resolveAgent(sql: Sql, integration: IntegrationRow, agent: AgentRef): Promise<ResolvedAgent> {
   if (agent.type !== integration.identifier_mode) {
@@ -34,14 +47,12 @@ export async function resolveAgent(sql: Sql, integration: IntegrationRow, agent:
   const value = agent.value.trim();
   const candidates =
     agent.type === 'email'
-      ? await sql.query<MemberRow>(
-          `SELECT ${MEMBER_COLUMNS} FROM members m LEFT JOIN departments d ON d.id = m.department_id
-           WHERE m.account_id = $1 AND lower(m.email) = lower($2) AND NOT m.removed`,
-          [integration.account_id, value],
+      ? await sql.query<MemberWithCoverage>(
+          `${memberWithCoverage('$3')} WHERE m.account_id = $1 AND lower(m.email) = lower($2) AND NOT m.removed`,
+          [integration.account_id, value, integration.id],
         )
-      : await sql.query<MemberRow>(
-          `SELECT ${MEMBER_COLUMNS} FROM members m LEFT JOIN departments d ON d.id = m.department_id
-           WHERE m.account_id = $1 AND NOT m.removed AND (
+      : await sql.query<MemberWithCoverage>(
+          `${memberWithCoverage('$3')} WHERE m.account_id = $1 AND NOT m.removed AND (
              m.uuid::text = lower($2)
              OR m.id IN (SELECT member_id FROM integration_members
                          WHERE integration_id = $3 AND lower(integrator_uuid) = lower($2)))`,
@@ -49,34 +60,22 @@ export async function resolveAgent(sql: Sql, integration: IntegrationRow, agent:
         );
   if (candidates.length === 0) throw new C2CError('agent_unknown');
   if (candidates.length > 1) throw new C2CError('agent_ambiguous');
-  return checkAgent(sql, integration, candidates[0]!);
+  return checkAgent(integration, candidates[0]!);
 }
 
 /** Re-checks a known member (widget and engine requests): coverage and enablement apply on the next request. */
 export async function reloadAgent(sql: Sql, integration: IntegrationRow, memberId: string): Promise<ResolvedAgent> {
-  const [member] = await sql.query<MemberRow>(
-    `SELECT ${MEMBER_COLUMNS} FROM members m LEFT JOIN departments d ON d.id = m.department_id
-     WHERE m.id = $1 AND m.account_id = $2 AND NOT m.removed`,
-    [memberId, integration.account_id],
-  );
+  const [member] = await sql.query<MemberWithCoverage>(`${memberWithCoverage('$3')} WHERE m.id = $1 AND m.account_id = $2 AND NOT m.removed`, [
+    memberId,
+    integration.account_id,
+    integration.id,
+  ]);
   if (!member) throw new C2CError('agent_unknown');
-  return checkAgent(sql, integration, member);
+  return checkAgent(integration, member);
 }
 
-async function checkAgent(sql: Sql, integration: IntegrationRow, member: MemberRow): Promise<ResolvedAgent> {
-  const [link] = await sql.query<MemberLink>(
-    'SELECT selected, integrator_uuid, overrides FROM integration_members WHERE integration_id = $1 AND member_id = $2',
-    [integration.id, member.id],
-  );
-  const departmentIds =
-    integration.coverage_mode === 'departments'
-      ? (
-          await sql.query<{ department_id: string }>(
-            'SELECT department_id FROM integration_departments WHERE integration_id = $1',
-            [integration.id],
-          )
-        ).map((row) => row.department_id)
-      : [];
+function checkAgent(integration: IntegrationRow, row: MemberWithCoverage): ResolvedAgent {
+  const { link, department_ids: departmentIds, ...member } = row;
   if (!isCovered(integration, member, link ?? null, departmentIds)) throw new C2CError('agent_not_assigned');
   const effective = effectivePolicy(integration, link ?? null);
   if (!member.enabled || !effective.callsEnabled) throw new C2CError('agent_disabled');

@@ -8,6 +8,7 @@ import type { EngineWork, PushedState } from '../../shared/events.js';
 import type { Realtime } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
+import { coalesce } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
 import type { Commands } from './commands/service.js';
 import type { Directory } from './directory.js';
@@ -58,8 +59,13 @@ export function createPusher(deps: PushDeps) {
     deps.observe?.('state', startedAt);
   }
 
+  // Hand-overs of a busy node (the snapshots of a reconnect storm) share a statement.
+  const handOverTogether = (handOver: HandOver) =>
+    coalesce((engineIds: string[]) => handOverWork(db, engineIds, clock.now(), handOver, () => deps.commands.onRedelivery?.()), { isolate: true });
+  const handOvers = { unacked: handOverTogether('unacked'), new: handOverTogether('new') };
+
   /** Commands and dial requests for an engine: all it has not acked (`unacked`, its snapshot), or only new ones. */
-  const engineWork = (engineId: string, handOver: HandOver) => handOverWork(db, engineId, clock.now(), handOver, () => deps.commands.onRedelivery?.());
+  const engineWork = (engineId: string, handOver: keyof typeof handOvers) => handOvers[handOver](engineId);
 
   /** Pushes the work handed over in the change's own statement, or hands the new work over now. */
   async function pushWork(engineId: string, handedOver: EngineWork | undefined): Promise<void> {

@@ -10,7 +10,8 @@ import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 import type { Db } from '../store/index.js';
 import type { WidgetContext } from './sessions.js';
-import { loadAgentState, renderWidgetState, type AgentStateData } from './agent-state.js';
+import { coalesce } from '../store/coalesce.js';
+import { loadAgentStates, renderWidgetState, type AgentStateData } from './agent-state.js';
 
 const MAX_CACHED_AGENTS = 50_000;
 
@@ -18,6 +19,8 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
   const cache = new Map<string, AgentStateData>();
   const newest = new Map<string, number>();
   const key = (integrationId: string, memberId: string) => `${integrationId}:${memberId}`;
+  // Loads of a busy node (a reconnect storm's snapshots, polls after a deploy) share a statement.
+  const loadTogether = coalesce((agents: Array<{ integrationId: string; memberId: string }>) => loadAgentStates(db, agents), { isolate: true });
 
   bus.subscribe((message) => {
     if (message.type === 'agent') {
@@ -34,7 +37,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     const k = key(integrationId, memberId);
     const cached = bus.state() === 'up' ? cache.get(k) : undefined;
     if (cached) return cached;
-    const data = await loadAgentState(db, integrationId, memberId);
+    const data = await loadTogether({ integrationId, memberId });
     if (bus.state() === 'up' && data.version >= (newest.get(k) ?? 0)) {
       if (cache.size >= MAX_CACHED_AGENTS) {
         cache.clear();

@@ -105,8 +105,13 @@ export function toWork(columns: WorkColumns, now: number, onRedelivery?: () => v
   };
 }
 
-/** Hands the engine its work now, in one statement. */
-export async function handOverWork(sql: Sql, engineId: string, now: number, handOver: HandOver, onRedelivery?: () => void): Promise<EngineWork> {
-  const [row] = await sql.query<WorkColumns>(`WITH ${workCtes('$1', '$2', handOver)} SELECT ${WORK_COLUMNS}`, [engineId, now]);
-  return toWork(row!, now, onRedelivery);
+/** Hands engines their work now, in one statement; an engine named twice gets the same work. */
+export async function handOverWork(sql: Sql, engineIds: string[], now: number, handOver: HandOver, onRedelivery?: () => void): Promise<EngineWork[]> {
+  const [row] = await sql.query<EnginesWorkColumns>(`WITH ${workCtes('SELECT unnest($1::text[])', '$2::bigint', handOver)} SELECT ${WORK_COLUMNS}`, [
+    engineIds,
+    now,
+  ]);
+  const work = workByEngine(row!);
+  const rendered = new Map([...work].map(([engineId, columns]) => [engineId, toWork(columns, now, onRedelivery)]));
+  return engineIds.map((engineId) => rendered.get(engineId) ?? { commands: [], dial_requests: [] });
 }
