@@ -9,6 +9,7 @@ import { ID_PREFIX } from '../../shared/prefixes.js';
 import type { SessionRequest } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
+import { lookupTogether } from '../store/coalesce.js';
 import type { Db, Sql } from '../store/index.js';
 import { resolveAgent, type ResolvedAgent } from './agents.js';
 import { createBusCache } from './bus-cache.js';
@@ -82,8 +83,10 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       (message.type === 'member' && context.session.member_id === message.memberId),
   );
 
+  const sessionByLookup = lookupTogether<WidgetSessionRow>(db, 'SELECT * FROM widget_sessions WHERE lookup = ANY($1::text[])', (row) => row.lookup);
+
   async function loadContext(lookup: string): Promise<CachedAuth> {
-    const [session] = await db.query<WidgetSessionRow>('SELECT * FROM widget_sessions WHERE lookup = $1', [lookup]);
+    const session = await sessionByLookup(lookup);
     if (!session) throw new C2CError('unauthorized');
     const integration = await directory.integration(session.integration_id);
     if (!integration) throw new C2CError('unauthorized');

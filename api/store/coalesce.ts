@@ -4,6 +4,8 @@
  * submitted while a flush runs wait for it and then go together. An idle node pays no delay, and
  * a busy one makes one round trip for many items instead of one each.
  */
+import type { Sql } from './db.js';
+
 export type Flush<I, R> = (items: I[]) => Promise<R[]>;
 
 export interface CoalesceOptions {
@@ -52,4 +54,20 @@ export function coalesce<I, R>(flush: Flush<I, R>, options: CoalesceOptions = {}
       queue.push({ item, resolve, reject });
       if (!running && queue.length === 1) setImmediate(() => void drain());
     });
+}
+
+/**
+ * Reads by a unique key, coalesced: the keys asked for together are read with one statement
+ * (`text` takes them as an array in $1) and each caller gets its own row, or undefined. A
+ * reconnect storm authenticates thousands of tokens at once this way.
+ */
+export function lookupTogether<R>(sql: Sql, text: string, keyOf: (row: R) => string): (key: string) => Promise<R | undefined> {
+  return coalesce(
+    async (keys: string[]) => {
+      const rows = await sql.query<R>(text, [[...new Set(keys)]]);
+      const byKey = new Map(rows.map((row) => [keyOf(row), row]));
+      return keys.map((key) => byKey.get(key));
+    },
+    { isolate: true },
+  );
 }

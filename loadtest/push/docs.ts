@@ -123,14 +123,20 @@ function limits(main: BenchResults | undefined, capacity: BenchResults | undefin
     const perCommand = best?.cpu.server_per_command_net_us;
     const cores = main!.cpus;
     const saturated = a.cpu_idle.machine_busy > 0.95;
+    const keptUp = a.complete && a.commands.undelivered === 0 && a.latency.count > 0 && a.latency.p99_ms < 1000;
+    const state = saturated
+      ? 'the machine is saturated before the first command'
+      : keptUp
+        ? `the machine keeps up, ${pct(a.cpu.machine_busy)} busy, and its queues set the tail`
+        : 'the machine saturates under the commands';
     out.push(
-      `- **(a) at full scale ${saturated ? 'the machine is saturated before the first command' : 'the machine saturates under the commands'}.** ${main!.scale.sockets / 2} call windows heartbeating every ${a.heartbeat_ms / 1000} s (the product's period) ask for ${Math.round(beatsPerS)} heartbeats/s. ` +
+      `- **(a) at full scale ${state}.** ${main!.scale.sockets / 2} call windows heartbeating every ${a.heartbeat_ms / 1000} s (the product's period) ask for ${Math.round(beatsPerS)} heartbeats/s. ` +
         (perBeat
-          ? `A heartbeat costs about ${(perBeat / 1000).toFixed(1)} ms of server CPU (gateway, API, PostgreSQL, Redis; measured at ${refSockets} sockets, where the machine kept up): one PostgreSQL statement (the engine's row, the acks, the hand-over of its unacked commands and dial requests, its calls) and the socket hops; the engine token's checks are cached per token and dropped by the bus when the engine, its integration or its member changes. That is ${((beatsPerS * perBeat) / 1e6).toFixed(1)} cores of work on a ${cores}-core machine that also runs the clients. `
+          ? `A heartbeat costs about ${(perBeat / 1000).toFixed(1)} ms of server CPU (gateway, API, PostgreSQL, Redis; measured at ${refSockets} sockets, where the machine kept up): one PostgreSQL statement, shared with the other heartbeats its gateway received meanwhile (the engine's row, the acks, the hand-over of its new commands, of those whose ack is overdue and of its dial requests, its calls), and the socket hops; the engine token's checks are cached per token and dropped by the bus when the engine, its integration or its member changes. That is ${((beatsPerS * perBeat) / 1e6).toFixed(1)} cores of work on a ${cores}-core machine that also runs the clients. `
           : '') +
         `In the ${a.cpu_idle.seconds} s before any command the machine was ${pct(a.cpu_idle.machine_busy)} busy and answered ${answeredPerS.toFixed(0)} heartbeats/s${saturated ? ', leaving no CPU for commands' : ''}. ` +
         (perCommand
-          ? `A \`focus\` command costs about ${(perCommand / 1000).toFixed(1)} ms of server CPU on top of that (net of the heartbeat load, at ${best!.rate_per_s}/s on ${refSockets} sockets): two PostgreSQL statements with no transaction around them (a read: the replay check, the engine and the call; a write: the INSERT, which also hands the command and the engine's other unacked work over), the ack's UPDATE (one statement for all the acks a busy gateway received meanwhile), a rate-limit script and the adapter's publish to Redis, and five socket messages; PostgreSQL's share is ${pct(pgShare(best!, ref.cpu_idle))}. ${cores} cores would carry at most about ${Math.round((cores * 1e6) / perCommand)} commands/s with no heartbeats and no clients, against the ${main!.scale.rate_per_s}/s asked. `
+          ? `A \`focus\` command costs about ${(perCommand / 1000).toFixed(1)} ms of server CPU on top of that (net of the heartbeat load, at ${best!.rate_per_s}/s on ${refSockets} sockets): two PostgreSQL statements with no transaction around them, each shared with the other commands its gateway received meanwhile (a read: the replay check, the engine and the call; a write: the INSERT, which also hands the command and the engine's other new work over), the ack's UPDATE (likewise shared), a rate-limit script (one Redis pipeline for the hits of the same moment) and the adapter's publish to Redis, and five socket messages; PostgreSQL's share is ${pct(pgShare(best!, ref.cpu_idle))}. ${cores} cores would carry at most about ${Math.round((cores * 1e6) / perCommand)} commands/s at that rate with no heartbeats and no clients; the statements are shared by more commands the busier a gateway is, so at ${main!.scale.rate_per_s}/s a command cost ${(a.cpu.server_per_command_net_us / 1000).toFixed(1)} ms. `
           : '') +
         `At ${main!.scale.rate_per_s}/s, ${String(a.audit.commands)} of ${a.commands.sent} commands reached the store before the drain ended and ${a.commands.delivered} reached an engine${a.commands.answer_errors.invalid_state ? `; heartbeats stuck in the queues let the reaper mark engines offline (90 s silent), so ${a.commands.answer_errors.invalid_state} commands were refused \`invalid_state\`` : ''}.`,
     );
@@ -171,7 +177,10 @@ function limits(main: BenchResults | undefined, capacity: BenchResults | undefin
   const gs = c?.gateway.storm;
   if (gs && c?.uws.storm && missed.has('d.storm')) {
     out.push(
-      `- **(d) reconnect storm**: ${gs.opened} clients were back in ${gs.seconds} s against ${c.uws.storm.seconds} s for raw uWS to accept as many. Raw uWS only completes WebSocket handshakes; each of our clients is authenticated against the store (session or engine token) and gets its snapshot read from it (WidgetState, or the engine's pending work, one statement each)${gs.cpu ? `: ${(gs.cpu.server_cpu_per_connection_us / 1000).toFixed(1)} ms of server CPU per connection (gateway ${gs.cpu.cpu_s['gateway-solo-restarted']?.toFixed(1) ?? '–'} s, PostgreSQL ${gs.cpu.cpu_s.postgres?.toFixed(1) ?? '–'} s, machine ${pct(gs.cpu.machine_busy)} busy)` : ''}. That work is the snapshot the target asks for; on two shared cores it, not the transport, sets the time.`,
+      `- **(d) reconnect storm**: ${gs.opened} clients were back in ${gs.seconds} s against ${c.uws.storm.seconds} s for raw uWS to accept as many. Raw uWS only completes WebSocket handshakes; each of our clients is authenticated against the store (session or engine token, and the agent once per agent) and gets its snapshot read from it (WidgetState, or the engine's pending work; the reads of clients arriving together share a statement)${gs.cpu ? `: ${(gs.cpu.server_cpu_per_connection_us / 1000).toFixed(1)} ms of server CPU per connection (gateway ${gs.cpu.cpu_s['gateway-solo-restarted']?.toFixed(1) ?? '–'} s, PostgreSQL ${gs.cpu.cpu_s.postgres?.toFixed(1) ?? '–'} s, machine ${pct(gs.cpu.machine_busy)} busy)` : ''}. That work is the snapshot the target asks for; on two shared cores it, not the transport, sets the time.` +
+        (gs.cpu?.cpu_s.clients
+          ? ` The bench's own clients (Socket.IO's Node client, a full Engine.IO and Socket.IO handshake each) used ${gs.cpu.cpu_s.clients.toFixed(1)} CPU-s of that window: on ${main!.cpus} cores that alone is ${(gs.cpu.cpu_s.clients / main!.cpus).toFixed(1)} s, against the ${(c.uws.storm.seconds * 1.5).toFixed(2)} s the target allows.`
+          : ''),
     );
   }
   return out;

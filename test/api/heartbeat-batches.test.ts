@@ -2,9 +2,11 @@
  * Engine heartbeats reported together (api/domain/engines/heartbeat.ts): the heartbeats a node
  * receives in one turn of the event loop go to the store in one statement, on both drivers. Each
  * window still gets exactly its own engine, commands, acks and call; two heartbeats of the same
- * window are applied one after the other, in order.
+ * window are applied one after the other, in order. Their tokens are read together too.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDirectory } from '../../api/domain/directory.js';
+import { createEngineAuth } from '../../api/domain/engines/auth.js';
 import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, READY, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
@@ -68,5 +70,21 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
     expect(after.engine.muted).toBe(true);
     const rows = await h.services.db.query<{ status: string; acks: number }>('SELECT status, acks FROM widget_commands WHERE id = $1', [sent.body.command_id]);
     expect(rows).toEqual([{ status: 'done', acks: 1 }]);
+  });
+
+  it('authenticates the tokens of many windows arriving together: each gets its own engine, a wrong or unknown one is refused', async () => {
+    // a fresh authenticator: nothing cached, as on a gateway that just restarted
+    const { db, bus, clock } = h.services;
+    const auth = createEngineAuth(db, bus, clock, createDirectory(db, bus));
+    const wrongSecret = agents[0]!.engineToken.slice(0, -4) + 'zzzz';
+    const unknown = 'c2ce_' + 'x'.repeat(48);
+    const tokens = [...agents.map((a) => a.engineToken), agents[1]!.engineToken, wrongSecret, unknown];
+    const results = await Promise.allSettled(tokens.map((token) => auth(token)));
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.engine.id : (r.reason as { code?: string }).code))).toEqual([
+      ...agents.map((a) => a.engineId),
+      agents[1]!.engineId,
+      'unauthorized',
+      'unauthorized',
+    ]);
   });
 });

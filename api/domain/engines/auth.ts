@@ -11,6 +11,7 @@ import { C2CError } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
 import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
+import { lookupTogether } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import type { ResolvedAgent } from '../agents.js';
 import { createBusCache } from '../bus-cache.js';
@@ -46,8 +47,10 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Dire
       (message.type === 'member' && engine.member_id === message.memberId),
   );
 
+  const engineByLookup = lookupTogether<EngineRow & { lookup: string; secret_hash: Uint8Array }>(db, 'SELECT * FROM engines WHERE lookup = ANY($1::text[])', (row) => row.lookup);
+
   async function load(lookup: string): Promise<CachedEngineAuth | undefined> {
-    const [row] = await db.query<EngineRow & { secret_hash: Uint8Array }>('SELECT * FROM engines WHERE lookup = $1', [lookup]);
+    const row = await engineByLookup(lookup);
     if (!row) return undefined;
     const { secret_hash: secretHash, ...engine } = row;
     const integration = await directory.integration(engine.integration_id);

@@ -50,12 +50,13 @@ interface Reported extends WorkColumns {
  * its agent's, when what widgets show changed), acks applied, work handed over, and each engine's
  * live calls and its latest read. Nothing happens for an engine that is closed. Compared with the
  * row as it is now, not the caller's copy, which may be cached and old. Rows are locked in id
- * order, so batches of several nodes never deadlock.
+ * order, so batches of several nodes never deadlock, and FOR NO KEY UPDATE, so a command or a
+ * call recorded for the engine meanwhile (whose foreign key check shares the row) does not wait.
  */
 const REPORT = `WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::boolean[], $5::boolean[]) AS i(id, state, mic_ready, busy, muted)
   ), before AS (
-    SELECT id, state, mic_ready, busy, muted FROM engines WHERE id IN (SELECT id FROM input) AND state <> 'closed' ORDER BY id FOR UPDATE
+    SELECT id, state, mic_ready, busy, muted FROM engines WHERE id IN (SELECT id FROM input) AND state <> 'closed' ORDER BY id FOR NO KEY UPDATE
   ), engine AS (
     UPDATE engines e SET state = i.state, mic_ready = i.mic_ready, busy = i.busy, muted = i.muted, last_seen_at = $6,
       version = e.version + CASE WHEN (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM (i.state, i.mic_ready, i.busy, i.muted) THEN 1 ELSE 0 END
