@@ -6,6 +6,7 @@
 import { LIMITS } from '../../shared/limits.js';
 import type { Realtime, WidgetState } from '../../shared/types.js';
 import { seconds } from '../clock.js';
+import { batchRows } from '../store/batch-rows.js';
 import type { Sql } from '../store/index.js';
 import type { ResolvedAgent } from './agents.js';
 import type { IntegrationRow } from './integrations/model.js';
@@ -22,6 +23,10 @@ export interface AgentStateData {
  * newest), for many agents in one statement; each read is one index entry (migration 005).
  */
 export async function loadAgentStates(sql: Sql, agents: Array<{ integrationId: string; memberId: string }>): Promise<AgentStateData[]> {
+  const input = batchRows('a', [
+    ['i', 'text', agents.map((a) => a.integrationId)],
+    ['m', 'text', agents.map((a) => a.memberId)],
+  ]);
   const rows = await sql.query<{ version: number | null; engine: EngineRow | null; call: CallRow | null }>(
     `SELECT
        (SELECT version FROM agent_versions v WHERE v.integration_id = a.i AND v.member_id = a.m) AS version,
@@ -34,8 +39,8 @@ export async function loadAgentStates(sql: Sql, agents: Array<{ integrationId: s
             ORDER BY c.created_at DESC LIMIT 1),
          (SELECT ${callJson('c')} FROM call_intents c WHERE c.integration_id = a.i AND c.member_id = a.m ORDER BY c.created_at DESC LIMIT 1)
        ) AS call
-     FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS a(i, m, n) ORDER BY a.n`,
-    [agents.map((a) => a.integrationId), agents.map((a) => a.memberId)],
+     FROM ${input.from} ORDER BY a.n`,
+    input.params,
   );
   return rows.map((row) => ({ version: row.version ?? 1, engine: row.engine ?? null, call: row.call ?? null }));
 }

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isUniqueViolation, type Db } from '../../api/store/index.js';
+import { batchRows } from '../../api/store/batch-rows.js';
 import { migrate } from '../../api/store/migrate.js';
 import { openPglite } from '../../api/store/pglite.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -35,6 +36,22 @@ describe.each(storeDrivers())('store driver %s', (driver) => {
     );
     expect(row).toMatchObject({ big: 9007199254740991, j: { a: [1, 2] }, arr: ['x', 'y'] });
     expect([...row!.b]).toEqual([1, 2]);
+  });
+
+  it('reads the input rows of a batch the same way for one item (VALUES) and for many (unnest)', async () => {
+    const read = async (names: Array<string | null>) => {
+      const rows = batchRows('i', [
+        ['name', 'text', names],
+        ['size', 'integer', names.map((name) => name?.length ?? 0)],
+      ]);
+      return db.query<{ name: string | null; size: number; n: number }>(`SELECT name, size, n FROM ${rows.from} ORDER BY n`, rows.params);
+    };
+    expect(await read(['solo'])).toEqual([{ name: 'solo', size: 4, n: 1 }]);
+    expect(await read(['a', null, 'ccc'])).toEqual([
+      { name: 'a', size: 1, n: 1 },
+      { name: null, size: 0, n: 2 },
+      { name: 'ccc', size: 3, n: 3 },
+    ]);
   });
 
   it('rolls a failed transaction back entirely', async () => {

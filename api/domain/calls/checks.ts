@@ -21,6 +21,8 @@ export interface CheckedCall {
 
 /** Statuses of intents that hold a call (or a claim on one) and count against limits. */
 export const LIVE_STATUSES = ['queued', 'claimed', 'dialing', 'ringing', 'connected', 'incoming'] as const;
+/** LIVE_STATUSES as SQL literals, for `status IN (…)`: unlike a parameter, a generic plan can then use the partial indexes on live calls. */
+export const LIVE_STATUS_LIST = LIVE_STATUSES.map((status) => `'${status}'`).join(', ');
 
 export async function checkCallRequest(sql: Sql, integration: IntegrationWithAccount, request: CallRequest): Promise<CheckedCall> {
   // integration

@@ -5,9 +5,10 @@
  * commands instead of one each, which is what PostgreSQL and the node's event loop spend most on.
  */
 import type { Command, CommandStatus } from '../../../shared/types.js';
+import { batchRows } from '../../store/batch-rows.js';
 import { coalesce } from '../../store/coalesce.js';
 import type { Db, Sql } from '../../store/index.js';
-import { LIVE_STATUSES } from '../calls/checks.js';
+import { LIVE_STATUS_LIST } from '../calls/checks.js';
 import { WORK_COLUMNS, workByEngine, workCtes, type EnginesWorkColumns, type WorkColumns } from '../engines/work.js';
 import { callJson, engineJson, type CallRow, type EngineRow } from '../views.js';
 
@@ -39,15 +40,15 @@ export interface LookedUp {
   call: CallRow | null;
 }
 
-const LOOK_UP = `SELECT
+const lookUpStatement = (from: string) => `SELECT
     (SELECT row_to_json(w) FROM widget_commands w
       WHERE w.integration_id = i.integration_id AND w.member_id = i.member_id AND w.request_id = i.request_id) AS seen,
     (SELECT ${engineJson('e')} FROM engines e
       WHERE e.integration_id = i.integration_id AND e.member_id = i.member_id AND e.state <> 'closed') AS engine,
     (SELECT ${callJson('c')} FROM call_intents c
-      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id AND c.status = ANY($5)
+      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id AND c.status IN (${LIVE_STATUS_LIST})
         AND (i.ref IS NULL OR c.id = i.ref) ORDER BY c.created_at DESC LIMIT 1) AS call
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS i(integration_id, member_id, request_id, ref, n)
+  FROM ${from}
   ORDER BY i.n`;
 
 export interface NewCommand {
@@ -88,14 +89,15 @@ const keyOf = (integrationId: string, memberId: string, requestId: string) => `$
 
 export function createCommandStore(db: Db) {
   const lookUp = coalesce<LookUpKey, LookedUp>(
-    (keys) =>
-      db.query<LookedUp>(LOOK_UP, [
-        keys.map((k) => k.integrationId),
-        keys.map((k) => k.memberId),
-        keys.map((k) => k.requestId),
-        keys.map((k) => k.ref),
-        LIVE_STATUSES,
-      ]),
+    (keys) => {
+      const rows = batchRows('i', [
+        ['integration_id', 'text', keys.map((k) => k.integrationId)],
+        ['member_id', 'text', keys.map((k) => k.memberId)],
+        ['request_id', 'text', keys.map((k) => k.requestId)],
+        ['ref', 'text', keys.map((k) => k.ref)],
+      ]);
+      return db.query<LookedUp>(lookUpStatement(rows.from), rows.params);
+    },
     { isolate: true },
   );
 

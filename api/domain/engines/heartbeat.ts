@@ -11,7 +11,7 @@ import { coalesce } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import { agentVersionBump } from '../agent-state.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUSES } from '../calls/checks.js';
+import { LIVE_STATUS_LIST, LIVE_STATUSES } from '../calls/checks.js';
 import type { Commands } from '../commands/service.js';
 import { callJson, engineJson, type CallRow, type EngineRow } from '../views.js';
 import { ackParams, ackUpdate, firstAcks, type AckedRow, type FirstAck } from './acks.js';
@@ -68,7 +68,7 @@ const REPORT = `WITH input AS (
     ${ackUpdate({ engines: '$7', ids: '$8', results: '$9', errors: '$10', at: '$6::bigint' }, 'AND c.engine_id IN (SELECT id FROM engine)')}
   ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND id <> ALL($8::bigint[])')},
   calls AS (
-    SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status = ANY($11)
+    SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${LIVE_STATUS_LIST})
     UNION ALL
     SELECT l.*, true AS latest FROM engine CROSS JOIN LATERAL (
       SELECT * FROM call_intents WHERE engine_id = engine.id ORDER BY created_at DESC LIMIT 1) l
@@ -95,7 +95,6 @@ async function reportAll(db: Db, reports: Report[], at: number): Promise<Reporte
     reports.map((r) => r.report.muted),
     at,
     ...ackParams(reports.map((r) => ({ engineId: r.engineId, acks: r.report.acks }))),
-    LIVE_STATUSES,
   ]);
   const { engines, bumped, acked, calls } = rows!;
   const work = workByEngine(rows!);

@@ -107,8 +107,10 @@ export function toWork(columns: WorkColumns, now: number, onRedelivery?: () => v
 
 /** Hands engines their work now, in one statement; an engine named twice gets the same work. */
 export async function handOverWork(sql: Sql, engineIds: string[], now: number, handOver: HandOver, onRedelivery?: () => void): Promise<EngineWork[]> {
-  const [row] = await sql.query<EnginesWorkColumns>(`WITH ${workCtes('SELECT unnest($1::text[])', '$2::bigint', handOver)} SELECT ${WORK_COLUMNS}`, [
-    engineIds,
+  // One engine as a plain parameter, so the prepared statement keeps a generic plan (store/batch-rows.ts).
+  const one = engineIds.length === 1;
+  const [row] = await sql.query<EnginesWorkColumns>(`WITH ${workCtes(one ? '$1::text' : 'SELECT unnest($1::text[])', '$2::bigint', handOver)} SELECT ${WORK_COLUMNS}`, [
+    one ? engineIds[0] : engineIds,
     now,
   ]);
   const work = workByEngine(row!);
