@@ -98,18 +98,27 @@ async function reportAll(db: Db, reports: Report[], at: number): Promise<Reporte
   ]);
   const { engines, bumped, acked, calls } = rows!;
   const work = workByEngine(rows!);
+  const engineById = new Map(engines.map((engine) => [engine.id, engine]));
+  const versions = new Map(bumped.map((b) => [`${b.integration_id}:${b.member_id}`, b.version]));
+  const ackedBy = groupBy(acked, (row) => row.engine_id);
+  const callsBy = groupBy(calls, (call) => call.engine_id ?? '');
   return reports.map(({ engineId }) => {
-    const engine = engines.find((row) => row.id === engineId) ?? null;
-    const version = engine?.changed ? (bumped.find((b) => b.integration_id === engine.integration_id && b.member_id === engine.member_id)?.version ?? null) : null;
+    const engine = engineById.get(engineId) ?? null;
     return {
       at,
       engine,
-      version,
-      acked: acked.filter((row) => row.engine_id === engineId),
+      version: engine?.changed ? (versions.get(`${engine.integration_id}:${engine.member_id}`) ?? null) : null,
+      acked: ackedBy.get(engineId) ?? [],
       ...(work.get(engineId) ?? { handed: [], dial: [] }),
-      calls: calls.filter((call) => call.engine_id === engineId),
+      calls: callsBy.get(engineId) ?? [],
     };
   });
+}
+
+function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.get(key(item))?.push(item) ?? groups.set(key(item), [item]);
+  return groups;
 }
 
 /**
@@ -119,11 +128,13 @@ async function reportAll(db: Db, reports: Report[], at: number): Promise<Reporte
 function reportTogether(db: Db, clock: Clock) {
   return coalesce<Report, Reported>(
     async (reports) => {
+      // an engine's k-th report of the batch goes in round k
       const rounds: Array<Array<{ report: Report; index: number }>> = [];
+      const reportsOf = new Map<string, number>();
       reports.forEach((report, index) => {
-        const round = rounds.find((r) => !r.some((entry) => entry.report.engineId === report.engineId));
-        if (round) round.push({ report, index });
-        else rounds.push([{ report, index }]);
+        const round = reportsOf.get(report.engineId) ?? 0;
+        reportsOf.set(report.engineId, round + 1);
+        (rounds[round] ??= []).push({ report, index });
       });
       const results: Reported[] = new Array(reports.length);
       for (const round of rounds) {
