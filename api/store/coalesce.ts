@@ -3,10 +3,9 @@
  * item submitted while no flush runs is flushed at the end of the current turn of the event loop
  * (with whatever else arrived in that turn); items submitted while a flush runs wait for it and
  * then go together. An idle node pays no delay, and a busy one makes one round trip for many items
- * instead of one each. On this machine a round trip costs a few hundred microseconds of CPU on
- * each side, mostly system calls and wake-ups, whatever the statement does: see
- * docs/performance.md. Users: commands, heartbeats, acks, WidgetState loads, engine snapshots,
- * credential reads, rate-limit hits.
+ * instead of one each: a round trip costs CPU on both sides (system calls, wake-ups, a commit)
+ * whatever the statement does. Users: commands, heartbeats, acks, WidgetState loads, engine
+ * snapshots, credential reads, rate-limit hits.
  */
 import type { Sql } from './db.js';
 
