@@ -5,6 +5,7 @@
  */
 import { C2CError } from '../../shared/errors.js';
 import type { AgentRef } from '../../shared/types.js';
+import { batchRows } from '../store/batch-rows.js';
 import type { Sql } from '../store/index.js';
 import {
   effectivePolicy,
@@ -65,13 +66,37 @@ export async function resolveAgent(sql: Sql, integration: IntegrationRow, agent:
 
 /** Re-checks a known member (widget and engine requests): coverage and enablement apply on the next request. */
 export async function reloadAgent(sql: Sql, integration: IntegrationRow, memberId: string): Promise<ResolvedAgent> {
-  const [member] = await sql.query<MemberWithCoverage>(`${memberWithCoverage('$3')} WHERE m.id = $1 AND m.account_id = $2 AND NOT m.removed`, [
-    memberId,
-    integration.account_id,
-    integration.id,
+  const [agent] = await reloadAgents(sql, [{ integration, memberId }]);
+  if (agent instanceof C2CError) throw agent;
+  return agent!;
+}
+
+/**
+ * Re-checks many known members, each for its integration, in one statement (a gateway that just
+ * restarted checks thousands at once). Each gets its agent, or the refusal that reloadAgent throws.
+ */
+export async function reloadAgents(sql: Sql, wanted: Array<{ integration: IntegrationRow; memberId: string }>): Promise<Array<ResolvedAgent | C2CError>> {
+  const input = batchRows('i', [
+    ['member_id', 'text', wanted.map((w) => w.memberId)],
+    ['account_id', 'text', wanted.map((w) => w.integration.account_id)],
+    ['integration_id', 'text', wanted.map((w) => w.integration.id)],
   ]);
-  if (!member) throw new C2CError('agent_unknown');
-  return checkAgent(integration, member);
+  const rows = await sql.query<Partial<MemberWithCoverage>>(
+    `SELECT x.* FROM ${input.from}
+     LEFT JOIN LATERAL (${memberWithCoverage('i.integration_id')} WHERE m.id = i.member_id AND m.account_id = i.account_id AND NOT m.removed) x ON true
+     ORDER BY i.n`,
+    input.params,
+  );
+  return wanted.map(({ integration }, index) => {
+    const row = rows[index];
+    if (!row?.id) return new C2CError('agent_unknown');
+    try {
+      return checkAgent(integration, row as MemberWithCoverage);
+    } catch (error) {
+      if (error instanceof C2CError) return error;
+      throw error;
+    }
+  });
 }
 
 function checkAgent(integration: IntegrationRow, row: MemberWithCoverage): ResolvedAgent {

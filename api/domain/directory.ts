@@ -5,9 +5,11 @@
  * changes, and an agent when its member or integration does: the same events that already end a
  * cached credential check.
  */
+import { C2CError } from '../../shared/errors.js';
 import type { Bus } from '../bus/index.js';
+import { coalesce } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
-import { reloadAgent, type ResolvedAgent } from './agents.js';
+import { reloadAgents, type ResolvedAgent } from './agents.js';
 import { createBusCache } from './bus-cache.js';
 import { findIntegration, type IntegrationWithAccount } from './integrations/repo.js';
 
@@ -29,6 +31,9 @@ export function createDirectory(db: Db, bus: Bus) {
       (message.type === 'integration' && integrationId === message.integrationId) || (message.type === 'member' && agent.member.id === message.memberId),
   );
 
+  // Agents checked by a busy node (the clients of a reconnect storm) share a statement.
+  const reloadTogether = coalesce((wanted: Array<{ integration: IntegrationWithAccount; memberId: string }>) => reloadAgents(db, wanted), { isolate: true });
+
   return {
     async integration(id: string): Promise<IntegrationWithAccount | undefined> {
       return integrations.get(id) ?? integrations.load(id, () => findIntegration(db, id));
@@ -37,8 +42,12 @@ export function createDirectory(db: Db, bus: Bus) {
     /** The member as an agent of this integration; throws the refusal (agent_disabled, …), which is not cached. */
     async agent(integration: IntegrationWithAccount, memberId: string): Promise<ResolvedAgent> {
       const key = `${integration.id}:${memberId}`;
-      const cached = agents.get(key) ?? (await agents.load(key, async () => ({ integrationId: integration.id, agent: await reloadAgent(db, integration, memberId) })));
-      return cached.agent;
+      const load = async () => {
+        const agent = await reloadTogether({ integration, memberId });
+        if (agent instanceof C2CError) throw agent;
+        return { integrationId: integration.id, agent };
+      };
+      return (agents.get(key) ?? (await agents.load(key, load))).agent;
     },
   };
 }

@@ -5,7 +5,7 @@
  * then go together. An idle node pays no delay, and a busy one makes one round trip for many items
  * instead of one each: a round trip costs CPU on both sides (system calls, wake-ups, a commit)
  * whatever the statement does. Users: commands, heartbeats, acks, WidgetState loads, engine
- * snapshots, credential reads, rate-limit hits.
+ * snapshots, credential reads, agent checks, rate-limit hits.
  */
 import type { Sql } from './db.js';
 
