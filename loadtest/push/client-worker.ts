@@ -6,18 +6,24 @@
  * record when engines first see each command and ack it at once, heartbeat like a call window,
  * count pushes, close, and reconnect after a restart. It exits when the bench goes away.
  */
-import { io, type Socket } from 'socket.io-client';
+import { io } from 'socket.io-client';
 import WebSocket from 'ws';
+import { WireSocket } from './wire-client.js';
 import type { ClientKind, Counts, OpenResult, Records, ReceiveRecord, SendRecord, Snapshot, Target, WorkerReply, WorkerRequest } from './protocol.js';
 
 const WORKER = Number(process.env.BENCH_WORKER ?? 0);
+/** which Socket.IO client the sockets use: the lean wire client (default) or socket.io-client */
+const CLIENT = process.env.BENCH_CLIENT === 'socket.io-client' ? 'socket.io-client' : 'wire';
 /** how long a widget waits for a command's answer (an overloaded server answers late, not never) */
 const ANSWER_TIMEOUT_MS = 180_000;
 const now = () => performance.timeOrigin + performance.now();
 
+/** What the bench uses of a Socket.IO client socket: socket.io-client's Socket and WireSocket both offer it. */
+type SioSocket = Pick<WireSocket, 'connected' | 'on' | 'connect' | 'disconnect' | 'timeout' | 'removeAllListeners'>;
+
 interface Conn {
   target: Target;
-  sio?: Socket;
+  sio?: SioSocket;
   ws?: WebSocket;
   connected: boolean;
   fresh: boolean;
@@ -111,18 +117,24 @@ function refused(conn: Conn, code: string, retry: boolean): void {
   waiter?.fail(code, retry);
 }
 
-function createSio(conn: Conn): Socket {
-  const { target } = conn;
-  const socket = io(target.url, {
+function newSocket(target: Target): SioSocket {
+  const auth = target.token ? { auth: { token: target.token } } : {};
+  if (CLIENT === 'wire') return new WireSocket(target.url, { ...auth, origin: target.origin, timeoutMs: 60_000 });
+  return io(target.url, {
     path: '/socket.io',
     transports: ['websocket'],
     reconnection: false,
     forceNew: true,
     autoConnect: false,
     timeout: 60_000,
-    ...(target.token ? { auth: { token: target.token } } : {}),
+    ...auth,
     ...(target.origin ? { extraHeaders: { origin: target.origin } } : {}),
-  });
+  }) as unknown as SioSocket;
+}
+
+function createSio(conn: Conn): SioSocket {
+  const { target } = conn;
+  const socket = newSocket(target);
   socket.on('connect', () => {
     conn.connected = true;
     if (target.kind === 'sio') gotSnapshot(conn);
