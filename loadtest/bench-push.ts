@@ -62,6 +62,8 @@ const BCAST_RATE = num('BENCH_BCAST_RATE', 5);
 const BCAST_SECONDS = num('BENCH_BCAST_SECONDS', 10);
 const INFLIGHT = Math.max(1, num('BENCH_INFLIGHT', 100));
 const PARTS = (process.env.BENCH_PARTS ?? 'abcd').toLowerCase();
+/** the client workers' Socket.IO client (client-worker.ts reads the same variable) */
+const CLIENT = process.env.BENCH_CLIENT === 'socket.io-client' ? 'socket.io-client' : 'wire';
 const TIMEOUT_S = num('BENCH_TIMEOUT_S', 2400);
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const FULL = SOCKETS === 10_000 && RATE === 1000 && SECONDS >= 30 && /a/.test(PARTS) && /[bcd]/.test(PARTS);
@@ -153,7 +155,7 @@ async function main() {
     cpus: cpus().length,
     cpu_model: cpus()[0]?.model,
     open_files_limit: limit,
-    scale: { sockets: SOCKETS, agents: AGENTS, rate_per_s: RATE, extra_rates_per_s: EXTRA_RATES, drain_s: DRAIN_S, seconds: SECONDS, warmup_s: WARMUP_S, workers: WORKERS, heartbeat_ms: HEARTBEAT_MS, broadcast_rate_per_s: BCAST_RATE, broadcast_seconds: BCAST_SECONDS, inflight_per_worker: INFLIGHT, parts: PARTS, full: FULL },
+    scale: { sockets: SOCKETS, agents: AGENTS, rate_per_s: RATE, extra_rates_per_s: EXTRA_RATES, drain_s: DRAIN_S, seconds: SECONDS, warmup_s: WARMUP_S, workers: WORKERS, heartbeat_ms: HEARTBEAT_MS, broadcast_rate_per_s: BCAST_RATE, broadcast_seconds: BCAST_SECONDS, inflight_per_worker: INFLIGHT, parts: PARTS, full: FULL, client: CLIENT },
     infrastructure: { database: 'PostgreSQL (scratch database on DATABASE_URL)', redis: env.redisUrl, postgres_unloaded: roundTrips },
     machine_busy_before_start: quiet,
   };
