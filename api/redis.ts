@@ -1,15 +1,21 @@
 /**
  * Redis connections for the bus, the rate counters and the socket adapter. Every client has an
- * `error` listener (losing Redis must never crash a node) and fails fast instead of queueing
- * while disconnected; it reconnects on its own with a capped backoff. No auto-pipelining: its
- * batch promise rejects unhandled when a client disconnects with commands queued.
+ * `error` listener (losing Redis must never crash a node) and reconnects on its own with a capped
+ * backoff. Command clients fail fast instead of queueing while disconnected; subscriber clients
+ * (`queueWhileOffline`) queue. ioredis drops its queue after a few failed reconnects, which is right
+ * for the bus's one SUBSCRIBE at start (a node does not start without Redis), but not for the
+ * socket adapter's subscriber (`keepQueued`): ioredis renews after a reconnect only the
+ * subscriptions Redis confirmed, so a dropped SSUBSCRIBE — a room a socket joined during an
+ * outage — would never be made, and that room would get no pushes. No auto-pipelining: its batch
+ * promise rejects unhandled when a client disconnects with commands queued.
  */
 import { Redis } from 'ioredis';
 
-export function redisClient(url: string, name: string, options: { queueWhileOffline?: boolean } = {}): Redis {
+export function redisClient(url: string, name: string, options: { queueWhileOffline?: boolean; keepQueued?: boolean } = {}): Redis {
   const client = new Redis(url, {
     connectionName: name,
-    maxRetriesPerRequest: 1,
+    // null: queued commands wait for Redis however many reconnects fail (else dropped every 2nd)
+    maxRetriesPerRequest: options.keepQueued ? null : 1,
     enableOfflineQueue: options.queueWhileOffline ?? false,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2000),
     lazyConnect: false,

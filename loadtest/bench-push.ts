@@ -16,9 +16,10 @@
  * Scale (env): BENCH_SOCKETS 10000, BENCH_RATE 1000, BENCH_EXTRA_RATES (lower rates first, same
  * sockets), BENCH_SECONDS 30, BENCH_WARMUP_SECONDS 5, BENCH_DRAIN_SECONDS 30, BENCH_WORKERS 4,
  * BENCH_HEARTBEAT_MS 15000, BENCH_BCAST_RATE 5, BENCH_BCAST_SECONDS 10, BENCH_INFLIGHT 100
- * (connection attempts in flight per client process), BENCH_PARTS abcd, BENCH_TIMEOUT_S 2400,
+ * (connection attempts in flight per client process), BENCH_PARTS abcd, BENCH_CLIENT wire (or
+ * socket.io-client), BENCH_HISTORY 20 (past commands per agent), BENCH_TIMEOUT_S 2400,
  * BENCH_OUT, BENCH_DOCS=1 (rewrite the docs section anyway), BENCH_KEEP_LOGS=1, BENCH_PROFILE=1 (V8
- * CPU profiles of our nodes). Infrastructure: DATABASE_URL (a scratch database is created on that
+ * CPU profiles of our nodes), BENCH_HEAP_SNAPSHOT_DIR (a heap snapshot of every server with each memory sample). Infrastructure: DATABASE_URL (a scratch database is created on that
  * server), REDIS_URL (its database BENCH_REDIS_DB, 9, unless the URL names one).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -34,7 +35,7 @@ import { Pool } from './push/pool.js';
 import { killAllNow, machineCpu, ROOT, stopAll, type Proc } from './push/procs.js';
 import { compare } from './push/compare.js';
 import { judge, printTable, writeDocsSection, type Comparison } from './push/report.js';
-import { c2c, freePort, limited, otherPids, postgresRoundTrips, readDemo, readyAgent, redisServerPid, restClient, seedMembers, startApi, startGatewayNode, type ReadyAgent, type StackEnv } from './push/stack.js';
+import { c2c, freePort, limited, otherPids, postgresRoundTrips, readDemo, readyAgent, redisServerPid, restClient, seedHistory, seedMembers, startApi, startGatewayNode, type ReadyAgent, type StackEnv } from './push/stack.js';
 import { round, sleep } from './push/stats.js';
 
 const num = (name: string, fallback: number) => {
@@ -65,6 +66,8 @@ const PARTS = (process.env.BENCH_PARTS ?? 'abcd').toLowerCase();
 /** the client workers' Socket.IO client (client-worker.ts reads the same variable) */
 const CLIENT = process.env.BENCH_CLIENT === 'socket.io-client' ? 'socket.io-client' : 'wire';
 const TIMEOUT_S = num('BENCH_TIMEOUT_S', 2400);
+/** past commands per seeded agent: a live database has history (see seedHistory) */
+const HISTORY = num('BENCH_HISTORY', 20);
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const FULL = SOCKETS === 10_000 && RATE === 1000 && SECONDS >= 30 && /a/.test(PARTS) && /[bcd]/.test(PARTS);
 const OUT = process.env.BENCH_OUT ?? (FULL ? 'push' : 'push-small');
@@ -144,7 +147,8 @@ async function main() {
   const seeding = performance.now();
   const members = /[acd]/.test(PARTS) ? await seedMembers(database.url, AGENTS) : [];
   const agents: ReadyAgent[] = await limited(members, 32, (member) => readyAgent(rest, demo, member));
-  console.log(`seeded ${agents.length} agents (member, session, ticket, paired engine, ready heartbeat) in ${((performance.now() - seeding) / 1000).toFixed(1)} s`);
+  const history = agents.length > 0 ? await seedHistory(database.url, HISTORY) : 0;
+  console.log(`seeded ${agents.length} agents (member, session, ticket, paired engine, ready heartbeat) and ${history} past commands, then analyzed, in ${((performance.now() - seeding) / 1000).toFixed(1)} s`);
 
   const pool = new Pool(WORKERS);
   const pidsOf = otherPids(database.url, await redisServerPid(env.redisUrl), pool.workers.map((worker) => worker.pid!));
@@ -155,7 +159,7 @@ async function main() {
     cpus: cpus().length,
     cpu_model: cpus()[0]?.model,
     open_files_limit: limit,
-    scale: { sockets: SOCKETS, agents: AGENTS, rate_per_s: RATE, extra_rates_per_s: EXTRA_RATES, drain_s: DRAIN_S, seconds: SECONDS, warmup_s: WARMUP_S, workers: WORKERS, heartbeat_ms: HEARTBEAT_MS, broadcast_rate_per_s: BCAST_RATE, broadcast_seconds: BCAST_SECONDS, inflight_per_worker: INFLIGHT, parts: PARTS, full: FULL, client: CLIENT },
+    scale: { sockets: SOCKETS, agents: AGENTS, rate_per_s: RATE, extra_rates_per_s: EXTRA_RATES, drain_s: DRAIN_S, seconds: SECONDS, warmup_s: WARMUP_S, workers: WORKERS, heartbeat_ms: HEARTBEAT_MS, broadcast_rate_per_s: BCAST_RATE, broadcast_seconds: BCAST_SECONDS, inflight_per_worker: INFLIGHT, parts: PARTS, full: FULL, client: CLIENT, history_per_agent: HISTORY },
     infrastructure: { database: 'PostgreSQL (scratch database on DATABASE_URL)', redis: env.redisUrl, postgres_unloaded: roundTrips },
     machine_busy_before_start: quiet,
   };

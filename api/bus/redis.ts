@@ -26,7 +26,7 @@ export async function createRedisBus(url: string): Promise<Bus> {
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
   const sub = redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true });
   const adapterPub = await connectedRedis(url, 'c2c-adapter-pub');
-  const adapterSub = writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true }));
+  const adapterSub = writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true }));
   const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
 
   const handlers = new Set<BusHandler>();

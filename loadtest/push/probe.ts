@@ -6,6 +6,10 @@
  * opened; when that channel closes (the bench ended or was killed) the process exits, so no server
  * outlives the run. Product code is not touched: this only listens on the IPC channel.
  */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeHeapSnapshot } from 'node:v8';
+
 export interface ProbeRequest {
   type: 'probe';
   id: number;
@@ -36,6 +40,19 @@ function collect(): boolean {
   return true;
 }
 
+/**
+ * BENCH_HEAP_SNAPSHOT_DIR: a heap snapshot after every memory sample (taken after the sample, which
+ * it would inflate), to see what a held socket is made of. A failure only costs the snapshot.
+ */
+function heapSnapshot(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeHeapSnapshot(join(dir, `heap-${process.pid}-${Date.now()}.heapsnapshot`));
+  } catch (error) {
+    console.error(`probe: no heap snapshot in ${dir}: ${(error as Error).message}`);
+  }
+}
+
 if (process.send) {
   process.channel?.unref();
   process.on('message', (message: unknown) => {
@@ -56,6 +73,7 @@ if (process.send) {
       gc: collected,
     };
     process.send?.(reply);
+    if (collected && process.env.BENCH_HEAP_SNAPSHOT_DIR) heapSnapshot(process.env.BENCH_HEAP_SNAPSHOT_DIR);
   });
   process.on('disconnect', () => process.exit(70));
 }

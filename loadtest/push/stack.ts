@@ -156,6 +156,31 @@ export async function seedMembers(databaseUrl: string, count: number, prefix = '
   }
 }
 
+/**
+ * Gives every seeded agent `perAgent` commands of the past (done, acked once) and then analyzes
+ * the database, as a live database's history and autovacuum would have it. A scratch database
+ * is otherwise empty when the servers prepare their statements, and PostgreSQL keeps the plans it
+ * made then until the next ANALYZE: an ack UPDATE planned against an empty widget_commands went on
+ * scanning the whole table as the run filled it.
+ */
+export async function seedHistory(databaseUrl: string, perAgent: number): Promise<number> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const now = Date.now();
+    const { rowCount } = await client.query(
+      `INSERT INTO widget_commands (integration_id, member_id, request_id, kind, engine_id, status, deliveries, acks, created_at, delivered_at, done_at)
+       SELECT e.integration_id, e.member_id, 'history-' || e.id || '-' || g, 'focus', e.id, 'done', 1, 1, $2::bigint - g * 60000, $2::bigint - g * 60000, $2::bigint - g * 60000
+         FROM engines e CROSS JOIN generate_series(1, $1::int) AS g`,
+      [perAgent, now],
+    );
+    await client.query('ANALYZE');
+    return rowCount ?? 0;
+  } finally {
+    await client.end();
+  }
+}
+
 export interface RestClient {
   post<T = Record<string, unknown>>(path: string, body: unknown, options?: { auth?: string; origin?: string; expect?: number }): Promise<T>;
 }

@@ -1,11 +1,12 @@
 /**
  * A lean Socket.IO client for the bench's load: the Socket.IO v4 protocol (Engine.IO 4, WebSocket
- * transport only, JSON packets) spoken over a plain `ws` WebSocket. It holds no Manager, no
- * reconnection logic, no transport upgrade and no per-socket timers beyond a pending connect's,
- * so a client process can hold thousands of sockets for little CPU — the same `ws` sockets the raw
- * uWS baseline uses. With it, the bench's clients cost about what raw WebSocket clients cost and
- * the servers' work is what the figures show. `BENCH_CLIENT=socket.io-client` switches back to
- * the real client; it offers the subset of socket.io-client's `Socket` that the bench uses.
+ * transport only, JSON packets) spoken over a plain `ws` WebSocket, the library the raw uWS
+ * baseline's clients use. It holds no Manager, no reconnection logic, no transport upgrade and no
+ * timers but those of a pending connect and of pending acks, so client processes sharing the
+ * machine with the servers take less of it (in the reconnect storm, about half the CPU of
+ * socket.io-client). It does not watch for ping timeouts: the bench's servers close their sockets
+ * when they stop. `BENCH_CLIENT=socket.io-client` switches back to the real client; this class
+ * offers the subset of socket.io-client's `Socket` that the bench uses.
  *
  * Protocol (https://socket.io/docs/v4/socket-io-protocol/): the server opens with `0{…}`; the
  * client connects the main namespace with `40{auth}`; the server answers `40{sid}` or
@@ -51,6 +52,7 @@ export class WireSocket {
 
   /** Opens a new WebSocket and connects the main namespace (a previous one is dropped). */
   connect(): this {
+    if (this.connected) this.#closed('io client disconnect');
     this.#drop();
     const endpoint = new URL('/socket.io/', this.url);
     endpoint.protocol = endpoint.protocol === 'https:' ? 'wss:' : 'ws:';
@@ -64,8 +66,14 @@ export class WireSocket {
     return this;
   }
 
+  /** Leaves the namespace (`41`) and closes the WebSocket cleanly. */
   disconnect(): this {
-    if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send('41');
+    const ws = this.#ws;
+    if (ws?.readyState === WebSocket.OPEN) {
+      this.#ws = undefined;
+      ws.send('41');
+      ws.close();
+    }
     this.#closed('io client disconnect');
     return this;
   }

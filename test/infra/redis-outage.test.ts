@@ -1,0 +1,49 @@
+/**
+ * The socket adapter's subscriber client (api/redis.ts, `keepQueued`) through a Redis outage: a
+ * subscription asked for while Redis is away — a room a socket joined meanwhile — is made once
+ * Redis is back, however many reconnects failed in between. A Redis server of the test's own is
+ * stopped and started again.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { redisClient } from '../../api/redis.js';
+import { redisUrl } from '../helpers/env.js';
+import { freePort, spawnRedis, waitFor } from '../helpers/processes.js';
+
+describe.skipIf(!redisUrl())("the adapter's subscriber client through a Redis outage", () => {
+  const clients: Redis[] = [];
+  const servers: Array<{ stop(): Promise<void> }> = [];
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    for (const server of servers) await server.stop();
+  });
+
+  it('makes a subscription asked for during the outage once Redis is back, after several failed reconnects', async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    servers.push(server);
+    await server.start();
+    const url = `redis://127.0.0.1:${port}`;
+    const sub = redisClient(url, 'c2c-test-outage-sub', { queueWhileOffline: true, keepQueued: true });
+    clients.push(sub);
+    const received: string[] = [];
+    sub.on('smessage', (channel: string, message: string) => received.push(`${channel}=${message}`));
+    await sub.ssubscribe('c2c-test:outage:before');
+
+    await server.stop();
+    await waitFor(async () => (sub.status === 'ready' ? undefined : true), 'the client to notice Redis is gone');
+    const during = sub.ssubscribe('c2c-test:outage:during');
+    // reconnects back off 100, 200, 400, 800 ms: let several of them fail
+    await new Promise((resolve) => setTimeout(resolve, 1600));
+    await server.start();
+    await during;
+
+    const pub = redisClient(url, 'c2c-test-outage-pub');
+    clients.push(pub);
+    await waitFor(async () => (pub.status === 'ready' ? true : undefined), 'the publisher to connect');
+    await pub.spublish('c2c-test:outage:before', 'a');
+    await pub.spublish('c2c-test:outage:during', 'b');
+    await waitFor(async () => (received.length === 2 ? true : undefined), 'both messages');
+    expect(received.sort()).toEqual(['c2c-test:outage:before=a', 'c2c-test:outage:during=b']);
+  });
+});
