@@ -50,6 +50,27 @@ export function writeTogether(client: Redis): Redis {
   return client;
 }
 
+/**
+ * Marks every command promise of this client as handled, for callers that never await them: the
+ * socket adapter sends SSUBSCRIBE and SUNSUBSCRIBE and drops the promise, so a command failing
+ * (queued when the client closes, say) would be an unhandled rejection, which stops a Node
+ * process. Callers that do await a command still see its rejection.
+ */
+export function handledRejections(client: Redis): Redis {
+  const send = client.sendCommand.bind(client);
+  client.sendCommand = (command, stream) => {
+    const result = send(command, stream);
+    if (result instanceof Promise) result.catch(() => {});
+    return result;
+  };
+  return client;
+}
+
+/** The socket adapter's subscriber: it keeps room subscriptions queued through outages, writes them together, and never awaits them. */
+export function adapterSubscriber(url: string): Redis {
+  return handledRejections(writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true })));
+}
+
 /** A client that is connected, or after timeoutMs one that keeps trying in the background. */
 export async function connectedRedis(url: string, name: string, timeoutMs = 5000): Promise<Redis> {
   const client = redisClient(url, name);

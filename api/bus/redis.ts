@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { Server } from 'socket.io';
-import { connectedRedis, redisClient, writeTogether } from '../redis.js';
+import { adapterSubscriber, connectedRedis, redisClient } from '../redis.js';
 import { closeIo } from './close-io.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
@@ -26,7 +26,7 @@ export async function createRedisBus(url: string): Promise<Bus> {
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
   const sub = redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true });
   const adapterPub = await connectedRedis(url, 'c2c-adapter-pub');
-  const adapterSub = writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true }));
+  const adapterSub = adapterSubscriber(url);
   const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
 
   const handlers = new Set<BusHandler>();

@@ -174,6 +174,11 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     await rest('/engine/heartbeat', agent.engineToken, { state: 'ready', mic_ready: true, call_id: null, acks: [{ command_id: queued.body.command_id, result: 'done' }] });
     executed.set(queued.body.command_id, (executed.get(queued.body.command_id) ?? 0) + 1);
     expect((await pollState(agent)).ok).toBe(true);
+    // A socket that joins a room new to its node while Redis is away (the same window, now also on
+    // gateway A): its subscription waits for Redis, through the failed reconnects of the outage.
+    const joinedDuring = openSocket(aUrl, agent.engineToken, apiUrl);
+    sockets.push(joinedDuring);
+    await joinedDuring.next('work');
     await new Promise((resolve) => setTimeout(resolve, 3000));
     await redis.start();
     for (const node of [api, gatewayA, gatewayB]) expect(node.child.exitCode, node.output.join('')).toBeNull();
@@ -184,6 +189,9 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
       return work;
     }, 'push after Redis came back', 20_000);
     expect((resumed as any).commands.length).toBeGreaterThan(0);
+    const reachedA = joinedDuring.next('work', { where: (w: any) => w.commands.length > 0, timeoutMs: 5000 });
+    const pushed = await widgetCommand(agent, { kind: 'focus', request_id: `after-outage-a-${Date.now()}` });
+    expect((await reachedA).commands.map((c: any) => c.command_id)).toContain(pushed.body.command_id);
     expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
   }, 60_000);
 
