@@ -87,4 +87,23 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
       'unauthorized',
     ]);
   });
+
+  it("applies socket acks of several windows arriving together, each to its own window's commands: another window's ack neither applies nor hides the owner's", async () => {
+    const sent = await Promise.all(agents.map((agent, i) => command(api, agent.widgetToken, { kind: 'focus', request_id: `ack-${i}` })));
+    const ids = sent.map((c) => c.body.command_id as number);
+    const contexts = await Promise.all(agents.map((agent) => h.services.engines.authenticate(agent.engineToken)));
+    // one turn, one statement: window 0 acks its own command and, first, window 1's; window 1 acks
+    // its own; window 2 acks its own twice in one event
+    await Promise.all([
+      h.services.engines.ack(contexts[0]!, [{ command_id: ids[1]!, result: 'failed', error: 'not mine' }, { command_id: ids[0]!, result: 'done' }]),
+      h.services.engines.ack(contexts[1]!, [{ command_id: ids[1]!, result: 'done' }]),
+      h.services.engines.ack(contexts[2]!, [{ command_id: ids[2]!, result: 'done' }, { command_id: ids[2]!, result: 'done' }]),
+    ]);
+    const rows = await h.services.db.query<{ id: string; status: string; acks: number; error: string | null }>('SELECT id, status, acks, error FROM widget_commands WHERE id = ANY($1::bigint[]) ORDER BY id', [ids]);
+    expect(rows.map((row) => [Number(row.id), row.status, row.acks, row.error])).toEqual(ids.map((id) => [id, 'done', 1, null]));
+    // a lone ack again (one VALUES row): counted, the result kept
+    await h.services.engines.ack(contexts[0]!, [{ command_id: ids[0]!, result: 'failed', error: 'late' }]);
+    const [row] = await h.services.db.query<{ status: string; acks: number }>('SELECT status, acks FROM widget_commands WHERE id = $1', [ids[0]]);
+    expect(row).toEqual({ status: 'done', acks: 2 });
+  });
 });

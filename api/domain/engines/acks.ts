@@ -4,6 +4,7 @@
  * command (a redelivery acked again) only count, so the audit shows them.
  */
 import type { EngineCommand, HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
+import { batchRows } from '../../store/batch-rows.js';
 import type { Sql } from '../../store/index.js';
 
 /** A command the engine acked as done for the first time (device effects follow for simulated engines). */
@@ -29,27 +30,29 @@ export interface EngineAcks {
 }
 
 /**
- * Acks as four array parameters (engine ids, command ids, results, errors). A command acked twice
- * in the same statement is applied once, for the first engine and report that named it.
+ * Acks as four array parameters (engine ids, command ids, results, errors). An engine's command
+ * acked twice in the same statement is applied once, for the first report that named it. Acks
+ * from other engines are kept apart: they match no row (a command belongs to one engine), and
+ * must not shadow its own engine's ack.
  */
 export function ackParams(reports: EngineAcks[]): [string[], number[], string[], (string | null)[]] {
-  const seen = new Set<number>();
-  const rows = reports.flatMap(({ engineId, acks }) =>
-    acks.filter((ack) => !seen.has(ack.command_id) && seen.add(ack.command_id)).map((ack) => ({ engineId, ...ack })),
-  );
+  const seen = new Set<string>();
+  const first = (engineId: string, commandId: number) => !seen.has(`${engineId}:${commandId}`) && Boolean(seen.add(`${engineId}:${commandId}`));
+  const rows = reports.flatMap(({ engineId, acks }) => acks.filter((ack) => first(engineId, ack.command_id)).map((ack) => ({ engineId, ...ack })));
   return [rows.map((r) => r.engineId), rows.map((r) => r.command_id), rows.map((r) => r.result), rows.map((r) => r.error ?? null)];
 }
 
 /**
- * An UPDATE applying acks given as the four array parameters named (ackParams) to the commands of
- * the engines they name; `extra` narrows it (a heartbeat acks only for an engine still open).
+ * An UPDATE applying acks to the commands of the engines they name. `from` is a FROM item `a` with
+ * the columns engine_id, id, result and error (the four ackParams arrays, or their batchRows);
+ * `extra` narrows it (a heartbeat acks only for an engine still open).
  */
-export function ackUpdate(p: { engines: string; ids: string; results: string; errors: string; at: string }, extra = ''): string {
+export function ackUpdate(from: string, at: string, extra = ''): string {
   return `UPDATE widget_commands c SET acks = c.acks + 1,
       status = CASE WHEN c.status IN ('queued', 'delivered') THEN a.result ELSE c.status END,
       error = CASE WHEN c.status IN ('queued', 'delivered') THEN a.error ELSE c.error END,
-      done_at = coalesce(c.done_at, ${p.at})
-    FROM unnest(${p.engines}::text[], ${p.ids}::bigint[], ${p.results}::text[], ${p.errors}::text[]) AS a(engine_id, id, result, error)
+      done_at = coalesce(c.done_at, ${at})
+    FROM ${from}
     WHERE c.id = a.id AND c.engine_id = a.engine_id ${extra}
     RETURNING c.engine_id, c.id AS command_id, c.kind, c.call_id, c.digits, c.acks, c.status`;
 }
@@ -66,8 +69,14 @@ export function firstAcks(rows: AckedRow[]): FirstAck[] {
  * go together: see store/coalesce.ts); each report gets the first acks among its own.
  */
 export async function applyAcks(sql: Sql, reports: EngineAcks[], at: number): Promise<FirstAck[][]> {
-  const params = ackParams(reports);
-  const rows = params[1].length === 0 ? [] : await sql.query<AckedRow & { engine_id: string }>(ackUpdate({ engines: '$1', ids: '$2', results: '$3', errors: '$4', at: '$5::bigint' }), [...params, at]);
+  const [engines, ids, results, errors] = ackParams(reports);
+  const input = batchRows('a', [
+    ['engine_id', 'text', engines],
+    ['id', 'bigint', ids],
+    ['result', 'text', results],
+    ['error', 'text', errors],
+  ]);
+  const rows = ids.length === 0 ? [] : await sql.query<AckedRow & { engine_id: string }>(ackUpdate(input.from, '$5::bigint'), [...input.params, at]);
   const claimed = new Set<number>();
   return reports.map(({ engineId, acks }) => {
     const ids = new Set(acks.map((ack) => ack.command_id));

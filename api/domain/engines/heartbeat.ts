@@ -7,6 +7,7 @@
 import { LIMITS } from '../../../shared/limits.js';
 import type { DialRequest, EngineCommand, HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
 import type { Clock } from '../../clock.js';
+import { batchRows } from '../../store/batch-rows.js';
 import { coalesce } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import { agentVersionBump } from '../agent-state.js';
@@ -53,8 +54,8 @@ interface Reported extends WorkColumns {
  * order, so batches of several nodes never deadlock, and FOR NO KEY UPDATE, so a command or a
  * call recorded for the engine meanwhile (whose foreign key check shares the row) does not wait.
  */
-const REPORT = `WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::boolean[], $5::boolean[]) AS i(id, state, mic_ready, busy, muted)
+const report = (input: string) => `WITH input AS (
+    SELECT id, state, mic_ready, busy, muted FROM ${input}
   ), before AS (
     SELECT id, state, mic_ready, busy, muted FROM engines WHERE id IN (SELECT id FROM input) AND state <> 'closed' ORDER BY id FOR NO KEY UPDATE
   ), engine AS (
@@ -65,7 +66,7 @@ const REPORT = `WITH input AS (
   ), bumped AS (
     ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
-    ${ackUpdate({ engines: '$7', ids: '$8', results: '$9', errors: '$10', at: '$6::bigint' }, 'AND c.engine_id IN (SELECT id FROM engine)')}
+    ${ackUpdate('unnest($7::text[], $8::bigint[], $9::text[], $10::text[]) AS a(engine_id, id, result, error)', '$6::bigint', 'AND c.engine_id IN (SELECT id FROM engine)')}
   ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND id <> ALL($8::bigint[])')},
   calls AS (
     SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${LIVE_STATUS_LIST})
@@ -77,6 +78,13 @@ const REPORT = `WITH input AS (
     (SELECT coalesce(json_agg(bumped), '[]') FROM bumped) AS bumped,
     (SELECT coalesce(json_agg(acked), '[]') FROM acked) AS acked, ${WORK_COLUMNS},
     (SELECT coalesce(json_agg(${callJson('calls')}), '[]') FROM calls) AS calls`;
+/** The statement's two texts (store/batch-rows.ts): one report, a VALUES row, and several. */
+const REPORTS = new Map<string, string>();
+function reportText(input: string): string {
+  let text = REPORTS.get(input);
+  if (!text) REPORTS.set(input, (text = report(input)));
+  return text;
+}
 
 interface ReportRows extends EnginesWorkColumns {
   engines: Array<EngineRow & { changed: boolean }>;
@@ -87,12 +95,15 @@ interface ReportRows extends EnginesWorkColumns {
 
 /** Runs one batch of reports of distinct engines. */
 async function reportAll(db: Db, reports: Report[], at: number): Promise<Reported[]> {
-  const [rows] = await db.query<ReportRows>(REPORT, [
-    reports.map((r) => r.engineId),
-    reports.map((r) => r.state),
-    reports.map((r) => r.report.mic_ready),
-    reports.map((r) => r.report.busy),
-    reports.map((r) => r.report.muted),
+  const input = batchRows('i', [
+    ['id', 'text', reports.map((r) => r.engineId)],
+    ['state', 'text', reports.map((r) => r.state)],
+    ['mic_ready', 'boolean', reports.map((r) => r.report.mic_ready)],
+    ['busy', 'boolean', reports.map((r) => r.report.busy)],
+    ['muted', 'boolean', reports.map((r) => r.report.muted)],
+  ]);
+  const [rows] = await db.query<ReportRows>(reportText(input.from), [
+    ...input.params,
     at,
     ...ackParams(reports.map((r) => ({ engineId: r.engineId, acks: r.report.acks }))),
   ]);
