@@ -16,10 +16,21 @@ export interface Clock {
 
 export const seconds = (ms: number): number => Math.floor(ms / 1000);
 
+/**
+ * A timer's work that fails is reported as a process warning (on stderr), never left as an
+ * unhandled rejection, which would stop the process: the simulator's call timers, say, when the
+ * app they post to is already closing.
+ */
+function runTimer(fn: () => void | Promise<void>): void {
+  Promise.resolve()
+    .then(fn)
+    .catch((error: unknown) => process.emitWarning(`A timer's work failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`));
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   after(ms, fn) {
-    const handle = setTimeout(() => void fn(), ms);
+    const handle = setTimeout(() => runTimer(fn), ms);
     handle.unref?.();
     return { cancel: () => clearTimeout(handle) };
   },

@@ -57,8 +57,9 @@ export function onWidget(services: Services, socket: Socket, data: WidgetSocketD
     answer(reply, async () => {
       const auth = await reauthenticate(services, data);
       if (auth.kind !== 'widget') throw new C2CError('unauthorized');
-      const hit = await services.counter.hit(`w-ip:${socket.handshake.address}`, LIMITS.rateWindowMs);
-      if (hit.count > LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale) {
+      // As on REST: losing Redis must not take commands down with it, so nothing is counted then.
+      const hit = await services.counter.hit(`w-ip:${socket.handshake.address}`, LIMITS.rateWindowMs).catch(() => undefined);
+      if (hit && hit.count > LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale) {
         throw new C2CError('rate_limited', undefined, { retryAfter: Math.ceil(hit.resetMs / 1000) });
       }
       return services.commands.execute(auth.context, parse(Command, payload));

@@ -4,6 +4,7 @@
  * sockets through the bus's adapter. It holds no business rules: sockets call the same domain
  * services as the REST routes.
  */
+import type { ServerOptions } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { SOCKET_PATH } from '../shared/events.js';
 import { createOriginPolicy } from '../api/http/cors.js';
@@ -13,6 +14,9 @@ import { watchEndings, watchExpiry } from './endings.js';
 import { engineOriginAllowed, handshake } from './handshake.js';
 import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
+
+/** Socket.IO's per-request CORS options (the `cors` package's options delegate). */
+type CorsDelegate = Extract<NonNullable<ServerOptions['cors']>, (...args: never[]) => unknown>;
 
 export interface Gateway {
   port: number;
@@ -37,16 +41,19 @@ export async function startGateway(services: Services, options: { port: number; 
   const app = uws.App();
   const io = services.bus.io;
   const widgetOrigins = createOriginPolicy(services);
+  const pollingOrigin = (origin: string | undefined, callback: (error: Error | null, allow?: boolean) => void) => {
+    if (!origin) return callback(null, true);
+    if (engineOriginAllowed(services, origin)) return callback(null, true);
+    widgetOrigins(origin).then((ok) => callback(null, ok), () => callback(null, false));
+  };
   io.attachApp(app, {
     path: SOCKET_PATH,
-    // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS follows REST's rules.
-    cors: {
-      origin: (origin: string | undefined, callback: (error: Error | null, allow?: boolean) => void) => {
-        if (!origin) return callback(null, true);
-        if (engineOriginAllowed(services, origin)) return callback(null, true);
-        widgetOrigins(origin).then((ok) => callback(null, ok), () => callback(null, false));
-      },
-    },
+    // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS follows
+    // REST's rules. A WebSocket upgrade gets no CORS answer at all, at once: browsers do not apply
+    // CORS to WebSockets (the handshake checks each token's origin), and engine.io writes to the
+    // upgrade after its middlewares without checking whether the client has gone meanwhile — after
+    // an asynchronous check, a client that hung up made uWS throw, unhandled, which stops a process.
+    cors: ((req, callback) => callback(null, { origin: String(req.headers.upgrade).toLowerCase() === 'websocket' ? false : pollingOrigin })) satisfies CorsDelegate,
   });
   io.use(handshake(services));
   const connected = onConnection(services);

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { Server } from 'socket.io';
-import { adapterSubscriber, connectedRedis, redisClient } from '../redis.js';
+import { adapterSubscriber, connectedRedis, handledRejections, redisClient } from '../redis.js';
 import { closeIo } from './close-io.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
@@ -24,7 +24,9 @@ export async function createRedisBus(url: string): Promise<Bus> {
   const node = randomBytes(8).toString('hex');
   const pub = await connectedRedis(url, 'c2c-bus-pub');
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
-  const sub = redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true });
+  // ioredis re-sends SUBSCRIBE after a reconnect and drops the promise: a Redis that flaps right
+  // then would otherwise reject it unhandled (handledRejections); the SUBSCRIBE below still sees its own.
+  const sub = handledRejections(redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true }));
   const adapterPub = await connectedRedis(url, 'c2c-adapter-pub');
   const adapterSub = adapterSubscriber(url);
   const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
@@ -37,12 +39,15 @@ export async function createRedisBus(url: string): Promise<Bus> {
   };
 
   sub.on('message', (_channel: string, text: string) => {
-    let envelope: Envelope;
+    let envelope: Partial<Envelope> | null;
     try {
-      envelope = JSON.parse(text) as Envelope;
+      envelope = JSON.parse(text) as Partial<Envelope> | null;
     } catch {
       return;
     }
+    // anything else on the channel (another version, a stray PUBLISH) is ignored, never thrown
+    // inside ioredis's listener
+    if (typeof envelope?.node !== 'string' || typeof envelope.message?.type !== 'string') return;
     if (envelope.node !== node) deliver(envelope.message, false);
   });
   sub.on('close', () => void (subscribed = false));

@@ -20,9 +20,12 @@ const statementName = (text: string) => {
 
 export async function openPg(url: string, options: { max?: number } = {}): Promise<Db> {
   const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10 });
-  // An idle client that loses its connection emits on the pool; without a listener it would crash
-  // the process. The next query reconnects.
+  // A client that loses its connection emits 'error': an idle one on the pool, one checked out (a
+  // transaction in progress) on itself only, where the pool removes its own listener. Without a
+  // listener either would stop the process; the statement in flight fails with the error anyway,
+  // and the pool drops the dead client when it is released. The next query reconnects.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const probe = await pool.connect();
   probe.release();
 

@@ -10,6 +10,10 @@ import { ManualClock } from '../../api/clock.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+import { startGateway } from '../../gateway/server.js';
+import { command, readyAgent } from '../helpers/flows.js';
+import { freePort, spawnRedis } from '../helpers/processes.js';
+import { openSocket, request } from '../helpers/sockets.js';
 
 const [driver] = storeDrivers();
 
@@ -89,5 +93,33 @@ describe.skipIf(!redisUrl())('rate limits shared across nodes through Redis', ()
     await a.close();
     await b.close();
     await database.drop();
+  });
+});
+
+describe.skipIf(!redisUrl())('rate limits while the counters\' Redis is down', () => {
+  it('answers widget commands on REST and on the socket alike, counting nothing', async () => {
+    const port = await freePort();
+    const redis = spawnRedis(port);
+    await redis.start();
+    const h = await createHarness(driver!, {}, { redisCounterUrl: `redis://127.0.0.1:${port}` });
+    h.services.realtime.available = true;
+    const gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
+    const api = client(h.app);
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const widget = openSocket(`http://127.0.0.1:${gateway.port}`, agent.widgetToken, ORIGIN);
+    try {
+      await widget.next('state');
+      await redis.stop();
+      const rest = await command(api, agent.widgetToken, { kind: 'availability', request_id: 'redis-down-rest', available: false });
+      expect(rest.body).toMatchObject({ ok: true, status: 'done' });
+      const socket = await request(widget.socket, 'command', { kind: 'availability', request_id: 'redis-down-socket', available: true });
+      expect(socket).toMatchObject({ ok: true, status: 'done' });
+    } finally {
+      widget.close();
+      await gateway.close();
+      await h.close();
+      await redis.stop();
+    }
   });
 });

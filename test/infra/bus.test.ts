@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadUws } from '../../gateway/uws.js';
 import type { Bus, BusMessage } from '../../api/bus/index.js';
 import { createMemoryBus } from '../../api/bus/memory.js';
-import { createRedisBus } from '../../api/bus/redis.js';
+import { BUS_CHANNEL, createRedisBus } from '../../api/bus/redis.js';
 import { connectedRedis } from '../../api/redis.js';
 import { redisUrl } from '../helpers/env.js';
 
@@ -124,5 +124,26 @@ describe.skipIf(!url)('Redis bus faults', () => {
     admin.disconnect();
     await a.close();
     await b.close();
+  });
+
+  it('ignores what is not a bus message on its channel (another version, a stray PUBLISH) and goes on delivering', async () => {
+    const a = await createRedisBus(url!);
+    const seen: BusMessage[] = [];
+    a.subscribe((m) => seen.push(m));
+    const crashes: unknown[] = [];
+    const note = (error: unknown) => crashes.push(error);
+    process.on('uncaughtException', note);
+    const stray = await connectedRedis(url!, 'c2c-test-stray');
+    try {
+      for (const text of ['null', '{}', '[1]', '"text"', 'not json', '{"node":"x","message":null}']) await stray.publish(BUS_CHANNEL, text);
+      await stray.publish(BUS_CHANNEL, JSON.stringify({ node: 'another-node', message: { type: 'platform', disabled: false } }));
+      await waitFor(() => seen.some((m) => m.type === 'platform'), 5000);
+      expect(seen.filter((m) => m.type !== 'resync')).toEqual([{ type: 'platform', disabled: false }]);
+      expect(crashes).toEqual([]);
+    } finally {
+      process.off('uncaughtException', note);
+      stray.disconnect();
+      await a.close();
+    }
   });
 });

@@ -92,6 +92,29 @@ describe.each(storeDrivers())('store driver %s', (driver) => {
   });
 });
 
+describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL connections lost', () => {
+  it('fails a transaction whose connection is killed, without stopping the process, and goes on', async () => {
+    const database = await openTestDatabase('pg', { migrate: false });
+    const crashes: unknown[] = [];
+    const note = (error: unknown) => crashes.push(error);
+    process.on('uncaughtException', note);
+    try {
+      const killed = database.db.tx(async (sql) => {
+        const [{ pid }] = (await sql.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')) as [{ pid: number }];
+        await database.db.query('SELECT pg_terminate_backend($1)', [pid]);
+        await sql.query('SELECT 1');
+      });
+      await expect(killed).rejects.toThrow();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(crashes).toEqual([]);
+      expect(await database.db.query<{ one: number }>('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    } finally {
+      process.off('uncaughtException', note);
+      await database.drop();
+    }
+  });
+});
+
 describe('PGlite persistence', () => {
   const dir = mkdtempSync(join(tmpdir(), 'c2c-pglite-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

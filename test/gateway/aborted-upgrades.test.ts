@@ -1,0 +1,59 @@
+/**
+ * Clients that hang up in the middle of a request — a WebSocket upgrade, a long-polling handshake —
+ * while the store is slow to answer: the gateway must not write to the dead connection (uWS
+ * throws, and unhandled that stops the process) and must go on serving everyone else.
+ */
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../../gateway/server.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+
+describe('the gateway and aborted upgrades', () => {
+  let h: Harness;
+  let gateway: Gateway;
+
+  beforeAll(async () => {
+    h = await createHarness('pglite');
+    gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await h.close();
+  });
+
+  it('survives clients that hang up while the store is busy, and keeps answering', async () => {
+    const unhandled: unknown[] = [];
+    const note = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', note);
+    process.on('uncaughtException', note);
+    try {
+      // PGlite runs one statement at a time: a transaction held open keeps the Origin checks waiting
+      // until every client has hung up
+      let release!: () => void;
+      const held = h.services.db.tx(() => new Promise<void>((resolve) => (release = resolve)));
+      const hangUp = (request: string) => {
+        const socket = connect(gateway.port, '127.0.0.1');
+        socket.on('error', () => {});
+        socket.write(request, () => socket.destroy());
+      };
+      for (let i = 0; i < 20; i += 1) {
+        hangUp(
+          'GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+            `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nOrigin: https://stranger-${i}.example\r\n\r\n`,
+        );
+        // a browser that fell back to long-polling, checked by CORS against the store
+        hangUp(`GET /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://poller-${i}.example\r\n\r\n`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      release();
+      await held;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    } finally {
+      process.off('unhandledRejection', note);
+      process.off('uncaughtException', note);
+    }
+    expect(unhandled).toEqual([]);
+    const health = await fetch(`http://127.0.0.1:${gateway.port}/healthz`);
+    expect(health.status).toBe(200);
+  });
+});
