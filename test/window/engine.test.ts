@@ -204,13 +204,41 @@ describe('Engine', () => {
     const next = socket.reports.slice(before);
     expect(next.filter((r) => r.acks.length > 0).map((r) => r.acks)).toEqual([[{ command_id: 5, result: 'done' }]]);
     expect(next.find((r) => r.acks.length > 0)).toMatchObject({ muted: true });
-    // Delivered once more in a heartbeat answer: not carried out again, still acked.
+    // Delivered once more in a heartbeat answer: not carried out again, still acked; the socket did
+    // not take that ack either, so a heartbeat carries it at once.
     server.queue.push({ commands: [command(5, 'mute')] });
+    const beforeRedelivery = socket.reports.length;
     await vi.advanceTimersByTimeAsync(15_000);
     expect(spies.mute).toHaveBeenCalledTimes(1);
     expect(socket.ack).toHaveBeenCalledTimes(3);
-    await vi.advanceTimersByTimeAsync(15_000);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(socket.reports.length).toBe(beforeRedelivery + 2);
     expect(socket.reports.at(-1)!.acks).toEqual([{ command_id: 5, result: 'done' }]);
+  });
+
+  it('sends no heartbeat for a pushed focus or dtmf whose ack the socket took; it does for a mute, and for an empty push (a nudge)', async () => {
+    const { socket, spies, focus } = await engine();
+    socket.ack.mockResolvedValue(true);
+    socket.up();
+    await vi.advanceTimersByTimeAsync(0);
+    const before = socket.reports.length;
+    socket.work({ commands: [command(21, 'focus')] });
+    socket.work({ commands: [command(22, 'dtmf', '1')] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(socket.ack).toHaveBeenCalledTimes(2);
+    expect(focus).toHaveBeenCalledTimes(1);
+    expect(spies.sendDigits).toHaveBeenCalledWith('1');
+    expect(socket.reports.length).toBe(before);
+    // the mute state changed: reported at once
+    socket.work({ commands: [command(23, 'mute')] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(socket.reports.length).toBeGreaterThan(before);
+    expect(socket.reports.at(-1)).toMatchObject({ muted: true });
+    // an empty push is the server's nudge (a call rings for this window): the window asks at once
+    const afterMute = socket.reports.length;
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(socket.reports.length).toBe(afterMute + 1);
   });
 
   it('drops acks from the heartbeat once the socket ack is confirmed', async () => {

@@ -14,6 +14,13 @@ export interface CommandTarget {
   answered(callId: string | null): void;
 }
 
+/**
+ * The commands after which the window heartbeats at once: their effect is what a heartbeat reports
+ * (the mute state, the call the device holds) or learns (the call, once the server applied an
+ * answer). focus and dtmf change neither; their result goes back on the socket ack alone.
+ */
+export const REPORTED_KINDS: ReadonlySet<EngineCommand['kind']> = new Set(['answer', 'decline', 'hangup', 'mute', 'unmute']);
+
 export async function carryOut(command: EngineCommand, target: CommandTarget): Promise<void> {
   if (command.kind === 'focus') return target.focus();
   if (command.kind === 'availability') return; // the server's own setting

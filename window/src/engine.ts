@@ -6,7 +6,7 @@
 import { ApiError, type Claimed, type EngineApi, type EngineCommand, type HeartbeatRequest, type HeartbeatResponse, type Paired } from './api.js';
 import { CallState } from './call-state.js';
 import { CommandRunner } from './commands.js';
-import { carryOut } from './device-commands.js';
+import { carryOut, REPORTED_KINDS } from './device-commands.js';
 import { Dialer } from './dialer.js';
 import type { DriverEvent, VoiceDriver } from './drivers/types.js';
 import { HeartbeatScheduler, type Ticker } from './heartbeat.js';
@@ -289,22 +289,29 @@ export class Engine {
   /**
    * Commands and dial requests, from a push or a heartbeat answer. Every delivery is acked on the
    * socket when it is up; the results also ride the next heartbeat until the server confirms them.
+   * A heartbeat goes out at once only when it has something to say or learn: a push with no
+   * commands (the server's nudge: a call rings for this window, say), a command that changed the
+   * mute state or the call (REPORTED_KINDS), results the socket did not take. A `focus` acked on
+   * the socket costs the server no heartbeat.
    */
   async #onWork(commands: EngineCommand[], dialRequests: HeartbeatResponse['dial_requests'], pushed: boolean): Promise<void> {
     if (this.#stopped) return;
-    const { acks, fresh } = await this.#runner.deliver(commands);
+    const fresh = commands.filter((command) => !this.#runner.has(command.command_id));
+    const { acks } = await this.#runner.deliver(commands);
+    const reported = fresh.some((command) => REPORTED_KINDS.has(command.kind));
     const socket = this.#socket;
-    if (acks.length > 0 && socket?.connected) {
-      void socket.ack(acks).then((ok) => {
-        if (!ok) return;
+    const onSocket = acks.length > 0 && socket?.connected === true;
+    if (onSocket) {
+      void socket!.ack(acks).then((ok) => {
+        // not taken: the results ride a heartbeat, now
+        if (!ok) return void this.#scheduler.beat();
         this.#runner.confirm(acks);
         // The server has applied the commands' effects (a simulated answer, say): ask how the call is now.
-        if (fresh > 0) void this.#scheduler.beat();
+        if (reported) void this.#scheduler.beat();
       });
     }
     void this.#dialer.offer(dialRequests);
-    // A push may be about a call this window now rings; new results and the mute state go out at once.
-    if (pushed || fresh > 0) void this.#scheduler.beat();
+    if ((pushed && commands.length === 0) || reported || (fresh.length > 0 && !onSocket)) void this.#scheduler.beat();
     this.#changed();
   }
 
