@@ -41,19 +41,25 @@ export async function startGateway(services: Services, options: { port: number; 
   const app = uws.App();
   const io = services.bus.io;
   const widgetOrigins = createOriginPolicy(services);
-  const pollingOrigin = (origin: string | undefined, callback: (error: Error | null, allow?: boolean) => void) => {
-    if (!origin) return callback(null, true);
-    if (engineOriginAllowed(services, origin)) return callback(null, true);
-    widgetOrigins(origin).then((ok) => callback(null, ok), () => callback(null, false));
-  };
+  /** Whether a long-polling request from this Origin gets CORS headers: REST's rules. */
+  const pollingAllowed = async (origin: string | undefined): Promise<boolean> =>
+    !origin || engineOriginAllowed(services, origin) || (await widgetOrigins(origin).catch(() => false));
   io.attachApp(app, {
     path: SOCKET_PATH,
     // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS follows
-    // REST's rules. A WebSocket upgrade gets no CORS answer at all, at once: browsers do not apply
-    // CORS to WebSockets (the handshake checks each token's origin), and engine.io writes to the
-    // upgrade after its middlewares without checking whether the client has gone meanwhile — after
-    // an asynchronous check, a client that hung up made uWS throw, unhandled, which stops a process.
-    cors: ((req, callback) => callback(null, { origin: String(req.headers.upgrade).toLowerCase() === 'websocket' ? false : pollingOrigin })) satisfies CorsDelegate,
+    // REST's rules. engine.io writes to the request after its middlewares without checking whether
+    // the client has gone, and uWS throws on a response that was aborted — unhandled, that stops
+    // the process. So a WebSocket upgrade gets no CORS answer at all, at once (browsers do not
+    // apply CORS to WebSockets; the handshake checks each token's origin), and a polling request
+    // whose client hung up while its Origin was checked against the store is never answered.
+    cors: ((req, callback) => {
+      if (String(req.headers.upgrade).toLowerCase() === 'websocket') return callback(null, { origin: false });
+      const origin = req.headers.origin;
+      void pollingAllowed(origin).then((allowed) => {
+        if ((req as { res?: { isAborted?: boolean } }).res?.isAborted) return;
+        callback(null, { origin: allowed && origin ? origin : false });
+      });
+    }) satisfies CorsDelegate,
   });
   io.use(handshake(services));
   const connected = onConnection(services);

@@ -35,6 +35,16 @@ export class Changes {
     return this;
   }
 
+  /**
+   * The engine should heartbeat now (a call rings for it): it is pushed an empty `work`, the nudge
+   * a window answers with a heartbeat, whose answer carries the call and any queued work. Queued
+   * commands do not ride on the nudge, so a `focus` among them cannot hide it (a window sends no
+   * heartbeat for a focus the socket acked).
+   */
+  nudgeEngine(engineId: string): this {
+    return this.engineWork(engineId, { commands: [], dial_requests: [] });
+  }
+
   engineClosed(engineId: string): this {
     this.#enginesClosed.add(engineId);
     return this;

@@ -26,6 +26,9 @@ describe('the gateway and aborted upgrades', () => {
     const note = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', note);
     process.on('uncaughtException', note);
+    // an open long-polling session (no Origin: nothing to check)
+    const open = await (await fetch(`http://127.0.0.1:${gateway.port}/socket.io/?EIO=4&transport=polling`)).text();
+    const sid = (JSON.parse(open.slice(1)) as { sid: string }).sid;
     try {
       // PGlite runs one statement at a time: a transaction held open keeps the Origin checks waiting
       // until every client has hung up
@@ -36,13 +39,15 @@ describe('the gateway and aborted upgrades', () => {
         socket.on('error', () => {});
         socket.write(request, () => socket.destroy());
       };
-      for (let i = 0; i < 20; i += 1) {
+      for (let i = 0; i < 10; i += 1) {
         hangUp(
           'GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
             `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nOrigin: https://stranger-${i}.example\r\n\r\n`,
         );
-        // a browser that fell back to long-polling, checked by CORS against the store
-        hangUp(`GET /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://poller-${i}.example\r\n\r\n`);
+        // long-polling, whose Origin CORS checks against the store: a handshake engine.io refuses
+        // (Engine.IO 3), and a POST to an open session with no body
+        hangUp(`GET /socket.io/?EIO=3&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://poller-${i}.example\r\n\r\n`);
+        hangUp(`POST /socket.io/?EIO=4&transport=polling&sid=${sid} HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://poster-${i}.example\r\nContent-Length: 0\r\n\r\n`);
       }
       await new Promise((resolve) => setTimeout(resolve, 300));
       release();

@@ -125,6 +125,25 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(row.deliveries).toBe(3);
   });
 
+  it('nudges the window of a ringing inbound call with an empty push, which never carries queued work', async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    // the change names the nudge itself: queued commands (a focus, which a window does not
+    // heartbeat for) come in the heartbeat it asks for, never on the nudge
+    const published: unknown[] = [];
+    const stop = h.services.bus.subscribe((message) => message.type === 'engine' && message.engineId === agent.engineId && published.push(message));
+    const nudge = engine.next('work');
+    const ringing = await api.post('/simulated/inbound-calls', { integration_id: t.integrationId, from: '+442079460123' }, { auth: t.serverKey });
+    stop();
+    expect(ringing.status).toBe(201);
+    expect(published).toEqual([{ type: 'engine', engineId: agent.engineId, reason: 'work', work: { commands: [], dial_requests: [] } }]);
+    expect(await nudge).toEqual({ commands: [], dial_requests: [] });
+    const beat = await request(engine.socket, 'heartbeat', { state: 'ready', mic_ready: true, call_id: null });
+    expect(beat.call).toMatchObject({ request_id: ringing.body.request_id, direction: 'inbound', status: 'incoming' });
+    await api.post(`/calls/${ringing.body.request_id}/hangup`, undefined, { auth: t.serverKey });
+  });
+
   it('refuses a widget token from another origin, a server key, an unknown token, and an engine off its pages', async () => {
     const agent = await readyAgent(api, t);
     expect(await open(agent.widgetToken, 'https://evil.example').next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });

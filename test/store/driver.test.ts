@@ -102,6 +102,8 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL connections lost', (
       const killed = database.db.tx(async (sql) => {
         const [{ pid }] = (await sql.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')) as [{ pid: number }];
         await database.db.query('SELECT pg_terminate_backend($1)', [pid]);
+        // the connection drops while no statement of the transaction runs: the client itself emits the error
+        await new Promise((resolve) => setTimeout(resolve, 200));
         await sql.query('SELECT 1');
       });
       await expect(killed).rejects.toThrow();

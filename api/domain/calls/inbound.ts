@@ -89,7 +89,7 @@ export async function injectInbound(
       ],
     );
     await changes.touchAgent(sql, integration.id, chosen!.engine.member_id);
-    changes.engineWork(chosen!.engine.id);
+    changes.nudgeEngine(chosen!.engine.id);
     return row!;
   });
   return { call, changes };

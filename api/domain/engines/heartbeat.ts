@@ -67,7 +67,7 @@ const report = (input: string) => `WITH input AS (
     ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
     ${ackUpdate('unnest($7::text[], $8::bigint[], $9::text[], $10::text[]) AS a(engine_id, id, result, error)', '$6::bigint', 'AND c.engine_id IN (SELECT id FROM engine)')}
-  ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND id <> ALL($8::bigint[])')},
+  ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND NOT EXISTS (SELECT 1 FROM unnest($7::text[], $8::bigint[]) AS x(engine_id, id) WHERE x.engine_id = widget_commands.engine_id AND x.id = widget_commands.id)')},
   calls AS (
     SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${LIVE_STATUS_LIST})
     UNION ALL
