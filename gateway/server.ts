@@ -4,19 +4,15 @@
  * sockets through the bus's adapter. It holds no business rules: sockets call the same domain
  * services as the REST routes.
  */
-import type { ServerOptions } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { SOCKET_PATH } from '../shared/events.js';
-import { createOriginPolicy } from '../api/http/cors.js';
 import type { Services } from '../api/services.js';
 import { end, onConnection } from './connections.js';
+import { gatewayCors } from './cors.js';
 import { watchEndings, watchExpiry } from './endings.js';
-import { engineOriginAllowed, handshake } from './handshake.js';
+import { handshake } from './handshake.js';
 import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
-
-/** Socket.IO's per-request CORS options (the `cors` package's options delegate). */
-type CorsDelegate = Extract<NonNullable<ServerOptions['cors']>, (...args: never[]) => unknown>;
 
 export interface Gateway {
   port: number;
@@ -40,27 +36,8 @@ export async function startGateway(services: Services, options: { port: number; 
   const { uws, native } = loadUws(services.config.allowUwsFallback);
   const app = uws.App();
   const io = services.bus.io;
-  const widgetOrigins = createOriginPolicy(services);
-  /** Whether a long-polling request from this Origin gets CORS headers: REST's rules. */
-  const pollingAllowed = async (origin: string | undefined): Promise<boolean> =>
-    !origin || engineOriginAllowed(services, origin) || (await widgetOrigins(origin).catch(() => false));
-  io.attachApp(app, {
-    path: SOCKET_PATH,
-    // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS follows
-    // REST's rules. engine.io writes to the request after its middlewares without checking whether
-    // the client has gone, and uWS throws on a response that was aborted — unhandled, that stops
-    // the process. So a WebSocket upgrade gets no CORS answer at all, at once (browsers do not
-    // apply CORS to WebSockets; the handshake checks each token's origin), and a polling request
-    // whose client hung up while its Origin was checked against the store is never answered.
-    cors: ((req, callback) => {
-      if (String(req.headers.upgrade).toLowerCase() === 'websocket') return callback(null, { origin: false });
-      const origin = req.headers.origin;
-      void pollingAllowed(origin).then((allowed) => {
-        if ((req as { res?: { isAborted?: boolean } }).res?.isAborted) return;
-        callback(null, { origin: allowed && origin ? origin : false });
-      });
-    }) satisfies CorsDelegate,
-  });
+  // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS (cors.ts).
+  io.attachApp(app, { path: SOCKET_PATH, cors: gatewayCors(services) });
   io.use(handshake(services));
   const connected = onConnection(services);
   const local = new LocalSockets();

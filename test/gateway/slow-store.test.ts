@@ -1,19 +1,24 @@
 /**
- * Clients that hang up in the middle of a request — a WebSocket upgrade, a long-polling handshake —
- * while the store is slow to answer: the gateway must not write to the dead connection (uWS
- * throws, and unhandled that stops the process) and must go on serving everyone else.
+ * The gateway while the store is slow to answer (gateway/cors.ts): clients that hang up in the
+ * middle of a request — a WebSocket upgrade, a long-polling handshake or POST — must not make it
+ * write to the dead connection (uWS throws, and unhandled that stops the process); and a
+ * long-polling POST whose Origin the REST policy forgot meanwhile (any integration change empties
+ * its cache) must keep its body. PGlite runs one statement at a time, so a transaction held open
+ * keeps every check waiting.
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../../gateway/server.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
-describe('the gateway and aborted upgrades', () => {
+describe('the gateway while the store is slow', () => {
   let h: Harness;
   let gateway: Gateway;
 
   beforeAll(async () => {
     h = await createHarness('pglite');
+    await seedTenant(h.services);
     gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
   });
   afterAll(async () => {
@@ -30,8 +35,7 @@ describe('the gateway and aborted upgrades', () => {
     const open = await (await fetch(`http://127.0.0.1:${gateway.port}/socket.io/?EIO=4&transport=polling`)).text();
     const sid = (JSON.parse(open.slice(1)) as { sid: string }).sid;
     try {
-      // PGlite runs one statement at a time: a transaction held open keeps the Origin checks waiting
-      // until every client has hung up
+      // the Origin checks wait until every client has hung up
       let release!: () => void;
       const held = h.services.db.tx(() => new Promise<void>((resolve) => (release = resolve)));
       const hangUp = (request: string) => {
@@ -60,5 +64,26 @@ describe('the gateway and aborted upgrades', () => {
     expect(unhandled).toEqual([]);
     const health = await fetch(`http://127.0.0.1:${gateway.port}/healthz`);
     expect(health.status).toBe(200);
+  });
+
+  it('keeps the body of a long-polling POST whose Origin was forgotten by an integration change', async () => {
+    const base = `http://127.0.0.1:${gateway.port}/socket.io/?EIO=4&transport=polling`;
+    const open = await (await fetch(base, { headers: { origin: ORIGIN } })).text();
+    const sid = (JSON.parse(open.slice(1)) as { sid: string }).sid;
+    // an integration changed somewhere: the REST policy's answers are dropped
+    h.services.bus.publish({ type: 'integration', integrationId: 'c2c_elsewhere' });
+    let release!: () => void;
+    const held = h.services.db.tx(() => new Promise<void>((resolve) => (release = resolve)));
+    const posted = fetch(`${base}&sid=${sid}`, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'text/plain;charset=UTF-8' }, body: '40' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    release();
+    await held;
+    const answer = await posted;
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('access-control-allow-origin')).toBe(ORIGIN);
+    expect(await answer.text()).toBe('ok');
+    // the CONNECT packet arrived: the session answers it (here a refusal, as no token was sent)
+    const reply = await (await fetch(`${base}&sid=${sid}`, { headers: { origin: ORIGIN } })).text();
+    expect(reply).toMatch(/^44/);
   });
 });
