@@ -10,8 +10,8 @@ import { ManualClock } from '../../api/clock.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
-import { startGateway } from '../../gateway/server.js';
 import { command, readyAgent } from '../helpers/flows.js';
+import { createGatewayHarness } from '../helpers/gateway.js';
 import { freePort, spawnRedis } from '../helpers/processes.js';
 import { openSocket, request } from '../helpers/sockets.js';
 
@@ -101,13 +101,11 @@ describe.skipIf(!redisUrl())('rate limits while the counters\' Redis is down', (
     const port = await freePort();
     const redis = spawnRedis(port);
     await redis.start();
-    const h = await createHarness(driver!, {}, { redisCounterUrl: `redis://127.0.0.1:${port}` });
-    h.services.realtime.available = true;
-    const gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
-    const api = client(h.app);
-    const t = await seedTenant(h.services);
+    const live = await createGatewayHarness(driver!, {}, { redisCounterUrl: `redis://127.0.0.1:${port}` });
+    const api = client(live.h.app);
+    const t = await seedTenant(live.h.services);
     const agent = await readyAgent(api, t);
-    const widget = openSocket(`http://127.0.0.1:${gateway.port}`, agent.widgetToken, ORIGIN);
+    const widget = openSocket(live.url, agent.widgetToken, ORIGIN);
     try {
       await widget.next('state');
       await redis.stop();
@@ -117,8 +115,7 @@ describe.skipIf(!redisUrl())('rate limits while the counters\' Redis is down', (
       expect(socket).toMatchObject({ ok: true, status: 'done' });
     } finally {
       widget.close();
-      await gateway.close();
-      await h.close();
+      await live.close();
       await redis.stop();
     }
   });

@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WireSocket } from '../../loadtest/push/wire-client.js';
-import { startGateway, type Gateway } from '../../gateway/server.js';
 import { command, readyAgent } from '../helpers/flows.js';
-import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import { client, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 /** Resolves with the arguments of the next `event` on the socket. */
@@ -30,10 +30,10 @@ function ask(socket: WireSocket, event: string, payload: unknown): Promise<any> 
 }
 
 describe("the bench's wire client on the gateway", () => {
+  let live: GatewayHarness;
   let h: Harness;
   let t: Tenant;
   let api: Client;
-  let gateway: Gateway;
   let url: string;
   const sockets: WireSocket[] = [];
   const open = (token: string, origin: string) => {
@@ -43,18 +43,14 @@ describe("the bench's wire client on the gateway", () => {
   };
 
   beforeAll(async () => {
-    h = await createHarness('pglite');
-    h.services.realtime.available = true;
-    h.services.pusher.start();
-    gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
-    url = `http://127.0.0.1:${gateway.port}`;
+    live = await createGatewayHarness('pglite');
+    ({ h, url } = live);
     t = await seedTenant(h.services);
     api = client(h.app);
   });
   afterAll(async () => {
     for (const socket of sockets) socket.disconnect();
-    await gateway.close();
-    await h.close();
+    await live.close();
   });
 
   it('connects a widget, gets its snapshot, and gets the answer POST /widget/commands would give', async () => {

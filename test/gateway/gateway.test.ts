@@ -4,12 +4,12 @@
  * socket through the same domain services as REST, and endings the client can act on.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from '../../gateway/server.js';
 import { loadUws } from '../../gateway/uws.js';
 import { LIMITS } from '../../shared/limits.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, readyAgent, requestCall } from '../helpers/flows.js';
-import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import { client, type Client, type Harness } from '../helpers/harness.js';
 import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -20,10 +20,10 @@ describe('uWebSockets.js', () => {
 });
 
 describe.each(storeDrivers())('the gateway on %s', (driver) => {
+  let live: GatewayHarness;
   let h: Harness;
   let t: Tenant;
   let api: Client;
-  let gateway: Gateway;
   let url: string;
   const sockets: TestSocket[] = [];
   /** origin null: no Origin header at all */
@@ -34,18 +34,14 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
   };
 
   beforeAll(async () => {
-    h = await createHarness(driver);
-    h.services.realtime.available = true;
-    h.services.pusher.start();
-    gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
-    url = `http://127.0.0.1:${gateway.port}`;
+    live = await createGatewayHarness(driver);
+    ({ h, url } = live);
     t = await seedTenant(h.services);
     api = client(h.app);
   });
   afterAll(async () => {
     for (const s of sockets) s.close();
-    await gateway.close();
-    await h.close();
+    await live.close();
   });
 
   it('sends a widget the current state on connect, then every change, with rising versions', async () => {

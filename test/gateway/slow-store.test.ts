@@ -8,23 +8,22 @@
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from '../../gateway/server.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import type { Gateway } from '../../gateway/server.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import type { Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
 describe('the gateway while the store is slow', () => {
+  let live: GatewayHarness;
   let h: Harness;
   let gateway: Gateway;
 
   beforeAll(async () => {
-    h = await createHarness('pglite');
+    live = await createGatewayHarness('pglite');
+    ({ h, gateway } = live);
     await seedTenant(h.services);
-    gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
   });
-  afterAll(async () => {
-    await gateway.close();
-    await h.close();
-  });
+  afterAll(() => live.close());
 
   it('survives clients that hang up while the store is busy, and keeps answering', async () => {
     const unhandled: unknown[] = [];
