@@ -27,13 +27,23 @@ function runTimer(fn: () => void | Promise<void>): void {
     .catch((error: unknown) => process.emitWarning(`A timer's work failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`));
 }
 
+/** A real timer. A class and setTimeout's own argument, not closures: a gateway holds one per widget socket. */
+class SystemTimer implements Timer {
+  readonly #handle: ReturnType<typeof setTimeout>;
+
+  constructor(ms: number, fn: () => void | Promise<void>) {
+    this.#handle = setTimeout(runTimer, ms, fn);
+    this.#handle.unref?.();
+  }
+
+  cancel(): void {
+    clearTimeout(this.#handle);
+  }
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
-  after(ms, fn) {
-    const handle = setTimeout(() => runTimer(fn), ms);
-    handle.unref?.();
-    return { cancel: () => clearTimeout(handle) };
-  },
+  after: (ms, fn) => new SystemTimer(ms, fn),
 };
 
 interface Scheduled {

@@ -43,58 +43,79 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   return parsed.data;
 }
 
-export function onWidget(services: Services, socket: Socket, data: WidgetSocketData): void {
-  void socket.join(rooms.agent(data.integrationId, data.memberId));
-  void reauthenticate(services, data)
-    .then(async (auth) => {
-      if (auth.kind !== 'widget') return;
-      const state: PushedState = await services.widgetStates.forWidget(auth.context);
-      socket.emit('state', state);
-    })
-    .catch((error: unknown) => endWithError(socket, error));
-
-  socket.on('command', (payload: unknown, reply: unknown) =>
-    answer(reply, async () => {
-      const auth = await reauthenticate(services, data);
-      if (auth.kind !== 'widget') throw new C2CError('unauthorized');
-      // As on REST: losing Redis must not take commands down with it, so nothing is counted then.
-      const hit = await services.counter.hit(`w-ip:${socket.handshake.address}`, LIMITS.rateWindowMs).catch(() => undefined);
-      if (hit && hit.count > LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale) {
-        throw new C2CError('rate_limited', undefined, { retryAfter: Math.ceil(hit.resetMs / 1000) });
-      }
-      return services.commands.execute(auth.context, parse(Command, payload));
-    }),
-  );
-}
-
-export function onEngine(services: Services, socket: Socket, data: EngineSocketData): void {
-  void socket.join(rooms.engine(data.engineId));
-  void services.pusher
-    .engineWork(data.engineId, 'unacked')
-    .then((work) => socket.emit('work', work))
-    .catch((error: unknown) => endWithError(socket, error));
-
-  const engine = async () => {
+/**
+ * What a connected socket does, by kind. The handlers are made once per node and shared by every
+ * socket: Socket.IO calls each with its socket as `this`, so a held socket carries no closures of
+ * ours (at tens of thousands of sockets a node, those would weigh more than our per-socket data).
+ */
+export function socketHandlers(services: Services) {
+  const widgetContext = async (data: SocketData) => {
+    const auth = await reauthenticate(services, data);
+    if (auth.kind !== 'widget') throw new C2CError('unauthorized');
+    return auth.context;
+  };
+  const engineContext = async (data: SocketData) => {
     const auth = await reauthenticate(services, data);
     if (auth.kind !== 'engine') throw new C2CError('unauthorized');
     return auth.context;
   };
 
-  socket.on('heartbeat', (payload: unknown, reply: unknown) =>
-    answer(reply, async () => {
-      const result = await services.engines.heartbeat(await engine(), parse(HeartbeatRequest, payload));
-      return heartbeatBody(result, services.clock.now());
-    }),
-  );
+  function command(this: Socket, payload: unknown, reply: unknown) {
+    return answer(reply, async () => {
+      const context = await widgetContext(this.data as SocketData);
+      // As on REST: losing Redis must not take commands down with it, so nothing is counted then.
+      const hit = await services.counter.hit(`w-ip:${this.handshake.address}`, LIMITS.rateWindowMs).catch(() => undefined);
+      if (hit && hit.count > LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale) {
+        throw new C2CError('rate_limited', undefined, { retryAfter: Math.ceil(hit.resetMs / 1000) });
+      }
+      return services.commands.execute(context, parse(Command, payload));
+    });
+  }
 
-  socket.on('ack', (payload: unknown, reply: unknown) =>
-    answer(reply, async () => {
+  function heartbeat(this: Socket, payload: unknown, reply: unknown) {
+    return answer(reply, async () => {
+      const result = await services.engines.heartbeat(await engineContext(this.data as SocketData), parse(HeartbeatRequest, payload));
+      return heartbeatBody(result, services.clock.now());
+    });
+  }
+
+  function ack(this: Socket, payload: unknown, reply: unknown) {
+    return answer(reply, async () => {
       const acks = parse(Acks, payload);
-      await services.engines.ack(await engine(), acks);
+      await services.engines.ack(await engineContext(this.data as SocketData), acks);
       services.metrics.acks.inc({ via: 'socket' }, acks.length);
       return { ok: true };
-    }),
-  );
+    });
+  }
+
+  /** A widget gets its agent's whole state at once, then every change (pushed to the agent's room). */
+  function widget(socket: Socket, data: WidgetSocketData): void {
+    void socket.join(rooms.agent(data.integrationId, data.memberId));
+    void widgetContext(data)
+      .then(async (context) => {
+        const state: PushedState = await services.widgetStates.forWidget(context);
+        socket.emit('state', state);
+      })
+      .catch((error: unknown) => endWithError(socket, error));
+    socket.on('command', command);
+  }
+
+  /** An engine gets its unacked commands and dial requests at once, then every new one. */
+  function engine(socket: Socket, data: EngineSocketData): void {
+    void socket.join(rooms.engine(data.engineId));
+    void services.pusher
+      .engineWork(data.engineId, 'unacked')
+      .then((work) => socket.emit('work', work))
+      .catch((error: unknown) => endWithError(socket, error));
+    socket.on('heartbeat', heartbeat);
+    socket.on('ack', ack);
+  }
+
+  return (socket: Socket): void => {
+    const data = socket.data as SocketData;
+    if (data.kind === 'widget') widget(socket, data);
+    else engine(socket, data);
+  };
 }
 
 /** Ends a socket with a reason the client can act on, then disconnects it. */
@@ -106,14 +127,4 @@ export function end(socket: Socket, reason: SocketEnd): void {
 /** Ends a socket whose credential (or request) failed, with the failure's code. */
 export function endWithError(socket: Socket, error: unknown): void {
   end(socket, endFor(error));
-}
-
-export function onConnection(services: Services) {
-  return (socket: Socket) => {
-    const data = socket.data as SocketData;
-    services.metrics.sockets.inc({ kind: data.kind });
-    socket.on('disconnect', () => services.metrics.sockets.dec({ kind: data.kind }));
-    if (data.kind === 'widget') onWidget(services, socket, data);
-    else onEngine(services, socket, data);
-  };
 }

@@ -71,12 +71,28 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
   });
 }
 
-/** Ends a widget socket when its token expires, so the client reconnects with a refreshed one. */
-export function watchExpiry(services: Services, socket: Socket): void {
-  const data = socket.data as SocketData;
-  if (data.kind !== 'widget') return;
-  const timer: Timer = services.clock.after(Math.max(0, data.expiresAt - services.clock.now()), () =>
-    end(socket, { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' }),
-  );
-  socket.on('disconnect', () => timer.cancel());
+/**
+ * Ends each widget socket when its token expires, so the client reconnects with a refreshed one.
+ * The node's one disconnect listener forgets the socket (server.ts).
+ */
+export class TokenExpiry {
+  readonly #timers = new Map<Socket, Timer>();
+
+  constructor(private readonly services: Services) {}
+
+  watch(socket: Socket): void {
+    const data = socket.data as SocketData;
+    if (data.kind !== 'widget') return;
+    const { clock } = this.services;
+    const timer = clock.after(Math.max(0, data.expiresAt - clock.now()), () => {
+      this.#timers.delete(socket);
+      end(socket, { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' });
+    });
+    this.#timers.set(socket, timer);
+  }
+
+  forget(socket: Socket): void {
+    this.#timers.get(socket)?.cancel();
+    this.#timers.delete(socket);
+  }
 }

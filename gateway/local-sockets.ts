@@ -16,27 +16,39 @@ export function keysOf(data: SocketData): SocketKey[] {
 }
 
 export class LocalSockets {
-  readonly #byKey = new Map<string, Set<Socket>>();
+  /**
+   * A key one socket holds maps to that socket, a key several hold to a Set of them. Most keys (a
+   * widget session, an engine, a member with one window) have a single socket, and a Set for each
+   * would weigh more than the rest of the socket's entries here.
+   */
+  readonly #byKey = new Map<string, Socket | Set<Socket>>();
 
-  /** Indexes a connected socket until it disconnects. */
+  /** Indexes a connected socket; remove() it when it disconnects. */
   add(socket: Socket): void {
-    const keys = keysOf(socket.data as SocketData);
-    for (const key of keys) {
-      let set = this.#byKey.get(key);
-      if (!set) this.#byKey.set(key, (set = new Set()));
-      set.add(socket);
+    for (const key of keysOf(socket.data as SocketData)) {
+      const held = this.#byKey.get(key);
+      if (held === undefined) this.#byKey.set(key, socket);
+      else if (held instanceof Set) held.add(socket);
+      else if (held !== socket) this.#byKey.set(key, new Set([held, socket]));
     }
-    socket.once('disconnect', () => {
-      for (const key of keys) {
-        const set = this.#byKey.get(key);
-        set?.delete(socket);
-        if (set?.size === 0) this.#byKey.delete(key);
+  }
+
+  remove(socket: Socket): void {
+    for (const key of keysOf(socket.data as SocketData)) {
+      const held = this.#byKey.get(key);
+      if (held === socket) {
+        this.#byKey.delete(key);
+      } else if (held instanceof Set && held.delete(socket) && held.size === 1) {
+        const [last] = held;
+        this.#byKey.set(key, last!);
       }
-    });
+    }
   }
 
   /** A copy: ending sockets while iterating removes them from the index. */
   get(key: SocketKey): Socket[] {
-    return [...(this.#byKey.get(key) ?? [])];
+    const held = this.#byKey.get(key);
+    if (held === undefined) return [];
+    return held instanceof Set ? [...held] : [held];
   }
 }

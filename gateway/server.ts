@@ -4,13 +4,14 @@
  * sockets through the bus's adapter. It holds no business rules: sockets call the same domain
  * services as the REST routes.
  */
+import type { Socket } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { SOCKET_PATH } from '../shared/events.js';
 import type { Services } from '../api/services.js';
-import { end, onConnection } from './connections.js';
+import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
-import { watchEndings, watchExpiry } from './endings.js';
-import { handshake } from './handshake.js';
+import { TokenExpiry, watchEndings } from './endings.js';
+import { handshake, type SocketData } from './handshake.js';
 import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
 
@@ -37,14 +38,26 @@ export async function startGateway(services: Services, options: { port: number; 
   const app = uws.App();
   const io = services.bus.io;
   // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS (cors.ts).
-  io.attachApp(app, { path: SOCKET_PATH, cors: gatewayCors(services) });
+  const cors = gatewayCors(services);
+  app.options(`${SOCKET_PATH}/`, cors.preflight);
+  io.attachApp(app, { path: SOCKET_PATH, allowRequest: cors.allowRequest });
+  io.engine.on('headers', cors.headers);
   io.use(handshake(services));
-  const connected = onConnection(services);
+  const handle = socketHandlers(services);
   const local = new LocalSockets();
+  const expiry = new TokenExpiry(services);
+  // One listener for every socket's disconnect (Socket.IO calls it with the socket as `this`).
+  function disconnected(this: Socket): void {
+    local.remove(this);
+    expiry.forget(this);
+    services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
+  }
   io.on('connection', (socket) => {
+    services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);
-    connected(socket);
-    watchExpiry(services, socket);
+    expiry.watch(socket);
+    socket.on('disconnect', disconnected);
+    handle(socket);
   });
   const stopEndings = watchEndings(services, io, local);
 

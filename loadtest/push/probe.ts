@@ -42,7 +42,8 @@ function collect(): boolean {
 
 /**
  * BENCH_HEAP_SNAPSHOT_DIR: a heap snapshot after every memory sample (taken after the sample, which
- * it would inflate), to see what a held socket is made of. A failure only costs the snapshot.
+ * it would inflate; the next sample's RSS is inflated too, so the figures of such a run are not
+ * reported), to see what a held socket is made of. A failure only costs the snapshot.
  */
 function heapSnapshot(dir: string): void {
   try {
@@ -72,8 +73,10 @@ if (process.send) {
       array_buffers: memory.arrayBuffers,
       gc: collected,
     };
-    process.send?.(reply);
+    // The snapshot is written before the reply: the bench may stop this process as soon as it has
+    // the reply, which would leave a truncated file.
     if (collected && process.env.BENCH_HEAP_SNAPSHOT_DIR) heapSnapshot(process.env.BENCH_HEAP_SNAPSHOT_DIR);
+    process.send?.(reply);
   });
   process.on('disconnect', () => process.exit(70));
 }

@@ -1,6 +1,6 @@
 /**
  * The gateway while the store is slow to answer (gateway/cors.ts): clients that hang up in the
- * middle of a request — a WebSocket upgrade, a long-polling handshake or POST — must not make it
+ * middle of a request — a WebSocket upgrade, a long-polling handshake, POST or preflight — must not make it
  * write to the dead connection (uWS throws, and unhandled that stops the process); and a
  * long-polling POST whose Origin the REST policy forgot meanwhile (any integration change empties
  * its cache) must keep its body. PGlite runs one statement at a time, so a transaction held open
@@ -51,6 +51,8 @@ describe('the gateway while the store is slow', () => {
         // (Engine.IO 3), and a POST to an open session with no body
         hangUp(`GET /socket.io/?EIO=3&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://poller-${i}.example\r\n\r\n`);
         hangUp(`POST /socket.io/?EIO=4&transport=polling&sid=${sid} HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://poster-${i}.example\r\nContent-Length: 0\r\n\r\n`);
+        // and a preflight, which the gateway answers itself
+        hangUp(`OPTIONS /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://preflight-${i}.example\r\nAccess-Control-Request-Method: POST\r\n\r\n`);
       }
       await new Promise((resolve) => setTimeout(resolve, 300));
       release();

@@ -1,0 +1,65 @@
+/**
+ * The node-local socket index that endings use (gateway/local-sockets.ts): a key held by one socket
+ * maps to it directly, by several to a set; either way every socket that holds a key is found, and
+ * none that left.
+ */
+import type { Socket } from 'socket.io';
+import { describe, expect, it } from 'vitest';
+import type { SocketData } from '../../gateway/handshake.js';
+import { LocalSockets } from '../../gateway/local-sockets.js';
+
+// The index reads nothing of a socket but its data.
+const widget = (sessionId: string, memberId: string) =>
+  ({ data: { kind: 'widget', token: 't', origin: 'https://crm.example.com', sessionId, integrationId: 'int_1', memberId, expiresAt: 0 } satisfies SocketData }) as unknown as Socket;
+const engine = (engineId: string, memberId: string) =>
+  ({ data: { kind: 'engine', token: 't', engineId, integrationId: 'int_1', memberId } satisfies SocketData }) as unknown as Socket;
+
+describe('the node-local socket index', () => {
+  it('finds every socket holding a key, as sockets come and go', () => {
+    const local = new LocalSockets();
+    const [first, second] = [widget('ses_1', 'mem_1'), widget('ses_1', 'mem_1')];
+    const window = engine('eng_1', 'mem_1');
+    const other = widget('ses_2', 'mem_2');
+    for (const socket of [first, second, window, other]) local.add(socket);
+
+    expect(local.get('session:ses_1')).toEqual([first, second]);
+    expect(local.get('member:mem_1')).toEqual([first, second, window]);
+    expect(local.get('engine:eng_1')).toEqual([window]);
+    expect(local.get('integration:int_1')).toHaveLength(4);
+
+    local.remove(first);
+    expect(local.get('session:ses_1')).toEqual([second]);
+    local.remove(second);
+    expect(local.get('session:ses_1')).toEqual([]);
+    expect(local.get('member:mem_1')).toEqual([window]);
+
+    // a key back to one socket still takes a second one
+    local.add(first);
+    expect(local.get('member:mem_1')).toEqual([window, first]);
+    local.remove(window);
+    local.remove(first);
+    local.remove(other);
+    expect(local.get('member:mem_1')).toEqual([]);
+    expect(local.get('integration:int_1')).toEqual([]);
+  });
+
+  it('ignores a socket added twice or removed twice', () => {
+    const local = new LocalSockets();
+    const socket = engine('eng_1', 'mem_1');
+    local.add(socket);
+    local.add(socket);
+    expect(local.get('engine:eng_1')).toEqual([socket]);
+    local.remove(socket);
+    local.remove(socket);
+    expect(local.get('engine:eng_1')).toEqual([]);
+  });
+
+  it('gives a copy, so ending sockets while going through it is safe', () => {
+    const local = new LocalSockets();
+    const sockets = [widget('ses_1', 'mem_1'), widget('ses_2', 'mem_1')];
+    for (const socket of sockets) local.add(socket);
+    const found = local.get('member:mem_1');
+    for (const socket of found) local.remove(socket);
+    expect(found).toEqual(sockets);
+  });
+});
