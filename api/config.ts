@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { LIMITS } from '../shared/limits.js';
 import { parseOrigin } from '../shared/origin.js';
+import { PG_TIMEOUT_DEFAULTS } from './store/db.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const flag = z
@@ -32,6 +33,10 @@ const EnvSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1'),
   C2C_DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),
+  /** PostgreSQL cancels a statement running (or waiting on a lock) longer than this: the caller gets 503 */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_TIMEOUT_DEFAULTS.statementTimeoutMs),
+  /** waiting longer than this for a PostgreSQL connection fails with 503 */
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_TIMEOUT_DEFAULTS.connectTimeoutMs),
   REDIS_URL: urlWithScheme(['redis:', 'rediss:']).optional(),
   PUBLIC_BASE_URL: publicOrigin.optional(),
   PUBLIC_SITE_URL: publicOrigin.optional(),
@@ -61,6 +66,8 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  databaseStatementTimeoutMs: number;
+  databaseConnectTimeoutMs: number;
   redisUrl: string | undefined;
   /** origin the API is reached at from outside; provider webhooks are signed against it */
   publicBaseUrl: string;
@@ -105,6 +112,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     host: e.HOST,
     dataDir: e.C2C_DATA_DIR,
     databaseUrl: e.DATABASE_URL,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     publicBaseUrl,
     apiBaseUrl: `${publicBaseUrl}${API_PREFIX}`,

@@ -40,3 +40,6 @@ export async function one<T = Row>(sql: Sql, text: string, params?: readonly unk
   const rows = await sql.query<T>(text, params);
   return rows[0];
 }
+
+/** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS). */
+export const PG_TIMEOUT_DEFAULTS = { statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 } as const;

@@ -10,13 +10,15 @@ export { one, isUniqueViolation } from './db.js';
 
 export interface StoreConfig {
   databaseUrl?: string | undefined;
+  databaseStatementTimeoutMs?: number;
+  databaseConnectTimeoutMs?: number;
   /** PGlite directory; undefined keeps the database in memory */
   dataDir?: string | undefined;
 }
 
 export async function openStore(config: StoreConfig): Promise<Db> {
   const db = config.databaseUrl
-    ? await openPg(config.databaseUrl)
+    ? await openPg(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs, connectTimeoutMs: config.databaseConnectTimeoutMs })
     : await openPglite(config.dataDir ? join(config.dataDir, 'pglite') : undefined);
   await migrate(db);
   return db;

@@ -12,6 +12,8 @@ export async function migrate(db: Db): Promise<string[]> {
     .filter((name) => name.endsWith('.sql'))
     .sort();
   return db.tx(async (sql) => {
+    // A migration may run (or wait for another node's) longer than the drivers' statement timeout.
+    await sql.query('SET LOCAL statement_timeout = 0');
     // Two nodes starting together must not both apply a migration.
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await sql.query('CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');

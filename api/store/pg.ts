@@ -1,6 +1,7 @@
 /** The PostgreSQL driver, on a `pg` pool. */
 import pg from 'pg';
-import type { Db, Sql } from './db.js';
+import { C2CError } from '../../shared/errors.js';
+import { PG_TIMEOUT_DEFAULTS, type Db, type Sql } from './db.js';
 
 // int8 columns (times in ms, money in micros) fit in a double; return numbers, as PGlite does.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -18,8 +19,48 @@ const statementName = (text: string) => {
   return name;
 };
 
-export async function openPg(url: string, options: { max?: number } = {}): Promise<Db> {
-  const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10 });
+export interface PgOptions {
+  /** connections in the pool */
+  max?: number;
+  /** PostgreSQL cancels a statement that runs (or waits on a lock) longer than this */
+  statementTimeoutMs?: number;
+  /** waiting longer than this for a connection (pool exhausted, server not answering) fails */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * Errors that say the database is out of reach or stuck for now, not that a statement is wrong:
+ * SQLSTATE class 08 (connection), 53300 (too many connections), 57014 (statement timeout or
+ * cancel), 57P01–57P03 (shutting down, starting up); socket errors; the pool's connect timeout and
+ * pg's messages for a connection lost mid-statement.
+ */
+function isUnavailable(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (code.startsWith('08') || ['53300', '57014', '57P01', '57P02', '57P03'].includes(code))) return true;
+  if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND'].includes(code)) return true;
+  return typeof message === 'string' && /timeout exceeded when trying to connect|Connection terminated|not queryable/.test(message);
+}
+
+/**
+ * The database being out of reach is the service being unavailable (503, retry shortly), on every
+ * path: REST, sockets, the gateway's handshake. Other errors (a unique violation the domain
+ * handles, a bug) pass through as they are.
+ */
+function storeError(error: unknown): unknown {
+  if (!isUnavailable(error)) return error;
+  return new C2CError('service_unavailable', 'The database is not answering; retry shortly.', { retryAfter: 1, cause: error });
+}
+
+export async function openPg(url: string, options: PgOptions = {}): Promise<Db> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.max ?? 10,
+    // Without these a PostgreSQL that stops answering (a network partition, a lock held for
+    // minutes) leaves every request waiting, with no answer and no error.
+    connectionTimeoutMillis: options.connectTimeoutMs ?? PG_TIMEOUT_DEFAULTS.connectTimeoutMs,
+    statement_timeout: options.statementTimeoutMs ?? PG_TIMEOUT_DEFAULTS.statementTimeoutMs,
+    keepAlive: true,
+  });
   // A client that loses its connection emits 'error': an idle one on the pool, one checked out (a
   // transaction in progress) on itself only, where the pool removes its own listener. Without a
   // listener either would stop the process; the statement in flight fails with the error anyway,
@@ -31,10 +72,14 @@ export async function openPg(url: string, options: { max?: number } = {}): Promi
 
   const asSql = (client: pg.Pool | pg.PoolClient): Sql => ({
     async query<T>(text: string, params?: readonly unknown[]) {
-      const result = params?.length
-        ? await client.query({ name: statementName(text), text, values: params as unknown[] })
-        : await client.query(text);
-      return result.rows as T[];
+      try {
+        const result = params?.length
+          ? await client.query({ name: statementName(text), text, values: params as unknown[] })
+          : await client.query(text);
+        return result.rows as T[];
+      } catch (error) {
+        throw storeError(error);
+      }
     },
   });
 
@@ -42,7 +87,9 @@ export async function openPg(url: string, options: { max?: number } = {}): Promi
     driver: 'pg',
     ...asSql(pool),
     async tx(fn, options) {
-      const client = await pool.connect();
+      const client = await pool.connect().catch((error: unknown) => {
+        throw storeError(error);
+      });
       try {
         // The lock is taken in the same round trip as BEGIN (a simple query: no parameters).
         await client.query(options?.lock ? `BEGIN; SELECT pg_advisory_xact_lock(hashtext(${client.escapeLiteral(options.lock)}))` : 'BEGIN');
@@ -51,13 +98,15 @@ export async function openPg(url: string, options: { max?: number } = {}): Promi
         return result;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {});
-        throw error;
+        throw storeError(error);
       } finally {
         client.release();
       }
     },
     async exec(script) {
-      await pool.query(script);
+      await pool.query(script).catch((error: unknown) => {
+        throw storeError(error);
+      });
     },
     async close() {
       await pool.end();

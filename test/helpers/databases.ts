@@ -2,7 +2,7 @@
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../api/store/index.js';
-import { openPg } from '../../api/store/pg.js';
+import { openPg, type PgOptions } from '../../api/store/pg.js';
 import { openPglite } from '../../api/store/pglite.js';
 import { migrate } from '../../api/store/migrate.js';
 import { postgresUrl, type StoreDriver } from './env.js';
@@ -36,14 +36,14 @@ export async function createPgDatabase(baseUrl?: string): Promise<{ url: string;
   };
 }
 
-export async function openTestDatabase(driver: StoreDriver, options: { migrate?: boolean } = {}): Promise<TestDatabase> {
+export async function openTestDatabase(driver: StoreDriver, options: { migrate?: boolean; pg?: PgOptions } = {}): Promise<TestDatabase> {
   if (driver === 'pglite') {
     const db = await openPglite();
     if (options.migrate !== false) await migrate(db);
     return { db, drop: () => db.close() };
   }
   const created = await createPgDatabase();
-  const db = await openPg(created.url);
+  const db = await openPg(created.url, options.pg);
   if (options.migrate !== false) await migrate(db);
   return {
     db,

@@ -1,0 +1,109 @@
+/**
+ * A PostgreSQL that stops answering in time (api/store/pg.ts): a statement stuck behind a lock, a
+ * pool with no free connection. Callers get 503 service_unavailable, never a wait without end or a
+ * 500, and the pool goes on once the database answers again. Migrations are exempt: they may wait
+ * for another node's, and run long.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../api/store/migrate.js';
+import { C2CError } from '../../shared/errors.js';
+import { storeDrivers } from '../helpers/env.js';
+import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
+import { client, createHarness, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+const unavailable = expect.objectContaining({ code: 'service_unavailable', status: 503 });
+
+/** A second connection to the database, to hold locks the way a stuck job would. */
+async function otherConnection(url: string) {
+  const other = new pg.Client({ connectionString: url });
+  await other.connect();
+  return other;
+}
+
+describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in time', () => {
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await openTestDatabase('pg', { pg: { max: 2, statementTimeoutMs: 300, connectTimeoutMs: 300 } });
+  });
+  afterAll(() => database.drop());
+
+  it('fails a statement stuck past the statement timeout as service_unavailable, and goes on', async () => {
+    const other = await otherConnection(database.url!);
+    try {
+      await other.query('BEGIN; LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE');
+      const stuck = database.db.query('SELECT count(*) FROM accounts');
+      await expect(stuck).rejects.toBeInstanceOf(C2CError);
+      await expect(stuck).rejects.toEqual(unavailable);
+      // inside a transaction too
+      await expect(database.db.tx((sql) => sql.query('SELECT count(*) FROM accounts'))).rejects.toEqual(unavailable);
+      await other.query('ROLLBACK');
+      expect(await database.db.query('SELECT count(*)::int AS n FROM accounts')).toEqual([{ n: 0 }]);
+    } finally {
+      await other.end();
+    }
+  });
+
+  it('fails waiting past the connect timeout for a connection as service_unavailable, and goes on', async () => {
+    const releases: Array<() => void> = [];
+    const held = [0, 1].map(() => database.db.tx(() => new Promise<void>((resolve) => releases.push(resolve))));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(database.db.query('SELECT 1')).rejects.toEqual(unavailable);
+    await expect(database.db.tx((sql) => sql.query('SELECT 1'))).rejects.toEqual(unavailable);
+    for (const release of releases) release();
+    await Promise.all(held);
+    expect(await database.db.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+  });
+
+  it("lets a migration wait for another node's past the statement timeout", async () => {
+    const fresh = await openTestDatabase('pg', { migrate: false, pg: { statementTimeoutMs: 300 } });
+    const other = await otherConnection(fresh.url!);
+    try {
+      // another node is migrating: it holds the migration lock for longer than the timeout
+      await other.query('BEGIN');
+      await other.query('SELECT pg_advisory_xact_lock(726317001)');
+      const migrating = migrate(fresh.db);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      await other.query('COMMIT');
+      expect((await migrating).length).toBeGreaterThan(0);
+    } finally {
+      await other.end();
+      await fresh.drop();
+    }
+  });
+});
+
+describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stuck', () => {
+  let database: TestDatabase;
+  let h: Harness;
+  let t: Tenant;
+
+  beforeAll(async () => {
+    database = await openTestDatabase('pg', { pg: { statementTimeoutMs: 300, connectTimeoutMs: 300 } });
+    h = await createHarness('pg', {}, { database });
+    t = await seedTenant(h.services);
+  });
+  afterAll(async () => {
+    await h.close();
+    await database.drop();
+  });
+
+  it('answers 503 service_unavailable with Retry-After, then serves again', async () => {
+    const api = client(h.app);
+    const body = { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN };
+    const other = await otherConnection(database.url!);
+    try {
+      await other.query('BEGIN; LOCK TABLE widget_sessions IN ACCESS EXCLUSIVE MODE');
+      const refused = await api.post('/sessions', body, { auth: t.serverKey });
+      expect(refused.status).toBe(503);
+      expect(refused.body).toEqual({ ok: false, error: 'service_unavailable', message: 'The database is not answering; retry shortly.' });
+      expect(refused.headers['retry-after']).toBe('1');
+      await other.query('ROLLBACK');
+      expect((await api.post('/sessions', body, { auth: t.serverKey })).status).toBe(201);
+    } finally {
+      await other.end();
+    }
+  });
+});
