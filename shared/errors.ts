@@ -111,3 +111,12 @@ export class C2CError extends Error {
     return { ok: false, error: this.code, message: this.message };
   }
 }
+
+/**
+ * A C2CError that answers this request for good (unauthorized, agent_disabled, …), as opposed to
+ * the service failing for now (service_unavailable, internal_error). Only a refusal may be cached
+ * or recorded against a request_id: a replay after a failure must try again.
+ */
+export function isRefusal(error: unknown): error is C2CError {
+  return error instanceof C2CError && error.code !== 'service_unavailable' && error.code !== 'internal_error';
+}

@@ -4,7 +4,7 @@
  * against its origin, the integration and the member, so revocation, disabling and un-assigning
  * apply on the next request.
  */
-import { C2CError } from '../../shared/errors.js';
+import { C2CError, isRefusal } from '../../shared/errors.js';
 import { ID_PREFIX } from '../../shared/prefixes.js';
 import type { SessionRequest } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
@@ -95,7 +95,8 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       if (!originAllowed(integration, session.origin)) throw new C2CError('origin_not_allowed');
       return { session, integration, outcome: { agent: await directory.agent(integration, session.member_id) } };
     } catch (error) {
-      if (!(error instanceof C2CError)) throw error;
+      // A failure of the moment (the database not answering) is thrown, never cached as the token's answer.
+      if (!isRefusal(error)) throw error;
       return { session, integration, outcome: { failure: error } };
     }
   }

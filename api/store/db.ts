@@ -13,6 +13,8 @@ export interface Sql {
 export interface TxOptions {
   /** an advisory lock's name, such as `agent:<integration>:<member>` */
   lock?: string;
+  /** statements may run as long as they need, past the driver's timeouts (migrations) */
+  untimed?: boolean;
 }
 
 export interface Db extends Sql {

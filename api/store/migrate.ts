@@ -7,13 +7,14 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 // Any constant works: it only has to be the same for every node migrating the same database.
 const MIGRATION_LOCK = 726_317_001;
 
+/** A migration may run, or wait for another node's, longer than the driver's timeouts allow a request. */
+const MIGRATING = { untimed: true } as const;
+
 export async function migrate(db: Db): Promise<string[]> {
   const files = readdirSync(MIGRATIONS_DIR)
     .filter((name) => name.endsWith('.sql'))
     .sort();
   return db.tx(async (sql) => {
-    // A migration may run (or wait for another node's) longer than the drivers' statement timeout.
-    await sql.query('SET LOCAL statement_timeout = 0');
     // Two nodes starting together must not both apply a migration.
     await sql.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await sql.query('CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
@@ -27,7 +28,7 @@ export async function migrate(db: Db): Promise<string[]> {
       applied.push(name);
     }
     return applied;
-  });
+  }, MIGRATING);
 }
 
 /** Splits a migration on semicolons at line ends; our migrations hold no procedural bodies. */

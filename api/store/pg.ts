@@ -26,19 +26,35 @@ export interface PgOptions {
   statementTimeoutMs?: number;
   /** waiting longer than this for a connection (pool exhausted, server not answering) fails */
   connectTimeoutMs?: number;
+  /**
+   * a statement with no answer this long fails on our side: the statement timeout is the server's,
+   * and a server cut off by the network never sends its error (default: the statement timeout + 5 s)
+   */
+  queryTimeoutMs?: number;
 }
 
-/**
- * Errors that say the database is out of reach or stuck for now, not that a statement is wrong:
- * SQLSTATE class 08 (connection), 53300 (too many connections), 57014 (statement timeout or
- * cancel), 57P01–57P03 (shutting down, starting up); socket errors; the pool's connect timeout and
- * pg's messages for a connection lost mid-statement.
- */
+/** How long statements of an `untimed` transaction (migrations) may take. */
+const UNTIMED_MS = 24 * 3600 * 1000;
+
+/** The database being out of reach or stuck: 503 service_unavailable, retry shortly. */
+export class StoreUnavailable extends C2CError {
+  constructor(cause: unknown) {
+    super('service_unavailable', 'The database is not answering; retry shortly.', { retryAfter: 1, cause });
+  }
+}
+
+/** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting. */
+const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '53300', '57014', '57P01', '57P02', '57P03']);
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
+/** pg's and pg-pool's own messages: no connection in time, a connection lost mid-statement, no answer in time. */
+const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|not queryable|Query read timeout/;
+
+/** Whether an error says the database is out of reach or stuck for now, not that a statement is wrong. */
 function isUnavailable(error: unknown): boolean {
+  if (error instanceof StoreUnavailable) return true;
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
-  if (typeof code === 'string' && (code.startsWith('08') || ['53300', '57014', '57P01', '57P02', '57P03'].includes(code))) return true;
-  if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND'].includes(code)) return true;
-  return typeof message === 'string' && /timeout exceeded when trying to connect|Connection terminated|not queryable/.test(message);
+  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATES.has(code) || UNAVAILABLE_ERRNOS.has(code))) return true;
+  return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message);
 }
 
 /**
@@ -47,35 +63,35 @@ function isUnavailable(error: unknown): boolean {
  * handles, a bug) pass through as they are.
  */
 function storeError(error: unknown): unknown {
-  if (!isUnavailable(error)) return error;
-  return new C2CError('service_unavailable', 'The database is not answering; retry shortly.', { retryAfter: 1, cause: error });
+  return isUnavailable(error) && !(error instanceof StoreUnavailable) ? new StoreUnavailable(error) : error;
 }
 
 export async function openPg(url: string, options: PgOptions = {}): Promise<Db> {
+  const statementTimeoutMs = options.statementTimeoutMs ?? PG_TIMEOUT_DEFAULTS.statementTimeoutMs;
   const pool = new pg.Pool({
     connectionString: url,
     max: options.max ?? 10,
     // Without these a PostgreSQL that stops answering (a network partition, a lock held for
     // minutes) leaves every request waiting, with no answer and no error.
     connectionTimeoutMillis: options.connectTimeoutMs ?? PG_TIMEOUT_DEFAULTS.connectTimeoutMs,
-    statement_timeout: options.statementTimeoutMs ?? PG_TIMEOUT_DEFAULTS.statementTimeoutMs,
+    statement_timeout: statementTimeoutMs,
+    query_timeout: options.queryTimeoutMs ?? statementTimeoutMs + 5_000,
     keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   });
-  // A client that loses its connection emits 'error': an idle one on the pool, one checked out (a
-  // transaction in progress) on itself only, where the pool removes its own listener. Without a
-  // listener either would stop the process; the statement in flight fails with the error anyway,
-  // and the pool drops the dead client when it is released. The next query reconnects.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   const probe = await pool.connect();
   probe.release();
 
-  const asSql = (client: pg.Pool | pg.PoolClient): Sql => ({
+  /** Statements through the pool or a transaction's connection; `untimed` lifts our query timeout. */
+  const asSql = (client: pg.Pool | pg.PoolClient, untimed = false): Sql => ({
     async query<T>(text: string, params?: readonly unknown[]) {
+      const timeout = untimed ? { query_timeout: UNTIMED_MS } : {};
       try {
         const result = params?.length
-          ? await client.query({ name: statementName(text), text, values: params as unknown[] })
-          : await client.query(text);
+          ? await client.query({ name: statementName(text), text, values: params as unknown[], ...timeout })
+          : await client.query({ text, ...timeout });
         return result.rows as T[];
       } catch (error) {
         throw storeError(error);
@@ -90,17 +106,27 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
       const client = await pool.connect().catch((error: unknown) => {
         throw storeError(error);
       });
+      const sql = asSql(client, options?.untimed);
+      // A connection whose statement got no answer is in doubt: dropped, which rolls back.
+      let broken: Error | undefined;
       try {
-        // The lock is taken in the same round trip as BEGIN (a simple query: no parameters).
-        await client.query(options?.lock ? `BEGIN; SELECT pg_advisory_xact_lock(hashtext(${client.escapeLiteral(options.lock)}))` : 'BEGIN');
-        const result = await fn(asSql(client));
-        await client.query('COMMIT');
+        // Set up in the same round trip as BEGIN (a simple query: no parameters): the statement
+        // timeout lifted, the advisory lock taken.
+        const setUp = [
+          'BEGIN',
+          ...(options?.untimed ? ['SET LOCAL statement_timeout = 0'] : []),
+          ...(options?.lock ? [`SELECT pg_advisory_xact_lock(hashtext(${client.escapeLiteral(options.lock)}))`] : []),
+        ];
+        await sql.query(setUp.join('; '));
+        const result = await fn(sql);
+        await sql.query('COMMIT');
         return result;
       } catch (error) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw storeError(error);
+        if (isUnavailable(error)) broken = error as Error;
+        else await client.query('ROLLBACK').catch(() => {});
+        throw error;
       } finally {
-        client.release();
+        client.release(broken);
       }
     },
     async exec(script) {

@@ -4,9 +4,11 @@
  * 500, and the pool goes on once the database answers again. Migrations are exempt: they may wait
  * for another node's, and run long.
  */
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../api/store/migrate.js';
+import { openPg } from '../../api/store/pg.js';
 import { C2CError } from '../../shared/errors.js';
 import { storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
@@ -57,6 +59,42 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
     expect(await database.db.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
   });
 
+  it('fails a statement whose answer never comes (the network cut) as service_unavailable, and goes on with new connections', async () => {
+    // A proxy to PostgreSQL that can stop passing bytes, as a network partition does: the server's
+    // own statement timeout can then never reach us.
+    const target = new URL(database.url!);
+    const links: Socket[] = [];
+    let cut = false;
+    const proxy = createServer((inbound) => {
+      const outbound = connect(Number(target.port || 5432), target.hostname);
+      links.push(inbound, outbound);
+      inbound.on('data', (bytes) => void (cut || outbound.write(bytes)));
+      outbound.on('data', (bytes) => void (cut || inbound.write(bytes)));
+      for (const [a, b] of [[inbound, outbound], [outbound, inbound]] as const) {
+        a.on('error', () => b.destroy());
+        a.on('close', () => b.destroy());
+      }
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxied = new URL(database.url!);
+    proxied.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    const db = await openPg(proxied.toString(), { max: 2, statementTimeoutMs: 300, queryTimeoutMs: 600, connectTimeoutMs: 300 });
+    try {
+      expect(await db.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+      cut = true;
+      await expect(db.query('SELECT 1')).rejects.toEqual(unavailable);
+      await expect(db.tx((sql) => sql.query('SELECT 1'))).rejects.toEqual(unavailable);
+      cut = false;
+      // the connections that got no answer were dropped: new ones answer
+      expect(await db.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+      expect(await db.tx((sql) => sql.query('SELECT 2 AS two'))).toEqual([{ two: 2 }]);
+    } finally {
+      await db.close();
+      for (const link of links) link.destroy();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
   it("lets a migration wait for another node's past the statement timeout", async () => {
     const fresh = await openTestDatabase('pg', { migrate: false, pg: { statementTimeoutMs: 300 } });
     const other = await otherConnection(fresh.url!);
@@ -105,5 +143,23 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
     } finally {
       await other.end();
     }
+  });
+
+  it("does not keep a widget token's check that failed for want of the database", async () => {
+    const api = client(h.app);
+    const session = await api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey });
+    const token = (session.body as { widget_token: string }).widget_token;
+    const state = () => api.get('/widget/state', { auth: token, origin: ORIGIN });
+    // the agent's checks are read again (a member change), while the members table is locked
+    h.services.bus.publish({ type: 'member', memberId: t.agent.id });
+    const other = await otherConnection(database.url!);
+    try {
+      await other.query('BEGIN; LOCK TABLE members IN ACCESS EXCLUSIVE MODE');
+      expect((await state()).status).toBe(503);
+      await other.query('ROLLBACK');
+    } finally {
+      await other.end();
+    }
+    expect((await state()).status).toBe(200);
   });
 });

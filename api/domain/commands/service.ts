@@ -4,7 +4,7 @@
  * runs twice; decided against the agent's call and window; carried out by the server or queued
  * for the window, which gets them by push or heartbeat and acks them.
  */
-import { C2CError, isErrorCode } from '../../../shared/errors.js';
+import { C2CError, isErrorCode, isRefusal } from '../../../shared/errors.js';
 import type { Command, CommandResult, CommandStatus } from '../../../shared/types.js';
 import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
@@ -44,6 +44,11 @@ export function createCommands(deps: CommandsDeps) {
       error,
       clock.now(),
     ]);
+  }
+
+  /** Best effort: if the database is still away, the record stays queued, as the command left it. */
+  async function forget(id: number) {
+    await db.query(`DELETE FROM widget_commands WHERE id = $1 AND status = 'queued'`, [id]).catch(() => {});
   }
 
   const service = {
@@ -96,7 +101,10 @@ export function createCommands(deps: CommandsDeps) {
           const ended = await hangupCall(deps, call!.id, decision.server === 'decline' ? 'declined' : 'hangup');
           ended.changes.publish(bus);
         } catch (error) {
-          if (error instanceof C2CError) await settle(row.id, 'failed', error.code, error.message);
+          // A refusal is the command's answer for good. After a failure of the moment (the database
+          // not answering) the command did not run: its record goes, so that a replay runs it.
+          if (isRefusal(error)) await settle(row.id, 'failed', error.code, error.message);
+          else await forget(row.id);
           throw error;
         }
         await settle(row.id, 'done', null, null);

@@ -7,7 +7,7 @@
  * cached per token, the outcome included, for at most a minute; the bus drops an entry at once when
  * its engine closes or its integration or member changes.
  */
-import { C2CError } from '../../../shared/errors.js';
+import { C2CError, isRefusal } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
 import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
@@ -60,7 +60,8 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Dire
       assertIntegrationUsable(integration);
       outcome = { agent: await directory.agent(integration, engine.member_id) };
     } catch (error) {
-      if (!(error instanceof C2CError)) throw error;
+      // A failure of the moment (the database not answering) is thrown, never cached as the token's answer.
+      if (!isRefusal(error)) throw error;
       outcome = { failure: error };
     }
     return { engine, secretHash, integration, outcome, loadedAt: clock.now() };
