@@ -16,6 +16,8 @@ export interface WidgetSocketData {
   kind: 'widget';
   token: string;
   origin: string;
+  /** the client's address, which its commands' rate limit counts by (as REST's) */
+  ip: string;
   sessionId: string;
   integrationId: string;
   memberId: string;
@@ -46,6 +48,26 @@ export function engineOriginAllowed(services: Services, origin: string | undefin
   return parseOrigin(origin) === services.config.siteUrl || services.config.extensionOrigins.includes(origin);
 }
 
+/** The client's address as REST takes it: behind a trusted proxy (TRUST_PROXY), the first X-Forwarded-For entry. */
+export function clientAddress(services: Services, socket: Socket): string {
+  const forwarded = services.config.trustProxy ? socket.handshake.headers['x-forwarded-for'] : undefined;
+  const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim();
+  return first || socket.handshake.address;
+}
+
+const NOTHING = Object.freeze({});
+
+/**
+ * Lets go of what only the handshake needed, once it has passed: the upgrade request engine.io
+ * keeps (Socket.IO's performance-tuning advice, "discard the initial HTTP request") and the
+ * handshake's headers, query and auth, which socket.data now stands for. A browser's headers
+ * (user agent, languages, fetch metadata) would otherwise stay with each socket for its whole life.
+ */
+export function releaseHandshake(socket: Socket): void {
+  (socket.conn as { request: unknown }).request = null;
+  Object.assign(socket.handshake, { headers: NOTHING, query: NOTHING, auth: NOTHING });
+}
+
 /** Re-checks a connected socket's credential (after revocations, on each command). */
 export async function reauthenticate(services: Services, data: SocketData) {
   await services.platform.assertEnabled();
@@ -65,6 +87,7 @@ export function handshake(services: Services) {
           kind: 'widget',
           token,
           origin: context.session.origin,
+          ip: clientAddress(services, socket),
           sessionId: context.session.id,
           integrationId: context.integration.id,
           memberId: context.agent.member.id,

@@ -11,7 +11,7 @@ import type { Services } from '../api/services.js';
 import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
 import { TokenExpiry, watchEndings } from './endings.js';
-import { handshake, type SocketData } from './handshake.js';
+import { handshake, releaseHandshake, type SocketData } from './handshake.js';
 import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
 
@@ -53,6 +53,7 @@ export async function startGateway(services: Services, options: { port: number; 
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
   }
   io.on('connection', (socket) => {
+    releaseHandshake(socket);
     services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);
     expiry.watch(socket);

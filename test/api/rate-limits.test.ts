@@ -75,6 +75,42 @@ describe(`rate limits (counters in memory, store ${driver})`, () => {
   });
 });
 
+describe("widget commands over the socket, counted by the client's address", () => {
+  // 600 a minute scaled down to 3, so that a few commands reach the limit
+  const scale = 3 / 600;
+  const commandsFrom = async (trustProxy: boolean) => {
+    const live = await createGatewayHarness(driver!, { trustProxy, rateLimitScale: scale });
+    const t = await seedTenant(live.h.services);
+    const agent = await readyAgent(client(live.h.app), t);
+    // two browsers behind the same proxy: one connection address, two X-Forwarded-For
+    const sockets = ['198.51.100.61', '198.51.100.62'].map((ip) => openSocket(live.url, agent.widgetToken, ORIGIN, { headers: { 'x-forwarded-for': `${ip}, 10.0.0.2` } }));
+    try {
+      await Promise.all(sockets.map((socket) => socket.next('state')));
+      const send = (socket: (typeof sockets)[number], n: number) =>
+        request(socket.socket, 'command', { kind: 'availability', request_id: `ip-${trustProxy}-${socket.socket.id}-${n}`, available: n % 2 === 0 });
+      const first: unknown[] = [];
+      for (let n = 0; n < 4; n += 1) first.push(await send(sockets[0]!, n));
+      return { first, second: await send(sockets[1]!, 0) };
+    } finally {
+      for (const socket of sockets) socket.close();
+      await live.close();
+    }
+  };
+
+  it('behind a trusted proxy, by the first X-Forwarded-For entry, as on REST', async () => {
+    const { first, second } = await commandsFrom(true);
+    expect(first.slice(0, 3)).toEqual(Array(3).fill(expect.objectContaining({ ok: true })));
+    expect(first[3]).toMatchObject({ ok: false, error: 'rate_limited' });
+    expect(second).toMatchObject({ ok: true });
+  });
+
+  it('otherwise by the connection, whatever the headers say', async () => {
+    const { first, second } = await commandsFrom(false);
+    expect(first[3]).toMatchObject({ ok: false, error: 'rate_limited' });
+    expect(second).toMatchObject({ ok: false, error: 'rate_limited' });
+  });
+});
+
 describe.skipIf(!redisUrl())('rate limits shared across nodes through Redis', () => {
   it('counts requests to two nodes against one per-IP window', async () => {
     const database = await openTestDatabase(driver!);

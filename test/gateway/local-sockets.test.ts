@@ -9,15 +9,16 @@ import type { SocketData } from '../../gateway/handshake.js';
 import { LocalSockets } from '../../gateway/local-sockets.js';
 
 // The index reads nothing of a socket but its data.
-const widget = (sessionId: string, memberId: string) =>
-  ({ data: { kind: 'widget', token: 't', origin: 'https://crm.example.com', sessionId, integrationId: 'int_1', memberId, expiresAt: 0 } satisfies SocketData }) as unknown as Socket;
+const widget = (sessionId: string, memberId: string, token = 't') =>
+  ({ data: { kind: 'widget', token, origin: 'https://crm.example.com', ip: '203.0.113.7', sessionId, integrationId: 'int_1', memberId, expiresAt: 0 } satisfies SocketData }) as unknown as Socket;
 const engine = (engineId: string, memberId: string) =>
   ({ data: { kind: 'engine', token: 't', engineId, integrationId: 'int_1', memberId } satisfies SocketData }) as unknown as Socket;
 
 describe('the node-local socket index', () => {
   it('finds every socket holding a key, as sockets come and go', () => {
     const local = new LocalSockets();
-    const [first, second] = [widget('ses_1', 'mem_1'), widget('ses_1', 'mem_1')];
+    // two widgets of one session (two tabs), told apart by their tokens
+    const [first, second] = [widget('ses_1', 'mem_1', 'tab-1'), widget('ses_1', 'mem_1', 'tab-2')];
     const window = engine('eng_1', 'mem_1');
     const other = widget('ses_2', 'mem_2');
     for (const socket of [first, second, window, other]) local.add(socket);

@@ -9,12 +9,12 @@ export interface TestSocket {
   close(): void;
 }
 
-export function openSocket(url: string, token: string, origin: string | undefined, options: { transports?: Array<'websocket' | 'polling'>; reconnect?: boolean } = {}): TestSocket {
+export function openSocket(url: string, token: string, origin: string | undefined, options: { transports?: Array<'websocket' | 'polling'>; reconnect?: boolean; headers?: Record<string, string> } = {}): TestSocket {
   const socket = connect(url, {
     path: '/socket.io',
     auth: { token },
     transports: options.transports ?? ['websocket'],
-    extraHeaders: origin ? { origin } : {},
+    extraHeaders: { ...options.headers, ...(origin ? { origin } : {}) },
     reconnection: options.reconnect ?? false,
     reconnectionDelay: 200,
     reconnectionDelayMax: 1000,
