@@ -1,6 +1,7 @@
 /**
  * Parts (b), (c), (d) of npm run bench:push, one server after the other with the same client
- * processes and the same N: raw uWS and Socket.IO on Node http first, then our gateway. Our gateway
+ * processes and the same N: the baselines first (raw uWS, Socket.IO on uWS with nothing of ours,
+ * Socket.IO on Node http), then our gateway. Our gateway
  * goes last so that, by then, the API's reaper has marked every engine of part (a) offline (90 s
  * without a heartbeat): those version bumps would otherwise push states in the middle of its
  * memory, restart and broadcast measurements. Engines do not heartbeat during these parts.
@@ -43,20 +44,26 @@ export async function compare(env: StackEnv, pool: Pool, agents: ReadyAgent[], d
   const packet = `42${JSON.stringify(['state', state])}`;
   const payloadBytes = Buffer.byteLength(packet);
 
-  // — raw uWS and Socket.IO on Node http —
-  const baseline = async (kind: 'uws' | 'sio'): Promise<ServerResult> => {
-    const name = kind === 'uws' ? 'raw uWS' : 'Socket.IO on Node http';
+  // — the baselines: raw uWS, Socket.IO on uWS with nothing of ours, Socket.IO on Node http —
+  const baselines = {
+    uws: { name: 'raw uWS', proc: 'uws-baseline', script: 'uws-server.ts', native: true },
+    'sio-uws': { name: 'Socket.IO on uWS, bare', proc: 'socketio-uws-baseline', script: 'sio-uws-server.ts', native: true },
+    sio: { name: 'Socket.IO on Node http', proc: 'socketio-baseline', script: 'sio-server.ts', native: false },
+  } as const;
+  const baseline = async (kind: keyof typeof baselines): Promise<ServerResult> => {
+    const { name, script, native } = baselines[kind];
     const proc = startProc({
-      name: kind === 'uws' ? 'uws-baseline' : 'socketio-baseline',
-      args: [join(ROOT, 'loadtest', 'push', `${kind}-server.ts`)],
+      name: baselines[kind].proc,
+      args: [join(ROOT, 'loadtest', 'push', script)],
       env: { PORT: '0' },
       nodeFlags: ['--expose-gc'],
       logDir: env.logDir,
     });
     const line = await proc.waitFor(/^listening \d+/, 30_000);
-    if (kind === 'uws' && !line.includes('native=true')) throw new Error(`raw uWS baseline is not native: ${line}`);
+    if (native && !line.includes('native=true')) throw new Error(`${name} baseline is not on native uWS: ${line}`);
     const base = `${kind === 'uws' ? 'ws' : 'http'}://127.0.0.1:${line.split(' ')[1]}`;
-    const targets: Target[] = Array.from({ length: sockets }, (_, i) => ({ kind, url: base, agent: i }));
+    // Both Socket.IO baselines take the same plain Socket.IO client (no auth, no snapshot).
+    const targets: Target[] = Array.from({ length: sockets }, (_, i) => ({ kind: kind === 'uws' ? 'uws' : 'sio', url: base, agent: i }));
     const out: ServerResult = {};
     console.log(`  (c) ${name}: ${sockets} sockets …`);
     out.memory = await measureMemory(proc, pool, split(targets), split(targets.slice(0, warmCount)), inflight);
@@ -76,6 +83,7 @@ export async function compare(env: StackEnv, pool: Pool, agents: ReadyAgent[], d
     return out;
   };
   const uws = await baseline('uws');
+  const sioUws = await baseline('sio-uws');
   const sio = await baseline('sio');
 
   // — our gateway: one node, fed by the API node over Redis as in production —
@@ -135,7 +143,7 @@ export async function compare(env: StackEnv, pool: Pool, agents: ReadyAgent[], d
     await pool.close();
   }
   await gateway.stop();
-  return { sockets, gateway: gw, uws, sio };
+  return { sockets, gateway: gw, uws, sio_uws: sioUws, sio };
 }
 
 /** Waits until the reaper has marked every engine offline (none left enabling or ready). */

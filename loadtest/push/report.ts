@@ -19,6 +19,8 @@ export interface Comparison {
   sockets: number;
   gateway: ServerResult;
   uws: ServerResult;
+  /** Socket.IO attached to uWS with nothing of ours (results before 2026-11-23 lack it) */
+  sio_uws?: ServerResult;
   sio: ServerResult;
 }
 
