@@ -12,6 +12,7 @@ import { openPg } from '../../api/store/pg.js';
 import { C2CError } from '../../shared/errors.js';
 import { storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
+import { command, readyAgent, requestCall } from '../helpers/flows.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -143,6 +144,31 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
     } finally {
       await other.end();
     }
+  });
+
+  it('runs a hangup again on a replay when the database failed it the first time', async () => {
+    const api = client(h.app);
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t);
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    const hangup = { kind: 'hangup', request_id: 'hangup-during-outage' };
+    const other = await otherConnection(database.url!);
+    try {
+      // the agent's version cannot be bumped: ending the call cannot commit
+      await other.query('BEGIN; LOCK TABLE agent_versions IN EXCLUSIVE MODE');
+      const failed = await command(api, agent.widgetToken, hangup);
+      expect(failed.status).toBe(503);
+      expect(failed.body).toMatchObject({ error: 'service_unavailable' });
+      await other.query('ROLLBACK');
+    } finally {
+      await other.end();
+    }
+    // the client retries as told, with the same request_id: the hangup runs, once
+    const retried = await command(api, agent.widgetToken, hangup);
+    expect(retried.body).toMatchObject({ ok: true, status: 'done' });
+    expect((await command(api, agent.widgetToken, hangup)).body).toEqual(retried.body);
+    const call = await api.get(`/calls/${(requested.body as { request_id: string }).request_id}`, { auth: t.serverKey });
+    expect(call.body).toMatchObject({ status: 'canceled' });
   });
 
   it("does not keep a widget token's check that failed for want of the database", async () => {
