@@ -48,11 +48,32 @@ export function engineOriginAllowed(services: Services, origin: string | undefin
   return parseOrigin(origin) === services.config.siteUrl || services.config.extensionOrigins.includes(origin);
 }
 
-/** The client's address as REST takes it: behind a trusted proxy (TRUST_PROXY), the first X-Forwarded-For entry. */
+/**
+ * The client's address as REST (fastify's request.ip) takes it, so that both count against one
+ * limit: behind a trusted proxy (TRUST_PROXY), the first non-empty X-Forwarded-For entry; else the
+ * connection's, written as Node writes it (uWS writes IPv6 in full: 0000:…:ffff:7f00:0001).
+ */
 export function clientAddress(services: Services, socket: Socket): string {
   const forwarded = services.config.trustProxy ? socket.handshake.headers['x-forwarded-for'] : undefined;
-  const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim();
-  return first || socket.handshake.address;
+  const list = Array.isArray(forwarded) ? forwarded.join(',') : forwarded;
+  const first = list?.split(',').map((entry) => entry.trim()).find(Boolean);
+  return first ?? asNodeWritesIt(socket.handshake.address);
+}
+
+const IPV4_MAPPED = /^(?:0{1,4}:){5}ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i;
+
+function asNodeWritesIt(address: string): string {
+  const mapped = IPV4_MAPPED.exec(address);
+  if (mapped) {
+    const [high, low] = [parseInt(mapped[1]!, 16), parseInt(mapped[2]!, 16)];
+    return `::ffff:${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+  }
+  if (!address.includes(':')) return address;
+  try {
+    return new URL(`http://[${address}]`).hostname.slice(1, -1);
+  } catch {
+    return address;
+  }
 }
 
 const NOTHING = Object.freeze({});

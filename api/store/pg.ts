@@ -58,6 +58,18 @@ function isUnavailable(error: unknown): boolean {
 }
 
 /**
+ * Whether the connection itself can no longer be trusted: no answer came (its statement may still
+ * be running), or the link or the server went away. A statement the server cancelled (its own
+ * timeout) leaves a sound connection, which a ROLLBACK makes ready again.
+ */
+function inDoubt(error: unknown): boolean {
+  const cause = error instanceof StoreUnavailable ? error.cause : error;
+  const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (UNAVAILABLE_ERRNOS.has(code) || code.startsWith('08') || code.startsWith('57P'))) return true;
+  return typeof message === 'string' && /Query read timeout|Connection terminated|not queryable/.test(message);
+}
+
+/**
  * The database being out of reach is the service being unavailable (503, retry shortly), on every
  * path: REST, sockets, the gateway's handshake. Other errors (a unique violation the domain
  * handles, a bug) pass through as they are.
@@ -107,7 +119,8 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         throw storeError(error);
       });
       const sql = asSql(client, options?.untimed);
-      // A connection whose statement got no answer is in doubt: dropped, which rolls back.
+      // A connection in doubt (no answer came, or even the ROLLBACK failed) is dropped, which
+      // rolls its transaction back; a sound one goes back to the pool.
       let broken: Error | undefined;
       try {
         // Set up in the same round trip as BEGIN (a simple query: no parameters): the statement
@@ -122,8 +135,8 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         await sql.query('COMMIT');
         return result;
       } catch (error) {
-        if (isUnavailable(error)) broken = error as Error;
-        else await client.query('ROLLBACK').catch(() => {});
+        if (inDoubt(error)) broken = error as Error;
+        else await client.query('ROLLBACK').catch((failed: Error) => void (broken = failed));
         throw error;
       } finally {
         client.release(broken);

@@ -29,7 +29,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
   let database: TestDatabase;
 
   beforeAll(async () => {
-    database = await openTestDatabase('pg', { pg: { max: 2, statementTimeoutMs: 300, connectTimeoutMs: 300 } });
+    database = await openTestDatabase('pg', { pg: { max: 2, statementTimeoutMs: 300, connectTimeoutMs: 1_000 } });
   });
   afterAll(() => database.drop());
 
@@ -79,16 +79,38 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
     const proxied = new URL(database.url!);
     proxied.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-    const db = await openPg(proxied.toString(), { max: 2, statementTimeoutMs: 300, queryTimeoutMs: 600, connectTimeoutMs: 300 });
+    // one connection: one left in doubt in the pool would fail every statement after it
+    const db = await openPg(proxied.toString(), { max: 1, statementTimeoutMs: 300, queryTimeoutMs: 600, connectTimeoutMs: 2_000 });
+    const whileCut = async <T>(work: () => Promise<T>) => {
+      cut = true;
+      try {
+        return await work();
+      } finally {
+        cut = false;
+      }
+    };
     try {
       expect(await db.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
-      cut = true;
-      await expect(db.query('SELECT 1')).rejects.toEqual(unavailable);
-      await expect(db.tx((sql) => sql.query('SELECT 1'))).rejects.toEqual(unavailable);
+      // a statement on the pool
+      await expect(whileCut(() => db.query('SELECT 1'))).rejects.toEqual(unavailable);
+      expect(await db.query('SELECT 2 AS two')).toEqual([{ two: 2 }]);
+      // a statement inside a transaction
+      const cutInside = db.tx(async (sql) => {
+        await sql.query('SELECT 1');
+        await whileCut(() => sql.query('SELECT 2'));
+      });
+      await expect(cutInside).rejects.toEqual(unavailable);
+      expect(await db.query('SELECT 3 AS three')).toEqual([{ three: 3 }]);
+      // a transaction that fails on its own while the link is cut: its ROLLBACK gets no answer
+      const failsWhileCut = db.tx(async (sql) => {
+        await sql.query('SELECT 1');
+        cut = true;
+        throw new Error('a domain failure');
+      });
+      await expect(failsWhileCut).rejects.toThrow('a domain failure');
       cut = false;
-      // the connections that got no answer were dropped: new ones answer
-      expect(await db.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
-      expect(await db.tx((sql) => sql.query('SELECT 2 AS two'))).toEqual([{ two: 2 }]);
+      expect(await db.query('SELECT 4 AS four')).toEqual([{ four: 4 }]);
+      expect(await db.tx((sql) => sql.query('SELECT 5 AS five'))).toEqual([{ five: 5 }]);
     } finally {
       await db.close();
       for (const link of links) link.destroy();
@@ -120,7 +142,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
   let t: Tenant;
 
   beforeAll(async () => {
-    database = await openTestDatabase('pg', { pg: { statementTimeoutMs: 300, connectTimeoutMs: 300 } });
+    database = await openTestDatabase('pg', { pg: { statementTimeoutMs: 300, connectTimeoutMs: 2_000 } });
     h = await createHarness('pg', {}, { database });
     t = await seedTenant(h.services);
   });

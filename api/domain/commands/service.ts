@@ -46,10 +46,26 @@ export function createCommands(deps: CommandsDeps) {
     ]);
   }
 
-  /** Best effort: if the database is still away, the record stays queued, as the command left it. */
-  async function forget(id: number) {
-    await db.query(`DELETE FROM widget_commands WHERE id = $1 AND status = 'queued'`, [id]).catch(() => {});
+  /**
+   * Ends the call of a recorded hangup or decline (the server's commands) and settles the record.
+   * A refusal is the command's answer for good. After a failure of the moment (the database not
+   * answering) the record stays queued, and a replay runs this again: ending a call that has ended
+   * since changes nothing, so the replay answers done, as the first attempt should have.
+   */
+  async function runHangup(row: CommandRow): Promise<CommandResult> {
+    try {
+      const ended = await hangupCall(deps, row.call_id!, row.kind === 'decline' ? 'declined' : 'hangup');
+      ended.changes.publish(bus);
+    } catch (error) {
+      if (isRefusal(error)) await settle(row.id, 'failed', error.code, error.message);
+      throw error;
+    }
+    await settle(row.id, 'done', null, null);
+    return { ok: true, status: 'done', command_id: Number(row.id) };
   }
+
+  /** A hangup or decline recorded but never settled: its first attempt failed (or is still running). */
+  const unsettledHangup = (row: CommandRow) => (row.kind === 'hangup' || row.kind === 'decline') && row.status === 'queued' && row.call_id !== null;
 
   const service = {
     async execute(widget: WidgetContext, command: Command): Promise<CommandResult> {
@@ -60,7 +76,7 @@ export function createCommands(deps: CommandsDeps) {
       // a replay; a change between the two statements is the same as the command having arrived a
       // moment earlier.
       const { seen, engine, call } = await lookUp(widget, command);
-      if (seen) return replayResult(seen);
+      if (seen) return unsettledHangup(seen) ? runHangup(seen) : replayResult(seen);
       const decision = decideCommand(command, call, engine, agent.effective.policy.controls);
       const changes = new Changes();
       const now = clock.now();
@@ -96,20 +112,7 @@ export function createCommands(deps: CommandsDeps) {
       if ('engine' in decision) changes.engineWork(engine!.id, work && toWork(work, now, service.onRedelivery));
       changes.publish(bus);
       if ('refuse' in decision) throw new C2CError(decision.refuse, decision.message);
-      if ('server' in decision && (decision.server === 'hangup' || decision.server === 'decline')) {
-        try {
-          const ended = await hangupCall(deps, call!.id, decision.server === 'decline' ? 'declined' : 'hangup');
-          ended.changes.publish(bus);
-        } catch (error) {
-          // A refusal is the command's answer for good. After a failure of the moment (the database
-          // not answering) the command did not run: its record goes, so that a replay runs it.
-          if (isRefusal(error)) await settle(row.id, 'failed', error.code, error.message);
-          else await forget(row.id);
-          throw error;
-        }
-        await settle(row.id, 'done', null, null);
-        return { ok: true, status: 'done', command_id: Number(row.id) };
-      }
+      if ('server' in decision && (decision.server === 'hangup' || decision.server === 'decline')) return runHangup(row);
       return { ok: true, status: row.first_status ?? row.status, command_id: Number(row.id) };
     },
 
