@@ -29,7 +29,11 @@ export type ProviderName = 'simulated' | 'twilio';
 export interface VoiceProvider {
   readonly name: ProviderName;
   accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken>;
-  /** Ends a call (the parent leg, and with it the dialed leg) through the provider's REST API. */
+  /**
+   * Ends a call (the parent leg, and with it the dialed leg) through the provider's REST API.
+   * Idempotent: ending a call that has ended succeeds and changes nothing (a widget's retried
+   * hangup can race its first attempt; commands/service.ts).
+   */
   hangup(account: ProviderAccount, callSid: string): Promise<void>;
 }
 

@@ -91,6 +91,10 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
   });
+  // A client that loses its connection emits 'error': an idle one on the pool, one checked out (a
+  // transaction in progress) on itself only, where the pool removes its own listener. Without a
+  // listener either would stop the process; the statement in flight fails with the error anyway,
+  // and the pool drops the dead client when it is released. The next query reconnects.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   const probe = await pool.connect();

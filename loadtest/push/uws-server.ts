@@ -5,6 +5,7 @@
  * prints `listening <port> native=<bool>`. Usage: node --import tsx uws-server.ts (PORT env).
  */
 import { loadUws } from '../../gateway/uws.js';
+import { listenUws } from './baseline-servers.js';
 import { onControl, paced, type BroadcastResult } from './control.js';
 
 const TOPIC = 'agent';
@@ -37,10 +38,4 @@ onControl(async (request) => {
   throw new Error(`unknown op ${String(request.op)}`);
 });
 
-app.listen('127.0.0.1', Number(process.env.PORT ?? 0), (socket) => {
-  if (!socket) {
-    console.error('cannot listen');
-    process.exit(1);
-  }
-  console.log(`listening ${uws.us_socket_local_port(socket)} native=${native}`);
-});
+listenUws(app, uws, native);

@@ -50,7 +50,8 @@ export function createCommands(deps: CommandsDeps) {
    * Ends the call of a recorded hangup or decline (the server's commands) and settles the record.
    * A refusal is the command's answer for good. After a failure of the moment (the database not
    * answering) the record stays queued, and a replay runs this again: ending a call that has ended
-   * since changes nothing, so the replay answers done, as the first attempt should have.
+   * since changes nothing, so the replay answers done, as the first attempt should have. A replay
+   * that races a first attempt still running hangs up twice, which the provider's hangup allows.
    */
   async function runHangup(row: CommandRow): Promise<CommandResult> {
     try {
