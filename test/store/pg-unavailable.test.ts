@@ -142,7 +142,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
   let t: Tenant;
 
   beforeAll(async () => {
-    database = await openTestDatabase('pg', { pg: { statementTimeoutMs: 300, connectTimeoutMs: 2_000 } });
+    database = await openTestDatabase('pg', { pg: { statementTimeoutMs: 1_000, connectTimeoutMs: 2_000 } });
     h = await createHarness('pg', {}, { database });
     t = await seedTenant(h.services);
   });
