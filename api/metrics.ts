@@ -1,11 +1,13 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, pushes, acks, redeliveries, push latency, and the bus's state.
+ * sockets by kind, pushes, acks, redeliveries, push latency, the bus's state, and the statements
+ * that failed because the database was out of reach.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bus } from './bus/index.js';
+import type { Db } from './store/index.js';
 
-export function createMetrics(bus: Bus) {
+export function createMetrics(bus: Bus, db: Db) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'c2c_' });
   const sockets = new Gauge({ name: 'c2c_sockets_connected', help: 'Connected sockets on this node', labelNames: ['kind'] as const, registers: [registry] });
@@ -26,6 +28,17 @@ export function createMetrics(bus: Bus) {
     registers: [registry],
     collect() {
       this.set({ driver: bus.driver }, bus.state() === 'up' ? 1 : 0);
+    },
+  });
+  let unavailableSeen = 0;
+  new Counter({
+    name: 'c2c_store_unavailable_total',
+    help: 'Statements that failed because the database was out of reach or stuck (each answered 503)',
+    registers: [registry],
+    collect() {
+      const count = db.unavailableCount();
+      this.inc(count - unavailableSeen);
+      unavailableSeen = count;
     },
   });
   return {

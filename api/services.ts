@@ -47,7 +47,7 @@ export function createServices(infra: Infra) {
   // available turns true where a gateway serves this deployment (serve.ts decides by role and config).
   const realtime: Realtime = { url: config.gatewayUrl, path: SOCKET_PATH, available: false };
   const widgetStates = createWidgetStates({ db, bus, clock, realtime });
-  const metrics = createMetrics(bus);
+  const metrics = createMetrics(bus, db);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });
   return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };

@@ -26,6 +26,8 @@ export interface Db extends Sql {
   tx<T>(fn: (sql: Sql) => Promise<T>, options?: TxOptions): Promise<T>;
   /** Run a script of several statements (migrations). */
   exec(script: string): Promise<void>;
+  /** How many statements have failed since the store opened because the database was out of reach (each a 503). */
+  unavailableCount(): number;
   close(): Promise<void>;
 }
 

@@ -69,14 +69,6 @@ function inDoubt(error: unknown): boolean {
   return typeof message === 'string' && /Query read timeout|Connection terminated|not queryable/.test(message);
 }
 
-/**
- * The database being out of reach is the service being unavailable (503, retry shortly), on every
- * path: REST, sockets, the gateway's handshake. Other errors (a unique violation the domain
- * handles, a bug) pass through as they are.
- */
-function storeError(error: unknown): unknown {
-  return isUnavailable(error) && !(error instanceof StoreUnavailable) ? new StoreUnavailable(error) : error;
-}
 
 export async function openPg(url: string, options: PgOptions = {}): Promise<Db> {
   const statementTimeoutMs = options.statementTimeoutMs ?? PG_TIMEOUT_DEFAULTS.statementTimeoutMs;
@@ -97,6 +89,18 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
   // and the pool drops the dead client when it is released. The next query reconnects.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
+  /**
+   * The database being out of reach is the service being unavailable (503, retry shortly), on every
+   * path: REST, sockets, the gateway's handshake; each such failure is counted (/metrics). Other
+   * errors (a unique violation the domain handles, a bug) pass through as they are.
+   */
+  let unavailable = 0;
+  const storeError = (error: unknown): unknown => {
+    if (!isUnavailable(error) || error instanceof StoreUnavailable) return error;
+    unavailable += 1;
+    return new StoreUnavailable(error);
+  };
+
   const probe = await pool.connect();
   probe.release();
 
@@ -151,6 +155,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         throw storeError(error);
       });
     },
+    unavailableCount: () => unavailable,
     async close() {
       await pool.end();
     },

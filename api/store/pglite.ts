@@ -22,6 +22,8 @@ export async function openPglite(dataDir?: string): Promise<Db> {
 
   return {
     driver: 'pglite',
+    // In the process: never out of reach.
+    unavailableCount: () => 0,
     ...asSql(pglite),
     tx: (fn, options) =>
       pglite.transaction(async (tx) => {

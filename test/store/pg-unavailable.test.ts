@@ -151,8 +151,16 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
     await database.drop();
   });
 
-  it('answers 503 service_unavailable with Retry-After, then serves again', async () => {
+  /** c2c_store_unavailable_total on this node's /metrics */
+  const unavailableTotal = async () => {
+    const text = (await client(h.app).get('//metrics')).body as string;
+    return Number(/^c2c_store_unavailable_total (\d+)$/m.exec(text)?.[1]);
+  };
+
+  it('answers 503 service_unavailable with Retry-After, counts it on /metrics, then serves again', async () => {
     const api = client(h.app);
+    const before = await unavailableTotal();
+    expect(before).toBeGreaterThanOrEqual(0);
     const body = { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN };
     const other = await otherConnection(database.url!);
     try {
@@ -161,6 +169,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
       expect(refused.status).toBe(503);
       expect(refused.body).toEqual({ ok: false, error: 'service_unavailable', message: 'The database is not answering; retry shortly.' });
       expect(refused.headers['retry-after']).toBe('1');
+      expect(await unavailableTotal()).toBe(before + 1);
       await other.query('ROLLBACK');
       expect((await api.post('/sessions', body, { auth: t.serverKey })).status).toBe(201);
     } finally {
