@@ -36,14 +36,16 @@ export function createCommands(deps: CommandsDeps) {
   const lookUp = (widget: WidgetContext, command: Command) =>
     store.lookUp({ integrationId: widget.integration.id, memberId: widget.agent.member.id, requestId: command.request_id, ref: command.ref ?? null });
 
-  async function settle(id: number, status: CommandStatus, refused: string | null, error: string | null) {
-    await db.query('UPDATE widget_commands SET status = $2, first_status = $2, refused = $3, error = $4, done_at = $5 WHERE id = $1', [
-      id,
-      status,
-      refused,
-      error,
-      clock.now(),
-    ]);
+  /**
+   * Settles a server-run command, once: a replay racing the first attempt may settle too, and the
+   * first to settle decides what every later replay answers. The row as it stands is returned.
+   */
+  async function settle(id: number, status: CommandStatus, refused: string | null, error: string | null): Promise<CommandRow> {
+    const [settled] = await db.query<CommandRow>(
+      `UPDATE widget_commands SET status = $2, first_status = $2, refused = $3, error = $4, done_at = $5 WHERE id = $1 AND status = 'queued' RETURNING *`,
+      [id, status, refused, error, clock.now()],
+    );
+    return settled ?? (await db.query<CommandRow>('SELECT * FROM widget_commands WHERE id = $1', [id]))[0]!;
   }
 
   /**
@@ -58,11 +60,10 @@ export function createCommands(deps: CommandsDeps) {
       const ended = await hangupCall(deps, row.call_id!, row.kind === 'decline' ? 'declined' : 'hangup');
       ended.changes.publish(bus);
     } catch (error) {
-      if (isRefusal(error)) await settle(row.id, 'failed', error.code, error.message);
-      throw error;
+      if (!isRefusal(error)) throw error;
+      return replayResult(await settle(row.id, 'failed', error.code, error.message));
     }
-    await settle(row.id, 'done', null, null);
-    return { ok: true, status: 'done', command_id: Number(row.id) };
+    return replayResult(await settle(row.id, 'done', null, null));
   }
 
   /** A hangup or decline recorded but never settled: its first attempt failed (or is still running). */
@@ -92,7 +93,9 @@ export function createCommands(deps: CommandsDeps) {
         memberId: agent.member.id,
         command,
         callId: call?.id ?? null,
-        engineId: engine?.id ?? null,
+        // Only the window's commands name it: a hangup the server is still carrying out must never
+        // be handed to the window as work (a heartbeat takes every queued row that names it).
+        engineId: 'engine' in decision ? engine!.id : null,
         status,
         refused,
         now,
