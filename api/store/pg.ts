@@ -33,8 +33,9 @@ export interface PgOptions {
   queryTimeoutMs?: number;
 }
 
-/** How long statements of an `untimed` transaction (migrations) may take. */
-const UNTIMED_MS = 24 * 3600 * 1000;
+/** The query timeout of an `untimed` transaction's statements (migrations): a day; others keep the pool's. */
+const UNTIMED = { query_timeout: 24 * 3600 * 1000 } as const;
+const POOL_TIMEOUT = {} as const;
 
 /** The database being out of reach or stuck: 503 service_unavailable, retry shortly. */
 export class StoreUnavailable extends C2CError {
@@ -107,7 +108,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
   /** Statements through the pool or a transaction's connection; `untimed` lifts our query timeout. */
   const asSql = (client: pg.Pool | pg.PoolClient, untimed = false): Sql => ({
     async query<T>(text: string, params?: readonly unknown[]) {
-      const timeout = untimed ? { query_timeout: UNTIMED_MS } : {};
+      const timeout = untimed ? UNTIMED : POOL_TIMEOUT;
       try {
         const result = params?.length
           ? await client.query({ name: statementName(text), text, values: params as unknown[], ...timeout })
