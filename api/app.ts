@@ -8,6 +8,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fas
 import { API_PREFIX } from './config.js';
 import underPressure from '@fastify/under-pressure';
 import { C2CError } from '../shared/errors.js';
+import { trustOf } from './http/client-address.js';
 import { useApiCors } from './http/cors.js';
 import { registerErrorHandling, sendError } from './http/errors.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
@@ -43,7 +44,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     options.logger === false ? false : { level: services.config.logLevel, redact: LOG_REDACT, ...(typeof options.logger === 'object' ? options.logger : {}) };
   const app = Fastify({
     logger,
-    trustProxy: services.config.trustProxy,
+    // the gateway's sockets take their client address with the same function (http/client-address.ts)
+    trustProxy: trustOf(services.config.trustProxy),
     bodyLimit: 64 * 1024,
     return503OnClosing: true,
     forceCloseConnections: true,

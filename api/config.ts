@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { LIMITS } from '../shared/limits.js';
 import { parseOrigin } from '../shared/origin.js';
+import { trustOf, type TrustProxy } from './http/client-address.js';
 import { PG_TIMEOUT_DEFAULTS } from './store/db.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -46,7 +47,29 @@ const EnvSchema = z.object({
   VOICE_PROVIDER: z.enum(['simulated']).default('simulated'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   WIDGET_TOKEN_TTL_SECONDS: z.coerce.number().int().min(5).max(24 * 3600).default(LIMITS.widgetTokenTtlSeconds),
-  TRUST_PROXY: flag.default(false),
+  /** off; `true` (every hop); or the proxies' addresses, CIDR ranges or names (loopback, linklocal, uniquelocal), comma-separated */
+  TRUST_PROXY: z
+    .string()
+    .transform((value, ctx): TrustProxy => {
+      const word = value.trim().toLowerCase();
+      if (['', '0', 'false', 'no', 'off'].includes(word)) return false;
+      if (['1', 'true', 'yes', 'on', 'all'].includes(word)) return true;
+      if (/^\d+$/.test(word)) {
+        // as fastify 5 does: a hop count cannot tell the proxy in front from a client posing as one
+        ctx.addIssue({ code: 'custom', message: 'hop counts are not supported; list the proxies\' addresses or CIDR ranges' });
+        return z.NEVER;
+      }
+      const proxies = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+      try {
+        trustOf(proxies);
+      } catch (error) {
+        const why = (error as Error).message;
+        ctx.addIssue({ code: 'custom', message: `${why}; must be off, true, or comma-separated proxy addresses, CIDR ranges or loopback/linklocal/uniquelocal` });
+        return z.NEVER;
+      }
+      return proxies;
+    })
+    .default(false),
   C2C_ALLOW_UWS_FALLBACK: flag.default(false),
   /** Chromium extension ids of this installation's extension (comma-separated) */
   C2C_EXTENSION_IDS: z
@@ -81,7 +104,8 @@ export interface Config {
   voiceProvider: 'simulated';
   logLevel: string;
   widgetTokenTtlSeconds: number;
-  trustProxy: boolean;
+  /** proxies trusted to name the client in X-Forwarded-For (http/client-address.ts) */
+  trustProxy: TrustProxy;
   allowUwsFallback: boolean;
   /** chrome-extension://<id> origins allowed to run an engine */
   extensionOrigins: string[];

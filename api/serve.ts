@@ -54,6 +54,9 @@ export async function closeServices(services: Services): Promise<void> {
 
 export async function startNode(config: Config, options: StartOptions = {}): Promise<RunningNode> {
   const role = options.role ?? 'all';
+  if (config.trustProxy === true) {
+    console.error('TRUST_PROXY=true believes every X-Forwarded-For entry: a client can pick the address its rate limits count by unless the proxy in front overwrites the header. Set TRUST_PROXY to the proxies\' addresses or CIDR ranges instead.');
+  }
   const services = await openServices(config, options.clock);
   // Clients learn push is available where a gateway serves this deployment.
   services.realtime.available = role !== 'api' || config.gatewayConfigured;

@@ -10,6 +10,7 @@ import { C2CError, type ErrorCode } from '../shared/errors.js';
 import type { ConnectRefusal, SocketEnd } from '../shared/events.js';
 import { parseOrigin } from '../shared/origin.js';
 import { CREDENTIAL_PREFIX } from '../shared/prefixes.js';
+import { clientAddressOf } from '../api/http/client-address.js';
 import type { Services } from '../api/services.js';
 
 export interface WidgetSocketData {
@@ -50,14 +51,13 @@ export function engineOriginAllowed(services: Services, origin: string | undefin
 
 /**
  * The client's address as REST (fastify's request.ip) takes it, so that both count against one
- * limit: behind a trusted proxy (TRUST_PROXY), the first non-empty X-Forwarded-For entry; else the
- * connection's, written as Node writes it (uWS writes IPv6 in full: 0000:…:ffff:7f00:0001).
+ * limit: the connection's, written as Node writes it (uWS writes IPv6 in full:
+ * 0000:…:ffff:7f00:0001), or behind trusted proxies (TRUST_PROXY) the X-Forwarded-For entry the
+ * last of them vouches for (api/http/client-address.ts).
  */
 export function clientAddress(services: Services, socket: Socket): string {
-  const forwarded = services.config.trustProxy ? socket.handshake.headers['x-forwarded-for'] : undefined;
-  const list = Array.isArray(forwarded) ? forwarded.join(',') : forwarded;
-  const first = list?.split(',').map((entry) => entry.trim()).find(Boolean);
-  return first ?? asNodeWritesIt(socket.handshake.address);
+  const forwarded = socket.handshake.headers['x-forwarded-for'];
+  return clientAddressOf(services.config.trustProxy, asNodeWritesIt(socket.handshake.address), Array.isArray(forwarded) ? forwarded.join(',') : forwarded);
 }
 
 const IPV4_MAPPED = /^(?:0{1,4}:){5}ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i;

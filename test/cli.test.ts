@@ -3,12 +3,13 @@
  * origins (nothing saved), and the real binary both against the store and through a running server.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCommand } from '../api/cli/admin-bridge.js';
+import { ADMIN_PATH, registerAdminBridge, runCommand } from '../api/cli/admin-bridge.js';
+import { buildApp } from '../api/app.js';
 import { loadConfig } from '../api/config.js';
 import { startNode, type RunningNode } from '../api/serve.js';
 import { createHarness, type Harness } from './helpers/harness.js';
@@ -68,6 +69,37 @@ describe('c2c operator commands', () => {
     const result = await c2c('integration', 'policy', 'c2c_x', '--numbers', 'sometimes');
     expect(result.code).not.toBe(0);
     expect(result.stderr.join('\n')).toContain('show, hide, masked');
+  });
+});
+
+describe('the admin bridge', () => {
+  it('serves loopback connections holding the token, and no one else, whatever X-Forwarded-For says', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-'));
+    // every hop trusted: request.ip would be whatever the header says
+    const h = await createHarness('pglite', { dataDir, trustProxy: true });
+    const app = await buildApp(h.services, { logger: false });
+    try {
+      const publish = registerAdminBridge(app, h.services);
+      await app.ready();
+      publish('http://127.0.0.1:1');
+      const { token } = JSON.parse(readFileSync(join(dataDir, 'admin.json'), 'utf8')) as { token: string };
+      const call = (remoteAddress: string, forwardedFor?: string) =>
+        app.inject({
+          method: 'POST',
+          url: ADMIN_PATH,
+          remoteAddress,
+          headers: { authorization: `Bearer ${token}`, ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
+          payload: { argv: ['--json', 'platform', 'status'] },
+        });
+      expect((await call('127.0.0.1')).json()).toMatchObject({ code: 0 });
+      const remote = await call('203.0.113.9', '127.0.0.1');
+      expect(remote.statusCode).toBe(401);
+      expect(remote.json()).toMatchObject({ ok: false, error: 'unauthorized' });
+    } finally {
+      await app.close();
+      await h.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -46,7 +46,8 @@ export async function runCommand(argv: string[], services: () => Promise<Service
   }
 }
 
-const isLoopback = (ip: string) => ip === '127.0.0.1' || ip === '::1' || ip === '::ffff:127.0.0.1';
+/** Whether the connection itself comes from this machine: its peer, never a forwarded address (TRUST_PROXY), which a client can write. */
+const fromLoopback = (address: string | undefined) => address === '127.0.0.1' || address === '::1' || address === '::ffff:127.0.0.1';
 
 /**
  * Registers the bridge route (before listen); the returned function writes admin.json once the
@@ -58,7 +59,7 @@ export function registerAdminBridge(app: FastifyInstance, services: Services): (
   app.post(ADMIN_PATH, { schema: { hide: true } }, async (request) => {
     const presented = (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
     const body = request.body as { argv?: unknown } | undefined;
-    if (!isLoopback(request.ip) || !secretMatches(tokenHash, { lookup: '', secretHash: sha256(presented) })) {
+    if (!fromLoopback(request.socket.remoteAddress) || !secretMatches(tokenHash, { lookup: '', secretHash: sha256(presented) })) {
       throw new C2CError('unauthorized', 'The admin bridge serves local operators holding admin.json only.');
     }
     if (!Array.isArray(body?.argv) || !body.argv.every((a) => typeof a === 'string')) {

@@ -7,6 +7,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { ManualClock } from '../../api/clock.js';
+import type { TrustProxy } from '../../api/http/client-address.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
@@ -16,6 +17,14 @@ import { freePort, spawnRedis } from '../helpers/processes.js';
 import { openSocket, request } from '../helpers/sockets.js';
 
 const [driver] = storeDrivers();
+
+/** Sends n requests in turn, none of which may be refused. */
+const burst = async (n: number, send: (i: number) => Promise<{ status: number }>) => {
+  for (let i = 0; i < n; i += 1) {
+    const r = await send(i);
+    expect(r.status).not.toBe(429);
+  }
+};
 
 describe(`rate limits (counters in memory, store ${driver})`, () => {
   let h: Harness;
@@ -31,13 +40,6 @@ describe(`rate limits (counters in memory, store ${driver})`, () => {
     await h.clock.advance(60_000 - (h.clock.now() % 60_000));
   });
   afterAll(() => h.close());
-
-  const burst = async (n: number, send: () => Promise<{ status: number }>) => {
-    for (let i = 0; i < n; i += 1) {
-      const r = await send();
-      expect(r.status).not.toBe(429);
-    }
-  };
 
   it('refuses the 301st server-key request from one IP in a minute, with Retry-After', async () => {
     const get = (ip = '198.51.100.1') => api.get('/calls/ci_unknown', { auth: t.serverKey, ip });
@@ -78,36 +80,62 @@ describe(`rate limits (counters in memory, store ${driver})`, () => {
 describe("widget commands over the socket, counted by the client's address", () => {
   // 600 a minute scaled down to 3, so that a few commands reach the limit
   const scale = 3 / 600;
-  const commandsFrom = async (trustProxy: boolean) => {
+  /**
+   * Browsers behind a proxy at 127.0.0.1 (one connection address), one socket per X-Forwarded-For;
+   * `plan` names the socket of each command in turn. Returns each command's answer.
+   */
+  const commandsFrom = async (trustProxy: TrustProxy, forwardedFor: string[], plan: number[]) => {
     const live = await createGatewayHarness(driver!, { trustProxy, rateLimitScale: scale });
     const t = await seedTenant(live.h.services);
     const agent = await readyAgent(client(live.h.app), t);
-    // two browsers behind the same proxy: one connection address, two X-Forwarded-For
-    const sockets = ['198.51.100.61', '198.51.100.62'].map((ip) => openSocket(live.url, agent.widgetToken, ORIGIN, { headers: { 'x-forwarded-for': `${ip}, 10.0.0.2` } }));
+    const sockets = forwardedFor.map((header) => openSocket(live.url, agent.widgetToken, ORIGIN, { headers: { 'x-forwarded-for': header } }));
     try {
       await Promise.all(sockets.map((socket) => socket.next('state')));
-      const send = (socket: (typeof sockets)[number], n: number) =>
-        request(socket.socket, 'command', { kind: 'availability', request_id: `ip-${trustProxy}-${socket.socket.id}-${n}`, available: n % 2 === 0 });
-      const first: unknown[] = [];
-      for (let n = 0; n < 4; n += 1) first.push(await send(sockets[0]!, n));
-      return { first, second: await send(sockets[1]!, 0) };
+      const answers: unknown[] = [];
+      for (const [n, index] of plan.entries()) {
+        answers.push(await request(sockets[index]!.socket, 'command', { kind: 'availability', request_id: `ip-${index}-${n}`, available: n % 2 === 0 }));
+      }
+      return answers;
     } finally {
       for (const socket of sockets) socket.close();
       await live.close();
     }
   };
+  const ok = expect.objectContaining({ ok: true });
+  const limited = expect.objectContaining({ ok: false, error: 'rate_limited' });
 
-  it('behind a trusted proxy, by the first X-Forwarded-For entry, as on REST', async () => {
-    const { first, second } = await commandsFrom(true);
-    expect(first.slice(0, 3)).toEqual(Array(3).fill(expect.objectContaining({ ok: true })));
-    expect(first[3]).toMatchObject({ ok: false, error: 'rate_limited' });
-    expect(second).toMatchObject({ ok: true });
+  it('behind a trusted proxy, by the X-Forwarded-For entry, as on REST', async () => {
+    const answers = await commandsFrom(true, ['198.51.100.61, 10.0.0.2', '198.51.100.62, 10.0.0.2'], [0, 0, 0, 0, 1]);
+    expect(answers).toEqual([ok, ok, ok, limited, ok]);
+  });
+
+  it("behind listed proxies, by the entry the proxy vouches for, not what the client wrote left of it", async () => {
+    // sockets 0 and 1: one client pretending to be two; socket 2: another client claiming the same as socket 0
+    const answers = await commandsFrom(['loopback'], ['203.0.113.1, 198.51.100.61', '203.0.113.2, 198.51.100.61', '203.0.113.1, 198.51.100.62'], [0, 1, 0, 1, 2]);
+    expect(answers).toEqual([ok, ok, ok, limited, ok]);
   });
 
   it('otherwise by the connection, whatever the headers say', async () => {
-    const { first, second } = await commandsFrom(false);
-    expect(first[3]).toMatchObject({ ok: false, error: 'rate_limited' });
-    expect(second).toMatchObject({ ok: false, error: 'rate_limited' });
+    const answers = await commandsFrom(false, ['198.51.100.61, 10.0.0.2', '198.51.100.62, 10.0.0.2'], [0, 0, 0, 0, 1]);
+    expect(answers).toEqual([ok, ok, ok, limited, limited]);
+  });
+});
+
+describe('REST behind listed proxies', () => {
+  it('counts a client by the address the proxy vouches for, however it varies what it writes itself', async () => {
+    const h = await createHarness(driver!, { trustProxy: ['10.0.0.0/8'] });
+    try {
+      const t = await seedTenant(h.services);
+      const api = client(h.app);
+      // through the proxy at 10.0.0.2, the client at 198.51.100.70 writing a new X-Forwarded-For each time
+      const get = (n: number, client = '198.51.100.70') =>
+        api.get('/calls/ci_x', { auth: t.serverKey, ip: '10.0.0.2', headers: { 'x-forwarded-for': `192.0.2.${n % 250}, ${client}` } });
+      await burst(300, (n) => get(n));
+      await expectError(get(300), 429, 'rate_limited');
+      expect((await get(301, '198.51.100.71')).status).toBe(404);
+    } finally {
+      await h.close();
+    }
   });
 });
 
