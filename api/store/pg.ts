@@ -83,6 +83,13 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
     query_timeout: options.queryTimeoutMs ?? statementTimeoutMs + 5_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // Generic plans for every prepared statement. PostgreSQL settles on them by itself for the
+    // single-row statements, but not for the batches (store/coalesce.ts: unnest() of arrays, `=
+    // ANY($1)`): a custom plan sees how many rows a batch has and always looks cheaper than the
+    // generic plan's guess of 10, so every batch was planned afresh, and planning cost three times
+    // its execution (pg_stat_statements, 2026-11-23). The generic plan is the same shape (index
+    // lookups per input row) for any batch size, and the statements are fixed by the code.
+    options: '-c plan_cache_mode=force_generic_plan',
   });
   // A client that loses its connection emits 'error': an idle one on the pool, one checked out (a
   // transaction in progress) on itself only, where the pool removes its own listener. Without a

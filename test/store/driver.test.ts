@@ -9,7 +9,7 @@ import { isUniqueViolation, type Db } from '../../api/store/index.js';
 import { batchRows } from '../../api/store/batch-rows.js';
 import { migrate } from '../../api/store/migrate.js';
 import { openPglite } from '../../api/store/pglite.js';
-import { storeDrivers } from '../helpers/env.js';
+import { postgresUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 
 describe.each(storeDrivers())('store driver %s', (driver) => {
@@ -112,6 +112,25 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL connections lost', (
       expect(await database.db.query<{ one: number }>('SELECT 1 AS one')).toEqual([{ one: 1 }]);
     } finally {
       process.off('uncaughtException', note);
+      await database.drop();
+    }
+  });
+});
+
+describe.skipIf(!postgresUrl())('PostgreSQL connections', () => {
+  it('plan a batch statement once per connection, whatever the size of each batch', async () => {
+    const database = await openTestDatabase('pg');
+    try {
+      // one connection's prepared statement, run with batches of 1 to 8 rows (unnest of arrays)
+      await database.db.tx(async (sql) => {
+        const text = 'SELECT count(*)::int AS n FROM unnest($1::text[]) AS i(id) LEFT JOIN engines e ON e.id = i.id';
+        for (let size = 1; size <= 8; size += 1) await sql.query(text, [Array.from({ length: size }, (_, k) => `eng_${k}`)]);
+        const [plans] = await sql.query<{ generic_plans: number; custom_plans: number }>(
+          "SELECT generic_plans::int, custom_plans::int FROM pg_prepared_statements WHERE statement LIKE '%unnest($1::text[]) AS i(id)%'",
+        );
+        expect(plans).toEqual({ generic_plans: 8, custom_plans: 0 });
+      });
+    } finally {
       await database.drop();
     }
   });
