@@ -1,5 +1,6 @@
 /** Coalesced writes: one flush per turn when idle, one per in-flight flush when busy, failures kept to their batch. */
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../api/clock.js';
 import { coalesce } from '../../api/store/coalesce.js';
 
 function recording(fail?: (items: number[]) => boolean, isolate = false) {
@@ -46,5 +47,22 @@ describe('coalesce', () => {
     const results = await Promise.allSettled([r.submit(1), r.submit(2), r.submit(3)]);
     expect(results.map((x) => (x.status === 'fulfilled' ? x.value : 'failed'))).toEqual([10, 'failed', 30]);
     expect(r.batches).toEqual([[1, 2, 3], [1], [2], [3]]);
+  });
+
+  it('with gather, holds the first item of an idle queue for the given time, and what arrives meanwhile goes with it', async () => {
+    const clock = new ManualClock();
+    const batches: number[][] = [];
+    const submit = coalesce<number, number>(async (items) => (batches.push(items), items.map((n) => n * 10)), { gather: { clock, ms: 10 } });
+    const first = submit(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = submit(2);
+    await clock.advance(9);
+    expect(batches).toEqual([]);
+    await clock.advance(1);
+    expect(await Promise.all([first, second])).toEqual([10, 20]);
+    const third = submit(3);
+    await clock.advance(10);
+    expect(await third).toBe(30);
+    expect(batches).toEqual([[1, 2], [3]]);
   });
 });
