@@ -81,12 +81,13 @@ const NOTHING = Object.freeze({});
 /**
  * Lets go of what only the handshake needed, once it has passed: the upgrade request engine.io
  * keeps (Socket.IO's performance-tuning advice, "discard the initial HTTP request") and the
- * handshake's headers, query and auth, which socket.data now stands for. A browser's headers
- * (user agent, languages, fetch metadata) would otherwise stay with each socket for its whole life.
+ * handshake's headers, query and auth, which socket.data now stands for, and its URL and its time
+ * as a date string (a string each, per socket). A browser's headers (user agent, languages, fetch
+ * metadata) would otherwise stay with each socket for its whole life.
  */
 export function releaseHandshake(socket: Socket): void {
   (socket.conn as { request: unknown }).request = null;
-  Object.assign(socket.handshake, { headers: NOTHING, query: NOTHING, auth: NOTHING });
+  Object.assign(socket.handshake, { headers: NOTHING, query: NOTHING, auth: NOTHING, url: '', time: '' });
 }
 
 /** Re-checks a connected socket's credential (after revocations, on each command). */

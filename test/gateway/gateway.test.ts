@@ -72,6 +72,16 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await request(widget.socket, 'command', { kind: 'dance', request_id: 'sock-3' })).toMatchObject({ ok: false, error: 'invalid_request' });
   });
 
+  it('lets go of the handshake once connected (a browser sends kilobytes of headers), and goes on serving the socket', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    await widget.next('state');
+    const held = h.services.bus.io.sockets.sockets.get(widget.socket.id!)!;
+    expect((held.conn as unknown as { request: unknown }).request).toBeNull();
+    expect(held.handshake).toMatchObject({ headers: {}, query: {}, auth: {}, url: '', time: '' });
+    expect(await request(widget.socket, 'command', { kind: 'availability', request_id: 'after-release', available: false })).toMatchObject({ ok: true });
+  });
+
   it('pushes dial requests and commands to the engine at once; the engine acks them over the socket', async () => {
     const agent = await readyAgent(api, t);
     const engine = open(agent.engineToken, h.config.siteUrl);
