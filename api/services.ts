@@ -41,12 +41,12 @@ export function createServices(infra: Infra) {
   const directory = createDirectory(db, bus);
   const sessions = createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds: config.widgetTokenTtlSeconds });
   const calls = createCalls({ db, bus, clock, config, providers });
-  const commands = createCommands({ db, bus, clock, providers });
-  const engines = createEngines({ db, bus, clock, config, providers, commands, directory });
-  const reaper = createReaper({ db, bus, clock, providers, log: infra.log });
   // available turns true where a gateway serves this deployment (serve.ts decides by role and config).
   const realtime: Realtime = { url: config.gatewayUrl, path: SOCKET_PATH, available: false };
   const widgetStates = createWidgetStates({ db, bus, clock, realtime });
+  const commands = createCommands({ db, bus, clock, providers, widgetStates });
+  const engines = createEngines({ db, bus, clock, config, providers, commands, directory });
+  const reaper = createReaper({ db, bus, clock, providers, log: infra.log });
   const metrics = createMetrics(bus, db);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });

@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { buildApp } from '../../api/app.js';
+import type { Bus } from '../../api/bus/index.js';
 import { createMemoryBus } from '../../api/bus/memory.js';
 import { ManualClock } from '../../api/clock.js';
 import { loadConfig, API_PREFIX, type Config } from '../../api/config.js';
@@ -30,6 +31,8 @@ export interface HarnessOptions {
   /** reuse an existing database (a second node); the caller drops it */
   database?: TestDatabase;
   clock?: ManualClock;
+  /** this node's bus (a Redis bus, to stand beside other nodes); the caller closes it */
+  bus?: Bus;
 }
 
 export async function createHarness(driver: StoreDriver, configOverrides: Partial<Config> = {}, options: HarnessOptions = {}): Promise<Harness> {
@@ -37,7 +40,7 @@ export async function createHarness(driver: StoreDriver, configOverrides: Partia
   const clock = options.clock ?? new ManualClock();
   const counter = options.redisCounterUrl ? createRedisCounter(await connectedRedis(options.redisCounterUrl, 'c2c-test'), clock) : createMemoryCounter(clock);
   const config = loadConfig({ LOG_LEVEL: 'silent' }, { publicBaseUrl: 'http://c2c.test', apiBaseUrl: `http://c2c.test${API_PREFIX}`, siteUrl: 'http://c2c.test', ...configOverrides });
-  const services = createServices({ config, db: database.db, bus: createMemoryBus(), clock, counter });
+  const services = createServices({ config, db: database.db, bus: options.bus ?? createMemoryBus(), clock, counter });
   const app = await buildApp(services, { logger: false });
   await app.ready();
   return {

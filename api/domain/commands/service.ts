@@ -15,6 +15,9 @@ import { hangupCall } from '../calls/hangup.js';
 import { toWork } from '../engines/work.js';
 import { rooms } from '../push.js';
 import type { WidgetContext } from '../sessions.js';
+import type { WidgetStates } from '../widget-states.js';
+import { LIVE_STATUSES } from '../calls/checks.js';
+import type { CallRow, EngineRow } from '../views.js';
 import { decideCommand } from './decide.js';
 import { createCommandStore, type CommandRow, type NewCommand } from './store.js';
 
@@ -23,6 +26,7 @@ export interface CommandsDeps {
   bus: Bus;
   clock: Clock;
   providers: Providers;
+  widgetStates: WidgetStates;
 }
 
 function replayResult(row: CommandRow): CommandResult {
@@ -68,17 +72,36 @@ export function createCommands(deps: CommandsDeps) {
 
   /** A hangup or decline recorded but never settled: its first attempt failed (or is still running). */
   const unsettledHangup = (row: CommandRow) => (row.kind === 'hangup' || row.kind === 'decline') && row.status === 'queued' && row.call_id !== null;
+  const answerReplay = (seen: CommandRow) => (unsettledHangup(seen) ? runHangup(seen) : replayResult(seen));
+
+  /**
+   * The agent's open engine and live call, from the state its widgets are shown: cached per agent
+   * and dropped by the bus with every version bump (widget-states.ts), which every change of an
+   * engine's state or a call's status makes. A command then costs the store one statement, its
+   * recording, which also finds a replay (the request_id's unique constraint). Undefined where the
+   * cached state cannot tell: a command naming an older call, a call neither live nor ended.
+   */
+  async function situation(widget: WidgetContext, ref: string | null | undefined): Promise<{ engine: EngineRow | null; call: CallRow | null } | undefined> {
+    const { engine, call } = await deps.widgetStates.load(widget.integration.id, widget.agent.member.id);
+    const open = engine && engine.state !== 'closed' ? engine : null;
+    // the newest unended call; none unended means none live
+    if (!call || call.ended_at !== null) return { engine: open, call: null };
+    if (!(LIVE_STATUSES as readonly string[]).includes(call.status) || (ref != null && ref !== call.id)) return undefined;
+    return { engine: open, call };
+  }
 
   const service = {
     async execute(widget: WidgetContext, command: Command): Promise<CommandResult> {
       const { integration, agent } = widget;
-      // No transaction and no lock on this path, which every command takes: the read and the write
-      // are one statement each, shared with the commands that arrive meanwhile (store.ts). A
-      // concurrent request with the same request_id meets the unique constraint and is answered as
-      // a replay; a change between the two statements is the same as the command having arrived a
-      // moment earlier.
-      const { seen, engine, call } = await lookUp(widget, command);
-      if (seen) return unsettledHangup(seen) ? runHangup(seen) : replayResult(seen);
+      // No transaction and no lock on this path, which every command takes: it is decided on the
+      // agent's state as its widgets are shown it (situation), or read with one statement where that
+      // cannot tell, and recorded with one, each shared with the commands that arrive meanwhile
+      // (store.ts). A replay, or a concurrent request with the same request_id, meets the unique
+      // constraint and is answered from the first record; a change not yet seen when deciding is
+      // the same as the command having arrived a moment earlier.
+      const known = await situation(widget, command.ref);
+      const { seen, engine, call } = known ? { seen: null, ...known } : await lookUp(widget, command);
+      if (seen) return answerReplay(seen);
       const decision = decideCommand(command, call, engine, agent.effective.policy.controls);
       const changes = new Changes();
       const now = clock.now();
@@ -111,7 +134,7 @@ export function createCommands(deps: CommandsDeps) {
             return done;
           })
         : await store.record(recording);
-      if (!recorded) return replayResult((await lookUp(widget, command)).seen!);
+      if (!recorded) return answerReplay((await lookUp(widget, command)).seen!);
       const { row, work } = recorded;
       if ('engine' in decision) changes.engineWork(engine!.id, work && toWork(work, now, service.onRedelivery));
       changes.publish(bus);

@@ -1,0 +1,74 @@
+/**
+ * Widget commands are decided on the agent's state as its widgets are shown it (the per-agent
+ * cache of api/domain/widget-states.ts, dropped by the bus with every version bump) and recorded
+ * with one statement, whose unique request_id finds a replay. A replay is answered from its first
+ * record whatever the state since; a new command is decided on the state after every change this
+ * node or, once the bus carried it, another node made.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Bus } from '../../api/bus/index.js';
+import { createRedisBus } from '../../api/bus/redis.js';
+import { openTestDatabase } from '../helpers/databases.js';
+import { redisUrl, storeDrivers } from '../helpers/env.js';
+import { command, readyAgent } from '../helpers/flows.js';
+import { client, createHarness } from '../helpers/harness.js';
+import { seedTenant } from '../helpers/tenant.js';
+
+const [driver] = storeDrivers();
+
+describe.each(storeDrivers())('widget commands decided on the agent\'s state (%s)', (store) => {
+  it('answers a replay from its first record, and decides a new command on the state since', async () => {
+    const h = await createHarness(store);
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const first = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f1' });
+      expect(first.body).toMatchObject({ ok: true, status: 'queued' });
+
+      // the call window closes: its agent has no window any more
+      expect((await api.post('/engine/close', {}, { auth: agent.engineToken })).status).toBe(200);
+      const replay = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f1' });
+      expect(replay.body).toEqual(first.body);
+      const fresh = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f2' });
+      expect(fresh.body).toMatchObject({ ok: false, error: 'invalid_state' });
+      expect((await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f2' })).body).toEqual(fresh.body);
+      const rows = await h.services.db.query<{ request_id: string }>('SELECT request_id FROM widget_commands ORDER BY id');
+      expect(rows.map((row) => row.request_id)).toEqual(['f1', 'f2']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe.skipIf(!redisUrl())('widget commands on one node, state changed on another', () => {
+  const buses: Bus[] = [];
+  afterAll(async () => Promise.all(buses.map((bus) => bus.close())));
+
+  it('decides on the change once the bus has carried it', async () => {
+    const database = await openTestDatabase(driver!);
+    const [busA, busB] = [await createRedisBus(redisUrl()!), await createRedisBus(redisUrl()!)];
+    buses.push(busA, busB);
+    const a = await createHarness(driver!, {}, { database, bus: busA });
+    const b = await createHarness(driver!, {}, { database, bus: busB, clock: a.clock });
+    try {
+      const t = await seedTenant(a.services);
+      const agent = await readyAgent(client(a.app), t);
+      // node A has the agent's state in hand (the window is ready)
+      expect((await command(client(a.app), agent.widgetToken, { kind: 'focus', request_id: 'x1' })).body).toMatchObject({ ok: true });
+
+      const heard = new Promise<void>((resolve) =>
+        busA.subscribe((message) => {
+          if (message.type === 'agent' && message.memberId === t.agent.id) resolve();
+        }),
+      );
+      expect((await client(b.app).post('/engine/close', {}, { auth: agent.engineToken })).status).toBe(200);
+      await heard;
+      expect((await command(client(a.app), agent.widgetToken, { kind: 'focus', request_id: 'x2' })).body).toMatchObject({ ok: false, error: 'invalid_state' });
+    } finally {
+      await a.close();
+      await b.close();
+      await database.drop();
+    }
+  });
+});
