@@ -1,5 +1,7 @@
 /**
- * The two statements of a widget command, batched per node: the commands that arrive while the
+ * The statements of a widget command, batched per node: the write that records it (with the
+ * engine's hand-over), and the read (replay, engine, call) where the agent's cached state cannot
+ * decide it (commands/service.ts). The commands that arrive while the
  * previous statement runs go to the store together (api/store/coalesce.ts). An idle node pays no
  * wait; a busy one (a call centre's widgets all sending at once) makes one round trip for many
  * commands instead of one each, which is what PostgreSQL and the node's event loop spend most on.
