@@ -33,6 +33,8 @@ const CASES: Array<[string, TrustProxy, string, string, string | string[] | unde
   ['no proxy trusted: the connection, whatever the headers say', false, '203.0.113.5', '203.0.113.5', '198.51.100.7', '203.0.113.5'],
   ['every hop trusted: the leftmost entry', true, '10.0.0.2', '10.0.0.2', '198.51.100.7, 10.0.0.1', '198.51.100.7'],
   ['every hop trusted, header repeated (Node joins the lines)', true, '10.0.0.2', '10.0.0.2', ['198.51.100.9', '10.0.0.1'], '198.51.100.9'],
+  ['every hop trusted: empty entries are skipped', true, '10.0.0.2', '10.0.0.2', ' , 198.51.100.8 ,10.0.0.1', '198.51.100.8'],
+  ['every hop trusted, an empty header: the connection', true, '10.0.0.2', '10.0.0.2', '', '10.0.0.2'],
   ['listed proxies: the entry the last of them vouches for, not what the client wrote left of it', PROXIES, '10.0.0.2', '10.0.0.2', '6.6.6.6, 198.51.100.7, 10.0.0.1', '198.51.100.7'],
   ['listed proxies: a client posing as a proxy is the client', PROXIES, '203.0.113.5', '203.0.113.5', '198.51.100.7', '203.0.113.5'],
   ['listed proxies: no header, the proxy itself', PROXIES, '10.0.0.2', '10.0.0.2', undefined, '10.0.0.2'],
