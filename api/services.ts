@@ -46,7 +46,8 @@ export function createServices(infra: Infra) {
   const widgetStates = createWidgetStates({ db, bus, clock, realtime });
   const commands = createCommands({ db, bus, clock, providers, widgetStates });
   const engines = createEngines({ db, bus, clock, config, providers, commands, directory });
-  const reaper = createReaper({ db, bus, clock, providers, log: infra.log });
+  const commandRetentionMs = config.commandRetentionDays === undefined ? undefined : config.commandRetentionDays * 24 * 3600 * 1000;
+  const reaper = createReaper({ db, bus, clock, providers, commandRetentionMs, log: infra.log });
   const metrics = createMetrics(bus, db);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });

@@ -4,7 +4,8 @@
  * - a queued intent expires after 60 s;
  * - an engine silent for 30 s no longer holds its calls (orphaned);
  * - an engine silent for 90 s is offline, and its calls are ended through the provider;
- * - a claimed intent whose provider leg never started fails after 60 s.
+ * - a claimed intent whose provider leg never started fails after 60 s;
+ * - once a minute, widget command records older than COMMAND_RETENTION_DAYS go (retention.ts).
  */
 import { LIMITS } from '../../shared/limits.js';
 import type { Bus } from '../bus/index.js';
@@ -15,6 +16,7 @@ import { Changes } from './changes.js';
 import { LIVE_STATUSES } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { finishCall } from './calls/lifecycle.js';
+import { PRUNE_EVERY_MS, pruneCommands } from './retention.js';
 import type { CallRow } from './views.js';
 
 export interface ReaperDeps {
@@ -22,6 +24,8 @@ export interface ReaperDeps {
   bus: Bus;
   clock: Clock;
   providers: Providers;
+  /** COMMAND_RETENTION_DAYS in ms; undefined keeps every command record */
+  commandRetentionMs?: number;
   log?: (message: string, error?: unknown) => void;
 }
 
@@ -31,6 +35,7 @@ export function createReaper(deps: ReaperDeps) {
   const { db, bus, clock } = deps;
   let timer: Timer | undefined;
   let running: Promise<void> | undefined;
+  let prunedAt = -Infinity;
 
   async function expireQueued(changes: Changes, now: number) {
     const due = await db.query<{ id: string }>(`SELECT id FROM call_intents WHERE status = 'queued' AND expires_at <= $1`, [now]);
@@ -98,6 +103,10 @@ export function createReaper(deps: ReaperDeps) {
       await markOffline(changes, now);
       await endAbandoned(changes, now);
       await failUnconnected(changes, now);
+      if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
+        prunedAt = now;
+        await pruneCommands(db, now, deps.commandRetentionMs);
+      }
     } finally {
       changes.publish(bus);
     }

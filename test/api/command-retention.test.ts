@@ -1,0 +1,82 @@
+/**
+ * Retention of widget command records (COMMAND_RETENTION_DAYS, api/domain/retention.ts), with a
+ * clock the test moves: by default every record stays and a request_id never runs twice; with a
+ * window, the reaper deletes records older than it, except a command still waiting for a live
+ * call window, and a request_id that old runs again.
+ */
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../api/config.js';
+import { storeDrivers } from '../helpers/env.js';
+import { command, heartbeat, openSession, readyAgent } from '../helpers/flows.js';
+import { client, createHarness, type Harness } from '../helpers/harness.js';
+import { seedTenant } from '../helpers/tenant.js';
+
+const DAY_MS = 24 * 3600 * 1000;
+
+async function recorded(h: Harness): Promise<string[]> {
+  const rows = await h.services.db.query<{ request_id: string }>('SELECT request_id FROM widget_commands ORDER BY request_id');
+  return rows.map((row) => row.request_id);
+}
+
+describe.each(storeDrivers())('widget command records (%s)', (driver) => {
+  it('are all kept by default, and a request_id never runs twice', async () => {
+    const h = await createHarness(driver);
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const first = await command(api, agent.widgetToken, { kind: 'availability', request_id: 'a-old', available: false });
+      await h.clock.advance(400 * DAY_MS);
+      await h.services.reaper.tick();
+      expect(await recorded(h)).toEqual(['a-old']);
+      const replay = await command(api, await openSession(api, t), { kind: 'availability', request_id: 'a-old', available: true });
+      expect(replay.body).toEqual(first.body);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('older than COMMAND_RETENTION_DAYS are deleted, but not a command still waiting for a live window', async () => {
+    const h = await createHarness(driver, { commandRetentionDays: 30 });
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const old = await command(api, agent.widgetToken, { kind: 'availability', request_id: 'a-old', available: false });
+      expect((await command(api, agent.widgetToken, { kind: 'focus', request_id: 'f-waiting' })).body).toMatchObject({ ok: true, status: 'queued' });
+
+      // a month on, the window is still there (it kept heartbeating), and a new command arrives
+      for (let half = 0; half < 62; half += 1) {
+        await h.clock.advance(DAY_MS / 2);
+        expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+      }
+      const widgetToken = await openSession(api, t);
+      expect((await command(api, widgetToken, { kind: 'availability', request_id: 'a-new', available: true })).body).toMatchObject({ ok: true });
+      await h.services.reaper.tick();
+      expect(await recorded(h)).toEqual(['a-new', 'f-waiting']);
+
+      // a request_id older than the window is new again
+      const again = await command(api, widgetToken, { kind: 'availability', request_id: 'a-old', available: false });
+      expect(again.body).toMatchObject({ ok: true, status: 'done' });
+      expect(again.body.command_id).not.toBe(old.body.command_id);
+
+      // once its window has closed, the waiting command goes too, at the next pass (a minute on)
+      expect((await api.post('/engine/close', {}, { auth: agent.engineToken })).status).toBe(200);
+      await h.services.reaper.tick();
+      expect(await recorded(h)).toEqual(['a-new', 'a-old', 'f-waiting']);
+      await h.clock.advance(60_000);
+      await h.services.reaper.tick();
+      expect(await recorded(h)).toEqual(['a-new', 'a-old']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe('COMMAND_RETENTION_DAYS', () => {
+  it('is a whole number of days, at least one, or unset', () => {
+    expect(loadConfig({}).commandRetentionDays).toBeUndefined();
+    expect(loadConfig({ COMMAND_RETENTION_DAYS: '90' }).commandRetentionDays).toBe(90);
+    for (const bad of ['0', '1.5', 'month']) expect(() => loadConfig({ COMMAND_RETENTION_DAYS: bad })).toThrow(/COMMAND_RETENTION_DAYS/);
+  });
+});
