@@ -64,8 +64,9 @@ export function socketHandlers(services: Services) {
     return answer(reply, async () => {
       const context = await widgetContext(this.data as SocketData);
       // As on REST: losing Redis must not take commands down with it, so nothing is counted then.
-      const hit = await services.counter.hit(`w-ip:${(this.data as WidgetSocketData).ip}`, LIMITS.rateWindowMs).catch(() => undefined);
-      if (hit && hit.count > LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale) {
+      const limit = LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale;
+      const hit = await services.counter.hit(`w-ip:${(this.data as WidgetSocketData).ip}`, LIMITS.rateWindowMs, limit).catch(() => undefined);
+      if (hit && hit.count > limit) {
         throw new C2CError('rate_limited', undefined, { retryAfter: Math.ceil(hit.resetMs / 1000) });
       }
       return services.commands.execute(context, parse(Command, payload));

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { Server } from 'socket.io';
-import { adapterSubscriber, connectedRedis, handledRejections, redisClient } from '../redis.js';
+import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
 import { closeIo } from './close-io.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
@@ -27,7 +27,8 @@ export async function createRedisBus(url: string): Promise<Bus> {
   // ioredis re-sends SUBSCRIBE after a reconnect and drops the promise: a Redis that flaps right
   // then would otherwise reject it unhandled (handledRejections); the SUBSCRIBE below still sees its own.
   const sub = handledRejections(redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true }));
-  const adapterPub = await connectedRedis(url, 'c2c-adapter-pub');
+  // The pushes a node makes in one turn of the event loop (the commands of one shared statement, say) leave in one write.
+  const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub'));
   const adapterSub = adapterSubscriber(url);
   const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
 

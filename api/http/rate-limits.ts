@@ -28,8 +28,8 @@ declare module 'fastify' {
 /** Adapts a RateCounter to the store interface @fastify/rate-limit instantiates. */
 function storeFor(counter: RateCounter) {
   return class CounterStore {
-    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number) {
-      counter.hit(key, timeWindow).then(
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number, max: number) {
+      counter.hit(key, timeWindow, max).then(
         (hit) => callback(null, { current: hit.count, ttl: hit.resetMs }),
         (error: Error) => callback(error),
       );

@@ -12,6 +12,11 @@ export interface Hit {
 
 export interface RateCounter {
   readonly driver: 'memory' | 'redis';
-  hit(key: string, windowMs: number): Promise<Hit>;
+  /**
+   * Counts a hit. `limit` is the most hits the caller admits in a window: a driver shared by
+   * several nodes may answer a hit far below it from what the node knows, without a round trip
+   * (redis.ts), and is exact near it. The memory driver is always exact.
+   */
+  hit(key: string, windowMs: number, limit: number): Promise<Hit>;
   close(): Promise<void>;
 }

@@ -1,13 +1,15 @@
 /** The rate counter driver suite: memory and Redis count the same fixed windows on the injected clock. */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../api/clock.js';
 import { connectedRedis } from '../../api/redis.js';
 import type { RateCounter } from '../../api/ratelimit/index.js';
 import { createMemoryCounter } from '../../api/ratelimit/memory.js';
-import { createRedisCounter } from '../../api/ratelimit/redis.js';
+import { createRedisCounter, FLUSH_MS, LOCAL_SHARE } from '../../api/ratelimit/redis.js';
 import { redisUrl } from '../helpers/env.js';
+import { freePort, spawnRedis } from '../helpers/processes.js';
 
 const url = redisUrl();
+const LIMIT = 600;
 const drivers: Array<[string, (clock: ManualClock) => Promise<RateCounter>]> = [['memory', async (clock) => createMemoryCounter(clock)]];
 if (url) drivers.push(['redis', async (clock) => createRedisCounter(await connectedRedis(url, 'c2c-test-rl'), clock)]);
 
@@ -20,33 +22,159 @@ describe.each(drivers)('rate counter %s', (_name, open) => {
     const counter = await open(clock);
     counters.push(counter);
     const key = `k-${Math.random()}`;
-    expect(await counter.hit(key, 60_000)).toEqual({ count: 1, resetMs: 60_000 });
+    expect(await counter.hit(key, 60_000, LIMIT)).toEqual({ count: 1, resetMs: 60_000 });
     await clock.advance(15_000);
-    expect(await counter.hit(key, 60_000)).toEqual({ count: 2, resetMs: 45_000 });
-    expect((await counter.hit(`${key}-other`, 60_000)).count).toBe(1);
+    expect(await counter.hit(key, 60_000, LIMIT)).toEqual({ count: 2, resetMs: 45_000 });
+    expect((await counter.hit(`${key}-other`, 60_000, LIMIT)).count).toBe(1);
     await clock.advance(45_000);
-    expect(await counter.hit(key, 60_000)).toEqual({ count: 1, resetMs: 60_000 });
+    expect(await counter.hit(key, 60_000, LIMIT)).toEqual({ count: 1, resetMs: 60_000 });
   });
 
   it('counts hits sent at once (one pipeline on Redis), each caller getting its own count', async () => {
     const counter = await open(new ManualClock());
     counters.push(counter);
     const key = `burst-${Math.random()}`;
-    const hits = await Promise.all(Array.from({ length: 25 }, (_, i) => counter.hit(i % 5 === 4 ? `${key}-b` : key, 60_000)));
+    const hits = await Promise.all(Array.from({ length: 25 }, (_, i) => counter.hit(i % 5 === 4 ? `${key}-b` : key, 60_000, LIMIT)));
     expect(hits.filter((_, i) => i % 5 !== 4).map((hit) => hit.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     expect(hits.filter((_, i) => i % 5 === 4).map((hit) => hit.count).sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('counts one after another past the limit, every hit over it seen as over', async () => {
+    const counter = await open(new ManualClock());
+    counters.push(counter);
+    const key = `seq-${Math.random()}`;
+    const counts: number[] = [];
+    for (let i = 0; i < 30; i += 1) counts.push((await counter.hit(key, 60_000, 20)).count);
+    expect(counts).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
   });
 });
 
 describe.skipIf(!url)('Redis rate counters across nodes', () => {
+  const nodes = async (clock: ManualClock) => [
+    createRedisCounter(await connectedRedis(url!, 'c2c-test-rl-a'), clock),
+    createRedisCounter(await connectedRedis(url!, 'c2c-test-rl-b'), clock),
+  ];
+  /** What Redis holds for a key in the clock's current 60 s window. */
+  const inRedis = async (clock: ManualClock, key: string) => {
+    const redis = await connectedRedis(url!, 'c2c-test-rl-read');
+    try {
+      return Number(await redis.get(`c2c:rl:${key}:${Math.floor(clock.now() / 60_000)}`));
+    } finally {
+      redis.disconnect();
+    }
+  };
+
   it('share one window between two nodes', async () => {
     const clock = new ManualClock();
-    const a = createRedisCounter(await connectedRedis(url!, 'c2c-test-rl-a'), clock);
-    const b = createRedisCounter(await connectedRedis(url!, 'c2c-test-rl-b'), clock);
+    const [a, b] = await nodes(clock);
     const key = `shared-${Math.random()}`;
-    await a.hit(key, 60_000);
-    expect((await b.hit(key, 60_000)).count).toBe(2);
-    await a.close();
-    await b.close();
+    await a!.hit(key, 60_000, LIMIT);
+    expect((await b!.hit(key, 60_000, LIMIT)).count).toBe(2);
+    await a!.close();
+    await b!.close();
+  });
+
+  it('answer hits far below the limit without waiting for Redis, which counts them within FLUSH_MS', async () => {
+    const clock = new ManualClock();
+    const [a, b] = await nodes(clock);
+    const key = `local-${Math.random()}`;
+    // the first hit of a window asks Redis; the next ones are answered by the node
+    expect((await a!.hit(key, 60_000, LIMIT)).count).toBe(1);
+    for (let i = 2; i <= 10; i += 1) expect((await a!.hit(key, 60_000, LIMIT)).count).toBe(i);
+    expect(await inRedis(clock, key)).toBe(1);
+    // another node asking now does not see them yet; after FLUSH_MS it does
+    expect((await b!.hit(key, 60_000, LIMIT)).count).toBe(2);
+    await clock.advance(FLUSH_MS);
+    expect(await inRedis(clock, key)).toBe(11);
+    // closing sends nothing twice
+    await b!.close();
+    await a!.close();
+    expect(await inRedis(clock, key)).toBe(11);
+  });
+
+  it('admit at most the limit plus LOCAL_SHARE of it per node, then refuse every hit, losing none', async () => {
+    const clock = new ManualClock();
+    const [a, b] = await nodes(clock);
+    const key = `edge-${Math.random()}`;
+    const limit = 100;
+    // no time passes: nothing reaches Redis but what a node sends to ask it
+    const counts: number[] = [];
+    for (let i = 0; i < 300; i += 1) counts.push((await (i % 2 ? b! : a!).hit(key, 60_000, limit)).count);
+    const admitted = counts.filter((count) => count <= limit).length;
+    expect(admitted).toBeGreaterThanOrEqual(limit);
+    expect(admitted).toBeLessThanOrEqual(limit + 2 * limit * LOCAL_SHARE);
+    // once refused, never admitted again in that window
+    const firstRefused = counts.findIndex((count) => count > limit);
+    expect(counts.slice(firstRefused).every((count) => count > limit)).toBe(true);
+    await a!.close();
+    await b!.close();
+    expect(await inRedis(clock, key)).toBe(300);
+  });
+
+  it('let a node with an old count answer at most LOCAL_SHARE of the limit on its own, however many hits arrive at once', async () => {
+    const clock = new ManualClock();
+    const [a, b] = await nodes(clock);
+    const key = `stale-${Math.random()}`;
+    const limit = 100;
+    expect((await a!.hit(key, 60_000, limit)).count).toBe(1);
+    // b takes the window to the limit; a still knows a count of 1
+    for (let i = 0; i < limit - 1; i += 1) await b!.hit(key, 60_000, limit);
+    await clock.advance(FLUSH_MS);
+    expect(await inRedis(clock, key)).toBe(limit);
+    const burst = await Promise.all(Array.from({ length: 300 }, () => a!.hit(key, 60_000, limit)));
+    expect(burst.filter((hit) => hit.count <= limit).length).toBe(limit * LOCAL_SHARE);
+    // what a admits after Redis answered it is refused
+    expect((await a!.hit(key, 60_000, limit)).count).toBeGreaterThan(limit);
+    await a!.close();
+    await b!.close();
+    expect(await inRedis(clock, key)).toBe(limit + 301);
+  });
+
+  it('count again once Redis is back, and never twice', async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    const clock = new ManualClock();
+    const client = await connectedRedis(`redis://127.0.0.1:${port}`, 'c2c-test-rl-down');
+    const counter = createRedisCounter(client, clock);
+    try {
+      const key = `down-${Math.random()}`;
+      expect((await counter.hit(key, 60_000, LIMIT)).count).toBe(1);
+      expect((await counter.hit(key, 60_000, LIMIT)).count).toBe(2);
+      await server.stop();
+      await vi.waitFor(() => expect(client.status).not.toBe('ready'));
+      // the unsent hit fails to go; hits are answered or refused by the caller's rule (fail open), never thrown unhandled
+      await clock.advance(FLUSH_MS);
+      await server.start();
+      await vi.waitFor(async () => expect((await counter.hit(`${key}-probe`, 60_000, LIMIT)).count).toBe(1), { timeout: 5000, interval: 100 });
+      // Redis came back empty: the key counts from what reaches it now, each hit once
+      const counts: number[] = [];
+      for (let i = 0; i < 5; i += 1) counts.push((await counter.hit(key, 60_000, LIMIT)).count);
+      await counter.close();
+      const reader = await connectedRedis(`redis://127.0.0.1:${port}`, 'c2c-test-rl-read');
+      const stored = Number(await reader.get(`c2c:rl:${key}:${Math.floor(clock.now() / 60_000)}`));
+      reader.disconnect();
+      expect(stored).toBeGreaterThanOrEqual(4);
+      expect(stored).toBeLessThanOrEqual(5);
+      expect(counts.at(-1)).toBeGreaterThanOrEqual(stored);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('ask Redis again for a new window, and drop nothing a closing node holds', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1, 9, 0, 0) + Math.floor(Math.random() * 1e6) * 60_000);
+    const [a, b] = await nodes(clock);
+    const key = `roll-${Math.random()}`;
+    for (let i = 0; i < 5; i += 1) await a!.hit(key, 60_000, LIMIT);
+    await clock.advance(60_000);
+    expect(await inRedis(new ManualClock(clock.now() - 60_000), key)).toBe(5);
+    // the old window's hits were sent on the way; the new window starts from Redis's count
+    await b!.hit(key, 60_000, LIMIT);
+    expect((await a!.hit(key, 60_000, LIMIT)).count).toBe(2);
+    await a!.hit(key, 60_000, LIMIT);
+    await a!.close();
+    expect(await inRedis(clock, key)).toBe(3);
+    await b!.close();
   });
 });
