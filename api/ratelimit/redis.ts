@@ -20,7 +20,7 @@ import type { RateCounter } from './counter.js';
 
 /** How long a node holds hits it answered on its own before Redis counts them. */
 export const FLUSH_MS = 20;
-/** The most of a limit a node answers on its own between two of its exchanges with Redis. */
+/** The most of a limit a node may hold answered on its own and not yet acknowledged by Redis. */
 export const LOCAL_SHARE = 0.05;
 
 const HIT = `local count = redis.call('INCRBY', KEYS[1], ARGV[2])
