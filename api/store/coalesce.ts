@@ -4,8 +4,9 @@
  * (with whatever else arrived in that turn), or after a short wait where no one is waiting on it
  * (`gather`); items submitted while a flush runs wait for it and then go together. An idle node
  * pays no delay, and a busy one makes one round trip for many items instead of one each: a round
- * trip costs CPU on both sides (system calls, wake-ups, a commit) whatever the statement does. Users: commands, heartbeats, acks, WidgetState loads, engine
- * snapshots, credential reads, agent checks, rate-limit hits.
+ * trip costs CPU on both sides (system calls, wake-ups, a commit) whatever the statement does.
+ * Users: commands, heartbeats, acks, WidgetState loads, engine snapshots, credential reads, agent
+ * checks, the rate-limit increments sent to Redis.
  */
 import type { Clock } from '../clock.js';
 import type { Sql } from './db.js';
