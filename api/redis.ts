@@ -29,8 +29,8 @@ export function redisClient(url: string, name: string, options: { queueWhileOffl
  * corks the connection and the turn's end uncorks it, so the turn's commands leave in one write.
  * For the socket adapter's subscriber: a reconnect storm joins thousands of rooms, one SSUBSCRIBE
  * each, and a system call per SSUBSCRIBE was about 8 % of a restarting gateway's CPU. A
- * subscription that leaves at the end of the turn is not late: the snapshot its socket gets is
- * read from the store afterwards.
+ * subscription that leaves at the end of the turn is not late: its socket's snapshot is read once
+ * Redis has confirmed it (Bus.roomsJoined).
  */
 export function writeTogether(client: Redis): Redis {
   const send = client.sendCommand.bind(client);

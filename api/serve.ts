@@ -40,7 +40,7 @@ export interface StartOptions {
 /** Opens the infrastructure and builds the services, without listening (CLI and tests). */
 export async function openServices(config: Config, clock: Clock = systemClock): Promise<Services> {
   const db = await openStore(config);
-  const bus = await openBus(config.redisUrl);
+  const bus = await openBus(config.redisUrl, clock);
   const counter = await openRateCounter(config.redisUrl, clock);
   const log = (message: string, error?: unknown) => console.error(message, error instanceof Error ? error.message : (error ?? ''));
   return createServices({ config, db, bus, clock, counter, log });

@@ -89,10 +89,15 @@ export function socketHandlers(services: Services) {
     });
   }
 
-  /** A widget gets its agent's whole state at once, then every change (pushed to the agent's room). */
+  /**
+   * A widget gets its agent's whole state at once, then every change (pushed to the agent's room).
+   * The state is read once the room receives pushes: a change in between reaches it either way.
+   */
   function widget(socket: Socket, data: WidgetSocketData): void {
     void socket.join(rooms.agent(data.integrationId, data.memberId));
-    void widgetContext(data)
+    void services.bus
+      .roomsJoined()
+      .then(() => widgetContext(data))
       .then(async (context) => {
         const state: PushedState = await services.widgetStates.forWidget(context);
         socket.emit('state', state);
@@ -101,11 +106,12 @@ export function socketHandlers(services: Services) {
     socket.on('command', command);
   }
 
-  /** An engine gets its unacked commands and dial requests at once, then every new one. */
+  /** An engine gets its unacked commands and dial requests at once (once its room receives pushes), then every new one. */
   function engine(socket: Socket, data: EngineSocketData): void {
     void socket.join(rooms.engine(data.engineId));
-    void services.pusher
-      .engineWork(data.engineId, 'unacked')
+    void services.bus
+      .roomsJoined()
+      .then(() => services.pusher.engineWork(data.engineId, 'unacked'))
       .then((work) => socket.emit('work', work))
       .catch((error: unknown) => endWithError(socket, error));
     socket.on('heartbeat', heartbeat);

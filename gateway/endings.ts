@@ -1,10 +1,10 @@
 /**
  * Ending connections the moment their credential stops being good: a widget session that ended,
  * an engine closed or replaced, the platform switched off, and (re-checked) every socket of an
- * integration or member that changed, and every socket after a Redis outage (endings published
- * meanwhile were lost). Widget tokens are also re-checked when they expire: the
+ * integration or member that changed. Widget tokens are also re-checked when they expire: the
  * client is told to reconnect with a fresh token (a retry reason), never left on a dead one.
- * Each node acts on its own sockets; the bus tells every node.
+ * Each node acts on its own sockets; the bus tells every node. Endings lost in a Redis outage are
+ * caught up with the rest of what it lost (catch-up.ts).
  */
 import type { Server, Socket } from 'socket.io';
 import { ERROR_CATALOGUE } from '../shared/errors.js';
@@ -23,7 +23,7 @@ function endAll(sockets: Iterable<Socket>, reason: SocketEnd): void {
 const RECHECK_BATCH = 100;
 
 /** Re-checks each of these sockets; those that no longer pass are ended with their code. */
-async function recheck(services: Services, sockets: Socket[]): Promise<void> {
+export async function recheck(services: Services, sockets: Socket[]): Promise<void> {
   for (let start = 0; start < sockets.length; start += RECHECK_BATCH) {
     await Promise.all(
       sockets.slice(start, start + RECHECK_BATCH).map(async (socket) => {
@@ -61,11 +61,6 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
         return;
       case 'member':
         recheckAll(local.get(`member:${message.memberId}`));
-        return;
-      case 'resync':
-        // Endings published while Redis was away were lost (the caches were emptied): every
-        // socket here is checked against the store again.
-        recheckAll([...io.of('/').sockets.values()]);
         return;
     }
   });

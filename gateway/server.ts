@@ -8,6 +8,7 @@ import type { Socket } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { SOCKET_PATH } from '../shared/events.js';
 import type { Services } from '../api/services.js';
+import { keepCurrentThroughOutages } from './catch-up.js';
 import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
 import { TokenExpiry, watchEndings } from './endings.js';
@@ -61,6 +62,7 @@ export async function startGateway(services: Services, options: { port: number; 
     handle(socket);
   });
   const stopEndings = watchEndings(services, io, local);
+  const stopCatchUp = keepCurrentThroughOutages(services, io);
 
   serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
@@ -77,6 +79,7 @@ export async function startGateway(services: Services, options: { port: number; 
     close() {
       closing ??= (async () => {
         stopEndings();
+        stopCatchUp();
         uws.us_listen_socket_close(listenSocket);
         for (const socket of io.of('/').sockets.values()) {
           end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });

@@ -59,6 +59,12 @@ export interface Bus {
   readonly io: Server;
   /** false only when no socket in the room can be reached (one-node driver, room empty here; Redis down, room not here) */
   mayHaveListeners(room: string): boolean;
+  /**
+   * Resolves once the rooms this node's sockets joined so far receive what is pushed to them, so
+   * that a snapshot read afterwards cannot miss a change pushed in between. At once while the bus
+   * is down: the gateway's catch-up covers sockets then (gateway/catch-up.ts).
+   */
+  roomsJoined(): Promise<void>;
   state(): BusState;
   close(): Promise<void>;
 }

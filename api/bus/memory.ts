@@ -17,6 +17,8 @@ export function createMemoryBus(): Bus {
       return () => handlers.delete(handler);
     },
     mayHaveListeners: (room) => io.sockets.adapter.rooms.has(room),
+    // In one process a room receives from the moment it is joined.
+    roomsJoined: () => Promise.resolve(),
     state: () => 'up',
     async close() {
       handlers.clear();

@@ -10,17 +10,28 @@ import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { Server } from 'socket.io';
 import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
+import { systemClock, type Clock, type Timer } from '../clock.js';
+import { coalesce } from '../store/coalesce.js';
 import { closeIo } from './close-io.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
 export const BUS_CHANNEL = 'c2c:bus';
+
+/**
+ * The longest a snapshot waits for Redis to confirm its socket's room: a Redis that stalls without
+ * dropping the connection must not hold up every snapshot (the socket then gets one that may miss a
+ * change made in the meantime, as before the wait existed).
+ */
+export const ROOMS_JOINED_WITHIN_MS = 2000;
+
+const noop = () => {};
 
 interface Envelope {
   node: string;
   message: BusMessage;
 }
 
-export async function createRedisBus(url: string): Promise<Bus> {
+export async function createRedisBus(url: string, clock: Clock = systemClock): Promise<Bus> {
   const node = randomBytes(8).toString('hex');
   const pub = await connectedRedis(url, 'c2c-bus-pub');
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
@@ -31,6 +42,17 @@ export async function createRedisBus(url: string): Promise<Bus> {
   const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub'));
   const adapterSub = adapterSubscriber(url);
   const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
+
+  // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
+  // connection's commands in order, so the answer to a PING sent after them says they are in
+  // effect; the joins of one turn (a reconnect storm's) share a PING.
+  const confirmJoins = coalesce(async (waiting: null[]) => {
+    let timer: Timer | undefined;
+    const stalled = new Promise<void>((resolve) => (timer = clock.after(ROOMS_JOINED_WITHIN_MS, resolve)));
+    await Promise.race([adapterSub.ping().then(noop, noop), stalled]);
+    timer?.cancel();
+    return waiting;
+  });
 
   const handlers = new Set<BusHandler>();
   let subscribed = false;
@@ -82,6 +104,7 @@ export async function createRedisBus(url: string): Promise<Bus> {
     mayHaveListeners(room) {
       return state() === 'up' || io.sockets.adapter.rooms.has(room);
     },
+    roomsJoined: () => (state() === 'up' ? confirmJoins(null).then(noop) : Promise.resolve()),
     state,
     async close() {
       handlers.clear();

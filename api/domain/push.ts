@@ -37,17 +37,15 @@ export interface PushDeps {
 export function createPusher(deps: PushDeps) {
   const { db, bus, clock } = deps;
 
-  async function pushState(integrationId: string, memberId: string): Promise<void> {
-    const room = rooms.agent(integrationId, memberId);
-    if (!bus.mayHaveListeners(room)) return;
-    const startedAt = performance.now();
+  /** What an agent's widgets are pushed: the WidgetState without its per-session field (none for an agent no longer valid). */
+  async function agentState(integrationId: string, memberId: string): Promise<PushedState | undefined> {
     const integration = await deps.directory.integration(integrationId);
-    if (!integration) return;
+    if (!integration) return undefined;
     let agent;
     try {
       agent = await deps.directory.agent(integration, memberId);
     } catch {
-      return; // no longer a valid agent: the gateway ends those sockets
+      return undefined; // no longer a valid agent: the gateway ends those sockets
     }
     const data = await deps.widgetStates.load(integrationId, memberId);
     const { session_expires_at: _perSession, ...state } = renderWidgetState(
@@ -55,7 +53,16 @@ export function createPusher(deps: PushDeps) {
       { integration, agent, sessionExpiresAt: 0, realtime: deps.realtime },
       clock.now(),
     );
-    bus.io.to(room).emit('state', state satisfies PushedState);
+    return state;
+  }
+
+  async function pushState(integrationId: string, memberId: string): Promise<void> {
+    const room = rooms.agent(integrationId, memberId);
+    if (!bus.mayHaveListeners(room)) return;
+    const startedAt = performance.now();
+    const state = await agentState(integrationId, memberId);
+    if (!state) return;
+    bus.io.to(room).emit('state', state);
     deps.observe?.('state', startedAt);
   }
 
@@ -79,6 +86,7 @@ export function createPusher(deps: PushDeps) {
   const run = (promise: Promise<void>) => promise.catch((error: unknown) => deps.log?.('push failed', error));
 
   return {
+    agentState,
     engineWork,
     pushState,
     /** Starts pushing this node's own changes. */

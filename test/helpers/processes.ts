@@ -63,8 +63,12 @@ export async function healthy(url: string): Promise<unknown> {
   }, url);
 }
 
-/** A Redis server of our own, so a suite can stop and restart it without touching anyone else's. */
-export function spawnRedis(port: number): { stop(): Promise<void>; start(): Promise<void> } {
+/**
+ * A Redis server of our own, so a suite can stop and restart it without touching anyone else's.
+ * stop() kills it (connections drop); pause() freezes it (SIGSTOP: connections stay up, commands
+ * wait unanswered) until resume().
+ */
+export function spawnRedis(port: number): { stop(): Promise<void>; start(): Promise<void>; pause(): void; resume(): void } {
   let child: ChildProcess | undefined;
   const start = async () => {
     child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
@@ -83,6 +87,8 @@ export function spawnRedis(port: number): { stop(): Promise<void>; start(): Prom
   };
   return {
     start,
+    pause: () => void child?.kill('SIGSTOP'),
+    resume: () => void child?.kill('SIGCONT'),
     async stop() {
       if (!child) return;
       const done = new Promise((resolve) => child!.on('exit', resolve));

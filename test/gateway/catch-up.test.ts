@@ -1,0 +1,150 @@
+/**
+ * What other nodes send a gateway's sockets, when Redis cannot carry it (gateway/catch-up.ts), and
+ * the order of a socket's snapshot and its room's subscription (Bus.roomsJoined). Two nodes on one
+ * store and one Redis server of the test's own, which the test stops, restarts, pauses and resumes:
+ * node A takes REST requests (an API node), node B holds the sockets (a gateway).
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createRedisBus, ROOMS_JOINED_WITHIN_MS } from '../../api/bus/redis.js';
+import type { Bus } from '../../api/bus/index.js';
+import { ManualClock } from '../../api/clock.js';
+import { LIMITS } from '../../shared/limits.js';
+import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
+import { redisUrl, storeDrivers } from '../helpers/env.js';
+import { command, openSession, readyAgent, type Agent } from '../helpers/flows.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { freePort, spawnRedis, waitFor } from '../helpers/processes.js';
+import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+const [driver] = storeDrivers();
+
+describe.skipIf(!redisUrl())('a gateway whose Redis is away', () => {
+  let redis: ReturnType<typeof spawnRedis>;
+  let database: TestDatabase;
+  let buses: Bus[];
+  let a: Harness;
+  let b: GatewayHarness;
+  let clock: ManualClock;
+  let api: Client;
+  let t: Tenant;
+  let agent: Agent;
+  const sockets: TestSocket[] = [];
+
+  const busesAre = (state: 'up' | 'down') => waitFor(async () => (buses.every((bus) => bus.state() === state) ? true : undefined), `both buses ${state}`, 20_000);
+  const open = (token: string, origin: string) => {
+    const socket = openSocket(b.url, token, origin);
+    sockets.push(socket);
+    return socket;
+  };
+  const widget = () => open(agent.widgetToken, ORIGIN);
+  const engine = () => open(agent.engineToken, b.h.config.siteUrl);
+
+  beforeEach(async () => {
+    const port = await freePort();
+    redis = spawnRedis(port);
+    await redis.start();
+    database = await openTestDatabase(driver!);
+    clock = new ManualClock();
+    buses = [await createRedisBus(`redis://127.0.0.1:${port}`, clock), await createRedisBus(`redis://127.0.0.1:${port}`, clock)];
+    a = await createHarness(driver!, {}, { database, bus: buses[0], clock });
+    a.services.pusher.start();
+    b = await createGatewayHarness(driver!, {}, { database, bus: buses[1], clock });
+    api = client(a.app);
+    t = await seedTenant(a.services);
+    agent = await readyAgent(api, t);
+  });
+
+  afterEach(async () => {
+    for (const socket of sockets.splice(0)) socket.close();
+    redis.resume();
+    await b.close();
+    await a.close();
+    for (const bus of buses) await bus.close();
+    await database.drop();
+    await redis.stop();
+  });
+
+  it('sends its sockets what other nodes changed, read from the store every poll_ms, and each state once', async () => {
+    const w = widget();
+    const first = await w.next('state');
+    const e = engine();
+    await e.next('work');
+    // A second session of the agent, to be revoked on node A during the outage.
+    const revokedToken = await openSession(api, t);
+    const revoked = open(revokedToken, ORIGIN);
+    await revoked.next('state');
+
+    await redis.stop();
+    await busesAre('down');
+    expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'away', available: false })).body).toMatchObject({ ok: true });
+    const focus = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'focus-during' });
+    expect(focus.body).toMatchObject({ ok: true, status: 'queued' });
+    expect((await api.post('/widget/revoke', {}, { auth: revokedToken, origin: ORIGIN })).status).toBe(200);
+
+    const away = w.next('state', { where: (state) => state.version > first.version });
+    const work = e.next('work', { where: (next) => next.commands.some((c: { command_id: number }) => c.command_id === focus.body.command_id) });
+    const ended = revoked.next('ended');
+    await clock.advance(LIMITS.pollMs);
+    expect(await away).toMatchObject({ engine: { available: false } });
+    await work;
+    expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
+
+    // Acked, the command is not sent again; an unchanged state is not sent again either.
+    expect(await request(e.socket, 'ack', [{ command_id: focus.body.command_id, result: 'done' }])).toEqual({ ok: true });
+    await clock.advance(LIMITS.pollMs);
+    expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'back', available: true })).body).toMatchObject({ ok: true });
+    const again = w.next('state', { where: (state) => state.engine.available === true });
+    await clock.advance(LIMITS.pollMs);
+    await again;
+    const versions = w.events.filter((event) => event.event === 'state').map((event) => (event.payload as { version: number }).version);
+    expect(versions).toEqual([...new Set(versions)].sort((x, y) => x - y));
+    expect(e.events.filter((event) => event.event === 'work' && (event.payload as { commands: Array<{ command_id: number }> }).commands.some((c) => c.command_id === focus.body.command_id))).toHaveLength(1);
+  }, 60_000);
+
+  it('catches up as soon as Redis is back, after an outage shorter than poll_ms', async () => {
+    const w = widget();
+    const first = await w.next('state');
+    await redis.stop();
+    await busesAre('down');
+    expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'blip', available: false })).body).toMatchObject({ ok: true });
+    const caught = w.next('state', { where: (state) => state.version > first.version, timeoutMs: 20_000 });
+    await redis.start();
+    // no poll_ms has passed on the gateway's clock: the reconnect itself set off the catch-up
+    expect(await caught).toMatchObject({ engine: { available: false } });
+  }, 60_000);
+
+  it("reads a socket's snapshot only once Redis has its room, so a change made meanwhile is in it", async () => {
+    // Paused, Redis keeps the connections but answers nothing: node B's subscription to the new
+    // room waits in it.
+    redis.pause();
+    const w = widget();
+    // Connected, the socket has joined its room: the gateway joins it as the connection is made.
+    await w.next('connect');
+    // A change whose push reaches no one, as a push that reached Redis before the subscription
+    // would not: node C has a bus of its own.
+    const c = await createHarness(driver!, {}, { database, clock });
+    try {
+      expect((await command(client(c.app), agent.widgetToken, { kind: 'availability', request_id: 'meanwhile', available: false })).body).toMatchObject({ ok: true });
+    } finally {
+      await c.close();
+    }
+    const current = w.next('state', { where: (state) => state.engine.available === false });
+    redis.resume();
+    // Read before the subscription took effect, the snapshot would predate the change.
+    await current;
+  }, 30_000);
+
+  it('sends the snapshot anyway when Redis does not answer for ROOMS_JOINED_WITHIN_MS', async () => {
+    redis.pause();
+    const w = widget();
+    await w.next('connect');
+    // Redis stays paused: only the bound can let the snapshot go.
+    await waitFor(async () => {
+      await clock.advance(ROOMS_JOINED_WITHIN_MS / 4);
+      return w.events.some((event) => event.event === 'state') ? true : undefined;
+    }, 'the snapshot');
+    expect(w.events.find((event) => event.event === 'state')?.payload).toMatchObject({ ok: true, engine: { available: true } });
+  }, 30_000);
+});
