@@ -2,9 +2,11 @@
  * A cache whose entries the bus drops the moment something they depend on changes (anywhere, on
  * any node): credential checks per token, integrations, resolved agents. Revocation, disabling and
  * un-assigning therefore still apply on the next request. A load that overlapped an invalidation is
- * used once but not cached, so it cannot resurrect what the change removed. While the bus is
- * down nothing would say what changed on other nodes, so the cache is bypassed (every read goes to
- * the store, as the REST fallback does anyway), and the reconnect (`resync`) empties it.
+ * used once but not cached, so it cannot resurrect what the change removed. Loads of one key that
+ * overlap share one read (a restarted node's first thousand requests of one integration make one),
+ * unless a watched change came in between. While the bus is down nothing would say what changed on
+ * other nodes, so the cache is bypassed (every read goes to the store, as the REST fallback does
+ * anyway), and the reconnect (`resync`) empties it.
  */
 import type { Bus, BusMessage } from '../bus/index.js';
 
@@ -27,6 +29,8 @@ export function createBusCache<T>(
   affects: (entry: T, message: BusMessage) => boolean,
 ): BusCache<T> {
   const entries = new Map<string, T>();
+  /** loads under way, with the generation they started in */
+  const loading = new Map<string, { generation: number; entry: Promise<T | undefined> }>();
   let generation = 0;
   bus.subscribe((message) => {
     if (message.type !== 'resync' && !watches(message)) return;
@@ -36,13 +40,26 @@ export function createBusCache<T>(
   });
   return {
     get: (key) => (bus.state() === 'up' ? entries.get(key) : undefined),
-    async load(key, loader) {
+    load<R extends T | undefined>(key: string, loader: () => Promise<R>): Promise<R> {
+      const shared = loading.get(key);
+      // One key has one loader: a read under way answers for this caller as well, if nothing changed since it began.
+      if (shared && shared.generation === generation && bus.state() === 'up') return shared.entry as Promise<R>;
       const startedAt = generation;
-      const entry = await loader();
-      if (entry !== undefined && generation === startedAt && bus.state() === 'up') {
-        if (entries.size >= MAX_ENTRIES) entries.clear();
-        entries.set(key, entry);
-      }
+      const entry = loader().then(
+        (loaded) => {
+          if (loading.get(key)?.entry === entry) loading.delete(key);
+          if (loaded !== undefined && generation === startedAt && bus.state() === 'up') {
+            if (entries.size >= MAX_ENTRIES) entries.clear();
+            entries.set(key, loaded);
+          }
+          return loaded;
+        },
+        (error: unknown) => {
+          if (loading.get(key)?.entry === entry) loading.delete(key);
+          throw error;
+        },
+      );
+      loading.set(key, { generation: startedAt, entry });
       return entry;
     },
   };

@@ -1,8 +1,9 @@
 /**
  * The platform-wide switch (spec section 1: "Disabling the service platform-wide makes every
  * endpoint refuse immediately"). Read on every request, so it is cached in memory and the cache is
- * dropped by a bus message from whichever node flipped it; while the bus is down (such a message
- * could be lost) every request reads the store.
+ * set by a bus message from whichever node flipped it; while the bus is down (such a message
+ * could be lost) every request reads the store. Requests that find no cached value share one read
+ * (a restarted node's first thousand), and a read that a message overtook does not overwrite it.
  */
 import { C2CError } from '../../shared/errors.js';
 import type { Bus } from '../bus/index.js';
@@ -18,17 +19,33 @@ export interface Platform {
 
 export function createPlatform(db: Db, bus: Bus, clock: Clock): Platform {
   let cached: boolean | undefined;
+  /** bumped by every message that sets or drops `cached` */
+  let generation = 0;
+  let shared: Promise<boolean> | undefined;
   bus.subscribe((message) => {
-    if (message.type === 'platform') cached = message.disabled;
-    if (message.type === 'resync') cached = undefined;
+    if (message.type !== 'platform' && message.type !== 'resync') return;
+    generation += 1;
+    shared = undefined;
+    cached = message.type === 'platform' ? message.disabled : undefined;
   });
 
-  const isDisabled = async () => {
-    if (cached === undefined || bus.state() !== 'up') {
-      const [row] = await db.query<{ disabled: boolean }>('SELECT disabled FROM platform_settings WHERE id = 1');
-      cached = row?.disabled ?? false;
-    }
-    return cached;
+  const read = async () => {
+    const startedAt = generation;
+    const [row] = await db.query<{ disabled: boolean }>('SELECT disabled FROM platform_settings WHERE id = 1');
+    const disabled = row?.disabled ?? false;
+    if (generation === startedAt) cached = disabled;
+    return disabled;
+  };
+
+  const isDisabled = async (): Promise<boolean> => {
+    if (bus.state() !== 'up') return read();
+    if (cached !== undefined) return cached;
+    if (shared) return shared;
+    const reading = read().finally(() => {
+      if (shared === reading) shared = undefined;
+    });
+    shared = reading;
+    return reading;
   };
 
   return {

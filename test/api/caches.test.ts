@@ -47,6 +47,32 @@ describe('a bus cache', () => {
     await bus.close();
   });
 
+  it('makes one read for loads of a key that overlap, and a new one once a watched change came in between', async () => {
+    const bus = createMemoryBus();
+    const cache = createBusCache(bus, watched, affects);
+    const reads: Array<(value: { memberId: string }) => void> = [];
+    const loader = () => new Promise<{ memberId: string }>((resolve) => reads.push(resolve));
+    const first = cache.load('a', loader);
+    const second = cache.load('a', loader);
+    expect(reads).toHaveLength(1);
+    bus.publish({ type: 'member', memberId: 'mem_other' });
+    const third = cache.load('a', loader);
+    expect(reads).toHaveLength(2);
+    reads[0]!({ memberId: 'mem_a' });
+    reads[1]!({ memberId: 'mem_a2' });
+    expect([await first, await second, await third]).toEqual([{ memberId: 'mem_a' }, { memberId: 'mem_a' }, { memberId: 'mem_a2' }]);
+    expect(cache.get('a')).toEqual({ memberId: 'mem_a2' });
+    // a failed read fails those who shared it, and the next load reads again
+    const failing = cache.load('b', () => Promise.reject(new Error('store away')));
+    await expect(cache.load('b', loader)).rejects.toThrow('store away');
+    await expect(failing).rejects.toThrow('store away');
+    const after = cache.load('b', loader);
+    expect(reads).toHaveLength(3);
+    reads[2]!({ memberId: 'mem_b' });
+    expect(await after).toEqual({ memberId: 'mem_b' });
+    await bus.close();
+  });
+
   it('is not disturbed by messages it does not watch', async () => {
     const bus = createMemoryBus();
     const cache = createBusCache(bus, watched, () => true);
@@ -161,5 +187,45 @@ describe.each(storeDrivers())('the directory on %s', (driver) => {
     await expect(directory.agent(integration, t.agent.id)).rejects.toMatchObject({ code: 'agent_disabled' });
     await updateMember(deps, t.agent.id, { enabled: true });
     expect((await directory.agent(integration, t.agent.id)).member.enabled).toBe(true);
+  });
+});
+
+describe.each(storeDrivers())('the platform switch on %s', (driver) => {
+  let h: Harness;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+  });
+  afterAll(() => h.close());
+
+  /** The harness's store, counting the statements that read the switch. */
+  const counted = () => {
+    const db = h.services.db;
+    const reads = { count: 0 };
+    const query: typeof db.query = (text, params) => {
+      if (text.includes('FROM platform_settings')) reads.count += 1;
+      return db.query(text, params);
+    };
+    return { db: Object.assign(Object.create(db) as typeof db, { query }), reads };
+  };
+
+  it('answers the requests that find no cached value with one read', async () => {
+    const { db, reads } = counted();
+    const platform = createPlatform(db, createMemoryBus(), h.clock);
+    expect(await Promise.all(Array.from({ length: 50 }, () => platform.isDisabled()))).toEqual(Array(50).fill(false));
+    expect(reads.count).toBe(1);
+    await platform.isDisabled();
+    expect(reads.count).toBe(1);
+  });
+
+  it('keeps what a message said over a read the message overtook', async () => {
+    const { db } = counted();
+    const bus = createMemoryBus();
+    const platform = createPlatform(db, bus, h.clock);
+    const reading = platform.isDisabled();
+    // another node switched the platform off while this read was on its way
+    bus.publish({ type: 'platform', disabled: true });
+    expect(await reading).toBe(false);
+    expect(await platform.isDisabled()).toBe(true);
   });
 });
