@@ -11,6 +11,7 @@ import type { Services } from '../api/services.js';
 import { keepCurrentThroughOutages } from './catch-up.js';
 import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
+import { EngineDrops } from './drops.js';
 import { TokenExpiry, watchEndings } from './endings.js';
 import { handshake, releaseHandshake, type SocketData } from './handshake.js';
 import { LocalSockets } from './local-sockets.js';
@@ -47,10 +48,12 @@ export async function startGateway(services: Services, options: { port: number; 
   const handle = socketHandlers(services);
   const local = new LocalSockets();
   const expiry = new TokenExpiry(services);
+  const drops = new EngineDrops(services);
   // One listener for every socket's disconnect (Socket.IO calls it with the socket as `this`).
-  function disconnected(this: Socket): void {
+  function disconnected(this: Socket, reason: string): void {
     local.remove(this);
     expiry.forget(this);
+    drops.dropped(this, reason);
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
   }
   io.on('connection', (socket) => {
@@ -58,6 +61,7 @@ export async function startGateway(services: Services, options: { port: number; 
     services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);
     expiry.watch(socket);
+    drops.connected(socket);
     socket.on('disconnect', disconnected);
     handle(socket);
   });
@@ -80,6 +84,7 @@ export async function startGateway(services: Services, options: { port: number; 
       closing ??= (async () => {
         stopEndings();
         stopCatchUp();
+        drops.stop();
         uws.us_listen_socket_close(listenSocket);
         for (const socket of io.of('/').sockets.values()) {
           end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });

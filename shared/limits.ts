@@ -33,6 +33,12 @@ export const LIMITS = {
   enginePerEnginePerMinute: 600,
   /** decided: an engine token dies after this long without a heartbeat */
   engineTokenIdleSeconds: 24 * 60 * 60,
+  /**
+   * decided: an engine whose socket dropped and that has not heartbeated since is offline after
+   * this (it heartbeats over REST every heartbeatFallbackMs while its socket is down, so a live one
+   * has three chances); one with a call is left to the 90 s rules
+   */
+  engineDropGraceSeconds: 10,
   /** decided: an engine silent this long no longer holds its calls: they are flagged orphaned */
   engineStaleSeconds: 30,
   /** decided: a heartbeat not mentioning a call orphans it only after this grace (the claim may be in flight) */

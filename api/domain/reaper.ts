@@ -3,7 +3,8 @@
  * injectable clock; each rule is a conditional update, so nodes running it together do it once.
  * - a queued intent expires after 60 s;
  * - an engine silent for 30 s no longer holds its calls (orphaned);
- * - an engine silent for 90 s is offline, and its calls are ended through the provider;
+ * - an engine silent for 90 s is offline, and its calls are ended through the provider (one whose
+ *   socket dropped is offline sooner, unless on a call: engines/dropped.ts);
  * - a claimed intent whose provider leg never started fails after 60 s;
  * - once a minute, widget command records older than COMMAND_RETENTION_DAYS go (retention.ts).
  */

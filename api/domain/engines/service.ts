@@ -21,6 +21,7 @@ import type { Directory } from '../directory.js';
 import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
 import { applyAcks, type EngineAcks, type FirstAck } from './acks.js';
+import { markDroppedOffline, type Drop } from './dropped.js';
 import { createHeartbeats } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
@@ -50,6 +51,11 @@ export function createEngines(deps: EnginesDeps) {
 
   const ackTogether = coalesce((reports: EngineAcks[]) => applyAcks(db, reports, clock.now()), { gather: { clock: systemClock, ms: ACK_GATHER_MS } });
   const engineHeartbeat = createHeartbeats(deps);
+  // The drops of one moment (a network cut, a load balancer's restart) share a statement.
+  const dropTogether = coalesce(async (drops: Drop[]) => {
+    (await markDroppedOffline(db, drops)).publish(bus);
+    return drops.map(() => undefined);
+  });
 
   const providerFor = (context: EngineContext) => (context.engine.simulated ? providers.simulator : providers.configured);
 
@@ -144,6 +150,8 @@ export function createEngines(deps: EnginesDeps) {
       changes.publish(bus);
     },
 
+    /** The engine's socket dropped at `at` and it has not been heard from since: offline, unless on a call (dropped.ts). */
+    markDroppedOffline: (drop: Drop): Promise<void> => dropTogether(drop),
   };
 }
 
