@@ -7,11 +7,11 @@
  */
 import { C2CError } from '../../shared/errors.js';
 import type { Bus } from '../bus/index.js';
-import { coalesce } from '../store/coalesce.js';
+import { coalesce, lookupTogether } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
 import { reloadAgents, type ResolvedAgent } from './agents.js';
 import { createBusCache } from './bus-cache.js';
-import { findIntegration, type IntegrationWithAccount } from './integrations/repo.js';
+import { INTEGRATION_SELECT, type IntegrationWithAccount } from './integrations/repo.js';
 
 interface CachedAgent {
   integrationId: string;
@@ -31,12 +31,14 @@ export function createDirectory(db: Db, bus: Bus) {
       (message.type === 'integration' && integrationId === message.integrationId) || (message.type === 'member' && agent.member.id === message.memberId),
   );
 
-  // Agents checked by a busy node (the clients of a reconnect storm) share a statement.
+  // Integrations and agents checked by a busy node (the clients of a reconnect storm, every request
+  // while the bus is down) share a statement.
+  const integrationTogether = lookupTogether<IntegrationWithAccount>(db, `${INTEGRATION_SELECT} WHERE i.id = ANY($1::text[])`, (row) => row.id);
   const reloadTogether = coalesce((wanted: Array<{ integration: IntegrationWithAccount; memberId: string }>) => reloadAgents(db, wanted), { isolate: true });
 
   return {
     async integration(id: string): Promise<IntegrationWithAccount | undefined> {
-      return integrations.get(id) ?? integrations.load(id, () => findIntegration(db, id));
+      return integrations.get(id) ?? integrations.load(id, () => integrationTogether(id));
     },
 
     /** The member as an agent of this integration; throws the refusal (agent_disabled, …), which is not cached. */

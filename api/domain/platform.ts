@@ -2,12 +2,14 @@
  * The platform-wide switch (spec section 1: "Disabling the service platform-wide makes every
  * endpoint refuse immediately"). Read on every request, so it is cached in memory and the cache is
  * set by a bus message from whichever node flipped it; while the bus is down (such a message
- * could be lost) every request reads the store. Requests that find no cached value share one read
- * (a restarted node's first thousand), and a read that a message overtook does not overwrite it.
+ * could be lost) every request reads the store, in one statement for the requests of one turn of
+ * the event loop. Requests that find no cached value share one read (a restarted node's first
+ * thousand), and a read that a message overtook does not overwrite it.
  */
 import { C2CError } from '../../shared/errors.js';
 import type { Bus } from '../bus/index.js';
 import type { Clock } from '../clock.js';
+import { coalesce } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
 
 export interface Platform {
@@ -29,10 +31,14 @@ export function createPlatform(db: Db, bus: Bus, clock: Clock): Platform {
     cached = message.type === 'platform' ? message.disabled : undefined;
   });
 
+  // The reads asked for in one turn of the event loop (every request while the bus is down) are one.
+  const readTogether = coalesce(async (callers: null[]) => {
+    const [row] = await db.query<{ disabled: boolean }>('SELECT disabled FROM platform_settings WHERE id = 1');
+    return callers.map(() => row?.disabled ?? false);
+  });
   const read = async () => {
     const startedAt = generation;
-    const [row] = await db.query<{ disabled: boolean }>('SELECT disabled FROM platform_settings WHERE id = 1');
-    const disabled = row?.disabled ?? false;
+    const disabled = await readTogether(null);
     if (generation === startedAt) cached = disabled;
     return disabled;
   };

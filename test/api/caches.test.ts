@@ -87,6 +87,16 @@ describe('a bus cache', () => {
   });
 });
 
+/** The store, counting the statements whose text has `what`. */
+function countingReads(db: Harness['services']['db'], what: string) {
+  const reads = { count: 0 };
+  const query: typeof db.query = (text, params) => {
+    if (text.includes(what)) reads.count += 1;
+    return db.query(text, params);
+  };
+  return { db: Object.assign(Object.create(db) as typeof db, { query }), reads };
+}
+
 /** A Redis bus on a Redis server of its own, which the test can stop and start again. */
 async function busOnOwnRedis() {
   const port = await freePort();
@@ -156,6 +166,28 @@ describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could 
       await h.close();
     }
   }, 40_000);
+
+  it('the platform switch and integrations are read once for the requests of one moment, and again for each later one', async () => {
+    const redis = await busOnOwnRedis();
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const platformReads = countingReads(h.services.db, 'FROM platform_settings');
+      const integrationReads = countingReads(h.services.db, 'FROM integrations');
+      const platform = createPlatform(platformReads.db, redis.bus, h.services.clock);
+      const directory = createDirectory(integrationReads.db, redis.bus);
+      await redis.stopRedis();
+      const together = await Promise.all(Array.from({ length: 20 }, () => Promise.all([platform.isDisabled(), directory.integration(t.integrationId)])));
+      expect(together.every(([disabled, integration]) => disabled === false && integration?.id === t.integrationId)).toBe(true);
+      expect([platformReads.reads.count, integrationReads.reads.count]).toEqual([1, 1]);
+      await platform.isDisabled();
+      await directory.integration(t.integrationId);
+      expect([platformReads.reads.count, integrationReads.reads.count]).toEqual([2, 2]);
+    } finally {
+      await redis.close();
+      await h.close();
+    }
+  }, 40_000);
 });
 
 describe.each(storeDrivers())('the directory on %s', (driver) => {
@@ -198,16 +230,7 @@ describe.each(storeDrivers())('the platform switch on %s', (driver) => {
   });
   afterAll(() => h.close());
 
-  /** The harness's store, counting the statements that read the switch. */
-  const counted = () => {
-    const db = h.services.db;
-    const reads = { count: 0 };
-    const query: typeof db.query = (text, params) => {
-      if (text.includes('FROM platform_settings')) reads.count += 1;
-      return db.query(text, params);
-    };
-    return { db: Object.assign(Object.create(db) as typeof db, { query }), reads };
-  };
+  const counted = () => countingReads(h.services.db, 'FROM platform_settings');
 
   it('answers the requests that find no cached value with one read', async () => {
     const { db, reads } = counted();
