@@ -5,28 +5,33 @@
  * polls only while its socket is down, and an idle window heartbeats every 15 s. So every poll_ms of
  * an outage, and once more when the bus is back (for what was lost before the subscriptions
  * returned), the gateway does for its sockets what their polls and heartbeats would: it re-checks
- * each credential (ending those that no longer pass), and sends each agent's WidgetState and each
- * window's unacked work, read from the store. A widget is sent its state only when the version is
- * newer than what the catch-ups of this outage sent it; a window's work is handed over again until
- * acked, as heartbeats do, and the window carries out each command once.
+ * each credential (ending those refused), and sends each agent's WidgetState and each window's
+ * work, read from the store. What sockets hold is not known here, so the first catch-up of an
+ * outage sends every widget its state; later ones only a newer version. A window is handed what a
+ * heartbeat would hand it, and after the outage all it has not acked; it carries out each command
+ * once however often it arrives.
  */
 import type { Server, Socket } from 'socket.io';
 import { LIMITS } from '../shared/limits.js';
 import type { Timer } from '../api/clock.js';
 import { rooms } from '../api/domain/push.js';
 import type { Services } from '../api/services.js';
+import type { HandOver } from '../api/domain/engines/work.js';
 import { recheck } from './endings.js';
 import type { EngineSocketData, SocketData, WidgetSocketData } from './handshake.js';
 
-/** Starts keeping this node's sockets current through bus outages; returns what stops it. */
-export function keepCurrentThroughOutages(services: Services, io: Server): () => void {
+type WorkToSend = Extract<HandOver, 'due' | 'unacked'>;
+
+/** Starts keeping this node's sockets current through bus outages; returns what stops it (once a catch-up under way is done). */
+export function keepCurrentThroughOutages(services: Services, io: Server): () => Promise<void> {
   const { bus, clock, pusher } = services;
   /** per agent room, the version the catch-ups of this outage sent its widgets */
   const sent = new Map<string, number>();
   /** whether something may have been lost since the last catch-up made with the bus up */
   let missed = false;
   let running: Promise<void> | undefined;
-  let again = false;
+  /** what the next catch-up hands windows over; `unacked` (the final one's) wins over `due` */
+  let next: WorkToSend | undefined;
   let timer: Timer | undefined;
   let stopped = false;
 
@@ -37,12 +42,12 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
     for (const socket of sockets) socket.emit('state', state);
   }
 
-  async function sendWork(socket: Socket): Promise<void> {
-    const work = await pusher.engineWork((socket.data as EngineSocketData).engineId, 'unacked');
-    if (work.commands.length > 0 || work.dial_requests.length > 0) socket.emit('work', work);
+  async function sendWork(socket: Socket, work: WorkToSend): Promise<void> {
+    const handed = await pusher.engineWork((socket.data as EngineSocketData).engineId, work);
+    if (handed.commands.length > 0 || handed.dial_requests.length > 0) socket.emit('work', handed);
   }
 
-  async function catchUp(): Promise<void> {
+  async function catchUp(work: WorkToSend): Promise<void> {
     // What is pushed from here on reaches the rooms again, so what is read after this is not lost.
     await bus.roomsJoined();
     await recheck(services, [...io.of('/').sockets.values()]);
@@ -59,30 +64,33 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
       if (agent) agent.sockets.push(socket);
       else widgets.set(room, { data, sockets: [socket] });
     }
-    await Promise.all([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map(sendWork)]);
+    await Promise.all([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map((socket) => sendWork(socket, work))]);
   }
 
-  /** One catch-up at a time; one asked for meanwhile runs again after it (it may have read too early). */
-  function run(): Promise<void> {
-    if (running) {
-      again = true;
-      return running;
-    }
+  /** One catch-up at a time; one asked for meanwhile runs after it (it may have read too early). */
+  function run(work: WorkToSend): Promise<void> {
+    next = next === 'unacked' ? next : work;
+    if (running) return running;
     running = (async () => {
-      do {
-        again = false;
-        await catchUp().catch((error: unknown) => services.log?.('catch-up after a bus outage failed', error));
-      } while (again && !stopped);
-      running = undefined;
-    })();
+      while (next && !stopped) {
+        const current = next;
+        next = undefined;
+        await catchUp(current).catch((error: unknown) => services.log?.('catch-up after a bus outage failed', error));
+      }
+    })().finally(() => (running = undefined));
     return running;
   }
 
-  /** While the bus is down, and once after it (or a reconnect) with the bus up throughout. */
-  async function check(): Promise<void> {
+  /**
+   * While the bus is down, and once after it (or after a reconnect: `now`) with the bus up from
+   * start to end. While it is down, windows get what a heartbeat would (`due`: a push from this
+   * node is not lost, so work handed over moments ago is not sent again); the final catch-up sends
+   * all they have not acked, since a push lost as the subscriptions came back is not yet due.
+   */
+  async function check(now = false): Promise<void> {
     const down = bus.state() === 'down';
-    if (!down && !missed) return;
-    await run();
+    if (!down && !missed && !now) return;
+    await run(down ? 'due' : 'unacked');
     missed = down || bus.state() === 'down';
     // Nothing can be lost any more: the next outage starts afresh.
     if (!missed) sent.clear();
@@ -99,15 +107,14 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
 
   // The bus reconnected: anything may have been lost, however short the outage.
   const unsubscribe = bus.subscribe((message) => {
-    if (message.type !== 'resync') return;
-    missed = true;
-    void run();
+    if (message.type === 'resync') void check(true);
   });
   tick();
 
-  return () => {
+  return async () => {
     stopped = true;
     timer?.cancel();
     unsubscribe();
+    await running;
   };
 }

@@ -7,7 +7,7 @@
  * caught up with the rest of what it lost (catch-up.ts).
  */
 import type { Server, Socket } from 'socket.io';
-import { ERROR_CATALOGUE } from '../shared/errors.js';
+import { ERROR_CATALOGUE, isRefusal } from '../shared/errors.js';
 import type { SocketEnd } from '../shared/events.js';
 import type { Timer } from '../api/clock.js';
 import type { Services } from '../api/services.js';
@@ -22,7 +22,11 @@ function endAll(sockets: Iterable<Socket>, reason: SocketEnd): void {
 /** How many sockets are re-checked at once: after a Redis outage every socket here is. */
 const RECHECK_BATCH = 100;
 
-/** Re-checks each of these sockets; those that no longer pass are ended with their code. */
+/**
+ * Re-checks each of these sockets; those refused are ended with the refusal's code. A store that
+ * cannot answer ends nothing: the socket's next command checks again, and ending every socket of a
+ * node on a struggling store would only send them all back to it at once.
+ */
 export async function recheck(services: Services, sockets: Socket[]): Promise<void> {
   for (let start = 0; start < sockets.length; start += RECHECK_BATCH) {
     await Promise.all(
@@ -31,7 +35,7 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<vo
         try {
           await reauthenticate(services, socket.data as SocketData);
         } catch (error) {
-          endWithError(socket, error);
+          if (isRefusal(error)) endWithError(socket, error);
         }
       }),
     );

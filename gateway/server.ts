@@ -48,7 +48,7 @@ export async function startGateway(services: Services, options: { port: number; 
   const handle = socketHandlers(services);
   const local = new LocalSockets();
   const expiry = new TokenExpiry(services);
-  const drops = new EngineDrops(services);
+  const drops = new EngineDrops(services, local);
   // One listener for every socket's disconnect (Socket.IO calls it with the socket as `this`).
   function disconnected(this: Socket, reason: string): void {
     local.remove(this);
@@ -61,7 +61,6 @@ export async function startGateway(services: Services, options: { port: number; 
     services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);
     expiry.watch(socket);
-    drops.connected(socket);
     socket.on('disconnect', disconnected);
     handle(socket);
   });
@@ -83,8 +82,8 @@ export async function startGateway(services: Services, options: { port: number; 
     close() {
       closing ??= (async () => {
         stopEndings();
-        stopCatchUp();
         drops.stop();
+        await stopCatchUp();
         uws.us_listen_socket_close(listenSocket);
         for (const socket of io.of('/').sockets.values()) {
           end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });

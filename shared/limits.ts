@@ -35,10 +35,12 @@ export const LIMITS = {
   engineTokenIdleSeconds: 24 * 60 * 60,
   /**
    * decided: an engine whose socket dropped and that has not heartbeated since is offline after
-   * this (it heartbeats over REST every heartbeatFallbackMs while its socket is down, so a live one
-   * has three chances); one with a call is left to the 90 s rules
+   * this; one with a call is left to the 90 s rules. Longer than heartbeatMs: a window that
+   * reconnected (to any node) before this node saw its old socket go, which can take the ping
+   * timeout, heartbeats on its new socket every heartbeatMs; one without a socket does every
+   * heartbeatFallbackMs.
    */
-  engineDropGraceSeconds: 10,
+  engineDropGraceSeconds: 20,
   /** decided: an engine silent this long no longer holds its calls: they are flagged orphaned */
   engineStaleSeconds: 30,
   /** decided: a heartbeat not mentioning a call orphans it only after this grace (the claim may be in flight) */

@@ -45,14 +45,22 @@ export async function createRedisBus(url: string, clock: Clock = systemClock): P
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
   // connection's commands in order, so the answer to a PING sent after them says they are in
-  // effect; the joins of one turn (a reconnect storm's) share a PING.
-  const confirmJoins = coalesce(async (waiting: null[]) => {
-    let timer: Timer | undefined;
-    const stalled = new Promise<void>((resolve) => (timer = clock.after(ROOMS_JOINED_WITHIN_MS, resolve)));
-    await Promise.race([adapterSub.ping().then(noop, noop), stalled]);
-    timer?.cancel();
-    return waiting;
-  });
+  // effect; the joins that come together (a reconnect storm's) share a PING.
+  const confirmJoins = coalesce(
+    async (waiting: null[]) => {
+      await adapterSub.ping().then(noop, noop);
+      return waiting;
+    },
+    { max: Infinity },
+  );
+  const roomsJoined = () =>
+    new Promise<void>((resolve) => {
+      const stalled: Timer = clock.after(ROOMS_JOINED_WITHIN_MS, resolve);
+      void confirmJoins(null).then(() => {
+        stalled.cancel();
+        resolve();
+      });
+    });
 
   const handlers = new Set<BusHandler>();
   let subscribed = false;
@@ -104,7 +112,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock): P
     mayHaveListeners(room) {
       return state() === 'up' || io.sockets.adapter.rooms.has(room);
     },
-    roomsJoined: () => (state() === 'up' ? confirmJoins(null).then(noop) : Promise.resolve()),
+    roomsJoined: () => (state() === 'up' ? roomsJoined() : Promise.resolve()),
     state,
     async close() {
       handlers.clear();

@@ -2,9 +2,9 @@
  * The platform-wide switch (spec section 1: "Disabling the service platform-wide makes every
  * endpoint refuse immediately"). Read on every request, so it is cached in memory and the cache is
  * set by a bus message from whichever node flipped it; while the bus is down (such a message
- * could be lost) every request reads the store, in one statement for the requests of one turn of
- * the event loop. Requests that find no cached value share one read (a restarted node's first
- * thousand), and a read that a message overtook does not overwrite it.
+ * could be lost) every request reads the store. Reads are coalesced (api/store/coalesce.ts): the
+ * requests of one moment, a restarted node's first thousand say, make one statement. A read that a
+ * message overtook does not overwrite what the message said.
  */
 import { C2CError } from '../../shared/errors.js';
 import type { Bus } from '../bus/index.js';
@@ -23,11 +23,9 @@ export function createPlatform(db: Db, bus: Bus, clock: Clock): Platform {
   let cached: boolean | undefined;
   /** bumped by every message that sets or drops `cached` */
   let generation = 0;
-  let shared: Promise<boolean> | undefined;
   bus.subscribe((message) => {
     if (message.type !== 'platform' && message.type !== 'resync') return;
     generation += 1;
-    shared = undefined;
     cached = message.type === 'platform' ? message.disabled : undefined;
   });
 
@@ -43,16 +41,7 @@ export function createPlatform(db: Db, bus: Bus, clock: Clock): Platform {
     return disabled;
   };
 
-  const isDisabled = async (): Promise<boolean> => {
-    if (bus.state() !== 'up') return read();
-    if (cached !== undefined) return cached;
-    if (shared) return shared;
-    const reading = read().finally(() => {
-      if (shared === reading) shared = undefined;
-    });
-    shared = reading;
-    return reading;
-  };
+  const isDisabled = async (): Promise<boolean> => (bus.state() === 'up' && cached !== undefined ? cached : read());
 
   return {
     isDisabled,

@@ -69,9 +69,12 @@ export function createPusher(deps: PushDeps) {
   // Hand-overs of a busy node (the snapshots of a reconnect storm) share a statement.
   const handOverTogether = (handOver: HandOver) =>
     coalesce((engineIds: string[]) => handOverWork(db, engineIds, clock.now(), handOver, () => deps.commands.onRedelivery?.()), { isolate: true });
-  const handOvers = { unacked: handOverTogether('unacked'), new: handOverTogether('new') };
+  const handOvers = { unacked: handOverTogether('unacked'), due: handOverTogether('due'), new: handOverTogether('new') };
 
-  /** Commands and dial requests for an engine: all it has not acked (`unacked`, its snapshot), or only new ones. */
+  /**
+   * Commands and dial requests for an engine: all it has not acked (`unacked`, its snapshot), those
+   * a heartbeat would hand over (`due`: queued, or acks overdue), or only new ones.
+   */
   const engineWork = (engineId: string, handOver: keyof typeof handOvers) => handOvers[handOver](engineId);
 
   /** Pushes the work handed over in the change's own statement, or hands the new work over now. */

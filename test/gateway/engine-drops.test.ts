@@ -40,12 +40,15 @@ describe.each(storeDrivers())('engine sockets that drop, on %s', (driver) => {
     return { t, agent, socket };
   }
 
+  const held = () => h.services.bus.io.of('/').sockets.size;
+
   /** Cuts the connection under the socket (no goodbye), as a crash or a lost network does. */
   async function cut(socket: TestSocket): Promise<void> {
+    const before = held();
     const gone = socket.next('disconnect');
     socket.socket.io.engine.close();
     await gone;
-    await waitFor(async () => (h.services.bus.io.of('/').sockets.size === 0 ? true : undefined), 'the gateway to see the drop');
+    await waitFor(async () => (held() < before ? true : undefined), 'the gateway to see the drop');
   }
 
   const engineState = async (agent: Agent) => (await widgetState(api, agent.widgetToken)).body.engine.state;
@@ -70,6 +73,30 @@ describe.each(storeDrivers())('engine sockets that drop, on %s', (driver) => {
     await cut(socket);
     await h.clock.advanceSeconds(LIMITS.heartbeatFallbackMs / 1000);
     expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+    await h.clock.advanceSeconds(LIMITS.engineDropGraceSeconds);
+    expect(await engineState(agent)).toBe('ready');
+  });
+
+  it('leaves a window that moved to another socket before its old one was seen to drop, and heartbeats there every heartbeat_ms', async () => {
+    const { agent, socket } = await connected();
+    // the new socket (on another node) says hello with a heartbeat …
+    expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+    // … and only then does this node notice the old one is gone (a ping timeout, say)
+    await h.clock.advanceSeconds(2);
+    await cut(socket);
+    await h.clock.advanceSeconds(LIMITS.heartbeatMs / 1000 - 2);
+    expect(await engineState(agent)).toBe('ready');
+    expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+    await h.clock.advanceSeconds(LIMITS.engineDropGraceSeconds);
+    expect(await engineState(agent)).toBe('ready');
+  });
+
+  it('leaves a window that has another socket on this node, even when it says nothing', async () => {
+    const { agent, socket } = await connected();
+    const again = openSocket(live.url, agent.engineToken, h.config.siteUrl);
+    sockets.push(again);
+    await again.next('work');
+    await cut(socket);
     await h.clock.advanceSeconds(LIMITS.engineDropGraceSeconds);
     expect(await engineState(agent)).toBe('ready');
   });
