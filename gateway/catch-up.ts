@@ -29,7 +29,7 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
   const sent = new Map<string, number>();
   /** whether something may have been lost since the last catch-up made with the bus up */
   let missed = false;
-  let running: Promise<void> | undefined;
+  let running: Promise<boolean> | undefined;
   /** what the next catch-up hands windows over; `unacked` (the final one's) wins over `due` */
   let next: WorkToSend | undefined;
   let timer: Timer | undefined;
@@ -47,10 +47,12 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
     if (handed.commands.length > 0 || handed.dial_requests.length > 0) socket.emit('work', handed);
   }
 
-  async function catchUp(work: WorkToSend): Promise<void> {
+  /** Resolves false if a read failed (a store that cannot answer): the catch-up is then made again. */
+  async function catchUp(work: WorkToSend): Promise<boolean> {
     // What is pushed from here on reaches the rooms again, so what is read after this is not lost.
     await bus.roomsJoined();
-    await recheck(services, [...io.of('/').sockets.values()]);
+    const refused = await recheck(services, [...io.of('/').sockets.values()]);
+    if (stopped) return true;
     const widgets = new Map<string, { data: WidgetSocketData; sockets: Socket[] }>();
     const engines: Socket[] = [];
     for (const socket of io.of('/').sockets.values()) {
@@ -64,20 +66,33 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
       if (agent) agent.sockets.push(socket);
       else widgets.set(room, { data, sockets: [socket] });
     }
-    await Promise.all([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map((socket) => sendWork(socket, work))]);
+    const outcomes = await Promise.allSettled([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map((socket) => sendWork(socket, work))]);
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) services.log?.('catch-up after a bus outage failed', (failed as PromiseRejectedResult).reason);
+    return refused.unanswered === 0 && !failed;
   }
 
-  /** One catch-up at a time; one asked for meanwhile runs after it (it may have read too early). */
-  function run(work: WorkToSend): Promise<void> {
+  /**
+   * One catch-up at a time; one asked for meanwhile runs after it (it may have read too early).
+   * Resolves whether the last one made got every answer from the store.
+   */
+  function run(work: WorkToSend): Promise<boolean> {
     next = next === 'unacked' ? next : work;
     if (running) return running;
-    running = (async () => {
+    const drain = async () => {
+      let complete = true;
       while (next && !stopped) {
         const current = next;
         next = undefined;
-        await catchUp(current).catch((error: unknown) => services.log?.('catch-up after a bus outage failed', error));
+        complete = await catchUp(current).catch((error: unknown) => {
+          services.log?.('catch-up after a bus outage failed', error);
+          return false;
+        });
       }
-    })().finally(() => (running = undefined));
+      running = undefined;
+      return complete;
+    };
+    running = drain();
     return running;
   }
 
@@ -90,8 +105,8 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
   async function check(now = false): Promise<void> {
     const down = bus.state() === 'down';
     if (!down && !missed && !now) return;
-    await run(down ? 'due' : 'unacked');
-    missed = down || bus.state() === 'down';
+    const complete = await run(down ? 'due' : 'unacked');
+    missed = down || bus.state() === 'down' || !complete;
     // Nothing can be lost any more: the next outage starts afresh.
     if (!missed) sent.clear();
   }

@@ -27,7 +27,8 @@ const RECHECK_BATCH = 100;
  * cannot answer ends nothing: the socket's next command checks again, and ending every socket of a
  * node on a struggling store would only send them all back to it at once.
  */
-export async function recheck(services: Services, sockets: Socket[]): Promise<void> {
+export async function recheck(services: Services, sockets: Socket[]): Promise<{ unanswered: number }> {
+  let unanswered = 0;
   for (let start = 0; start < sockets.length; start += RECHECK_BATCH) {
     await Promise.all(
       sockets.slice(start, start + RECHECK_BATCH).map(async (socket) => {
@@ -36,10 +37,12 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<vo
           await reauthenticate(services, socket.data as SocketData);
         } catch (error) {
           if (isRefusal(error)) endWithError(socket, error);
+          else unanswered += 1;
         }
       }),
     );
   }
+  return { unanswered };
 }
 
 export function watchEndings(services: Services, io: Server, local: LocalSockets): () => void {

@@ -83,11 +83,13 @@ export async function startGateway(services: Services, options: { port: number; 
       closing ??= (async () => {
         stopEndings();
         drops.stop();
-        await stopCatchUp();
+        const caughtUp = stopCatchUp();
         uws.us_listen_socket_close(listenSocket);
         for (const socket of io.of('/').sockets.values()) {
           end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });
         }
+        // Its sockets told, the node lets a catch-up under way finish before the store closes.
+        await caughtUp;
       })();
       return closing;
     },

@@ -27,7 +27,7 @@ export type BusMessage =
    */
   | { type: 'engine'; engineId: string; reason: 'work'; work?: EngineWork }
   | { type: 'engine'; engineId: string; reason: 'closed' }
-  /** the driver reconnected: anything may have been missed */
+  /** a node's connection to Redis came back (this node's or another's): anything may have been missed, by it or from it */
   | { type: 'resync' };
 
 /**

@@ -3,8 +3,8 @@
  * skipped when they echo back. Room events: socket.io's sharded Redis adapter (SPUBLISH /
  * SSUBSCRIBE, dynamic subscription mode), so an agent's push reaches only nodes with a socket in
  * that agent's room. Every client has an `error` listener, so losing Redis never crashes a node;
- * while it is down, publishes are dropped (the store stays the truth) and, when the subscription
- * returns, handlers get `resync`.
+ * while it is down, publishes are dropped (the store stays the truth) and, when all its connections
+ * are back, handlers on every node get `resync`.
  */
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
@@ -82,17 +82,29 @@ export async function createRedisBus(url: string, clock: Clock = systemClock): P
     if (envelope.node !== node) deliver(envelope.message, false);
   });
   sub.on('close', () => void (subscribed = false));
-  sub.on('ready', () => {
-    if (everSubscribed && !subscribed) {
-      subscribed = true;
-      deliver({ type: 'resync' }, true);
-    }
-  });
+  sub.on('ready', () => void (subscribed ||= everSubscribed));
   await sub.subscribe(BUS_CHANNEL);
   subscribed = true;
   everSubscribed = true;
   const state = (): BusState =>
     subscribed && pub.status === 'ready' && adapterPub.status === 'ready' && adapterSub.status === 'ready' ? 'up' : 'down';
+
+  // Any of the four connections can drop on its own (a network blip, Redis closing a subscriber
+  // whose output buffer overflowed). While one was down, messages and pushes may have been lost:
+  // to this node (its caches and sockets) and from it (other nodes' caches and sockets). So once
+  // all are back, this node and every other one hear `resync`.
+  let lost = false;
+  let closed = false;
+  const recovered = () => {
+    if (!lost || closed || state() !== 'up') return;
+    lost = false;
+    deliver({ type: 'resync' }, true);
+    pub.publish(BUS_CHANNEL, JSON.stringify({ node, message: { type: 'resync' } } satisfies Envelope)).catch(() => {});
+  };
+  for (const client of [sub, pub, adapterPub, adapterSub]) {
+    client.on('close', () => void (lost = true));
+    client.on('ready', recovered);
+  }
 
   return {
     driver: 'redis',
@@ -115,6 +127,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock): P
     roomsJoined: () => (state() === 'up' ? roomsJoined() : Promise.resolve()),
     state,
     async close() {
+      closed = true;
       handlers.clear();
       closeIo(io);
       for (const client of [sub, pub, adapterSub, adapterPub]) client.disconnect();

@@ -74,10 +74,11 @@ export function renderWidgetState(data: AgentStateData, context: RenderContext, 
 
 /**
  * The statement that bumps the WidgetState version of the agents a query of (integration_id,
- * member_id) names, returning each one's new `version`; a larger statement can bump inside itself with it.
+ * member_id) names, returning each one's new `version`; a larger statement can bump inside itself
+ * with it. Rows are taken in key order, so two statements bumping the same agents never deadlock.
  */
 export const agentVersionBump = (agents: string) =>
-  `INSERT INTO agent_versions (integration_id, member_id, version) SELECT a.i, a.m, 2 FROM (${agents}) AS a(i, m)
+  `INSERT INTO agent_versions (integration_id, member_id, version) SELECT a.i, a.m, 2 FROM (${agents}) AS a(i, m) ORDER BY a.i, a.m
    ON CONFLICT (integration_id, member_id) DO UPDATE SET version = agent_versions.version + 1
    RETURNING integration_id, member_id, version`;
 

@@ -7,6 +7,7 @@ import { createMemoryBus } from '../../api/bus/memory.js';
 import { BUS_CHANNEL, createRedisBus } from '../../api/bus/redis.js';
 import { connectedRedis } from '../../api/redis.js';
 import { redisUrl } from '../helpers/env.js';
+import { freePort, spawnRedis } from '../helpers/processes.js';
 
 const waitFor = async (predicate: () => boolean, ms = 3000) => {
   const start = Date.now();
@@ -124,6 +125,59 @@ describe.skipIf(!url)('Redis bus faults', () => {
     admin.disconnect();
     await a.close();
     await b.close();
+  });
+
+  /** Two buses on a Redis server of the test's own, and a way to drop their connections of one name. */
+  async function pairOnOwnRedis() {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    const own = `redis://127.0.0.1:${port}`;
+    const a = await createRedisBus(own);
+    const b = await createRedisBus(own);
+    const admin = await connectedRedis(own, 'c2c-test-admin');
+    return {
+      a,
+      b,
+      async drop(name: string) {
+        const list = String(await admin.call('CLIENT', 'LIST'));
+        const ids = [...list.matchAll(/^id=(\d+) .*? name=(\S+)/gm)].filter((match) => match[2] === name).map((match) => match[1]!);
+        expect(ids.length).toBe(2);
+        for (const id of ids) await admin.call('CLIENT', 'KILL', 'ID', id);
+      },
+      async close() {
+        admin.disconnect();
+        await a.close();
+        await b.close();
+        await server.stop();
+      },
+    };
+  }
+
+  it("reports resync when only the socket adapter's subscriber was dropped (pushes to rooms here may have been lost)", async () => {
+    const pair = await pairOnOwnRedis();
+    try {
+      const seen: Array<{ message: BusMessage; local: boolean }> = [];
+      pair.b.subscribe((message, { local }) => seen.push({ message, local }));
+      await pair.drop('c2c-adapter-sub');
+      await waitFor(() => seen.some(({ message, local }) => message.type === 'resync' && local), 5000);
+      expect(pair.b.state()).toBe('up');
+    } finally {
+      await pair.close();
+    }
+  });
+
+  it("tells every node to resync when a node's publisher was dropped (what it published meanwhile was lost)", async () => {
+    const pair = await pairOnOwnRedis();
+    try {
+      const seen: Array<{ message: BusMessage; local: boolean }> = [];
+      pair.b.subscribe((message, { local }) => seen.push({ message, local }));
+      await pair.drop('c2c-bus-pub');
+      // from node A: B's own subscriber never dropped, yet B hears it
+      await waitFor(() => seen.some(({ message, local }) => message.type === 'resync' && !local), 5000);
+    } finally {
+      await pair.close();
+    }
   });
 
   it('ignores what is not a bus message on its channel (another version, a stray PUBLISH) and goes on delivering', async () => {
