@@ -190,6 +190,10 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
       return work;
     }, 'push after Redis came back', 20_000);
     expect((resumed as any).commands.length).toBeGreaterThan(0);
+    // Gateway A's connections come back on their own schedule (reconnects back off up to 2 s): a
+    // push made before its subscriber is back is lost to it (and already acked on B, so no catch-up
+    // sends it again).
+    await waitFor(async () => ((await (await fetch(`${aUrl}/healthz`)).json()).bus === 'up' ? true : undefined), 'gateway A to be back on Redis', 10_000);
     const pushed = await widgetCommand(agent, { kind: 'focus', request_id: `after-outage-a-${Date.now()}` });
     const reachedA = (event: { event: string; payload: any }) => event.event === 'work' && event.payload.commands.some((c: any) => c.command_id === pushed.body.command_id);
     await waitFor(async () => (joinedDuring.events.some(reachedA) ? true : undefined), 'the push on gateway A', 5000);
