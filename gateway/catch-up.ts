@@ -51,7 +51,7 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
   async function catchUp(work: WorkToSend): Promise<boolean> {
     // What is pushed from here on reaches the rooms again, so what is read after this is not lost.
     await bus.roomsJoined();
-    const refused = await recheck(services, [...io.of('/').sockets.values()]);
+    const rechecked = await recheck(services, [...io.of('/').sockets.values()]);
     if (stopped) return true;
     const widgets = new Map<string, { data: WidgetSocketData; sockets: Socket[] }>();
     const engines: Socket[] = [];
@@ -69,7 +69,7 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
     const outcomes = await Promise.allSettled([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map((socket) => sendWork(socket, work))]);
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) services.log?.('catch-up after a bus outage failed', (failed as PromiseRejectedResult).reason);
-    return refused.unanswered === 0 && !failed;
+    return rechecked.unanswered === 0 && !failed;
   }
 
   /**
