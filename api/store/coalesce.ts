@@ -6,7 +6,8 @@
  * pays no delay, and a busy one makes one round trip for many items instead of one each: a round
  * trip costs CPU on both sides (system calls, wake-ups, a commit) whatever the statement does.
  * Users: commands, heartbeats, acks, WidgetState loads, engine snapshots, credential reads, agent
- * checks, the rate-limit increments sent to Redis.
+ * and integration checks, the platform switch, engines offline after a socket drop, the
+ * rate-limit increments sent to Redis, the PING that confirms room subscriptions.
  */
 import type { Clock } from '../clock.js';
 import type { Sql } from './db.js';

@@ -127,7 +127,7 @@ describe.skipIf(!url)('Redis bus faults', () => {
     await b.close();
   });
 
-  /** Two buses on a Redis server of the test's own, and a way to drop their connections of one name. */
+  /** Two buses on a Redis server of the test's own, what B hears, and a way to drop their connections of one name. */
   async function pairOnOwnRedis() {
     const port = await freePort();
     const server = spawnRedis(port);
@@ -136,9 +136,13 @@ describe.skipIf(!url)('Redis bus faults', () => {
     const a = await createRedisBus(own);
     const b = await createRedisBus(own);
     const admin = await connectedRedis(own, 'c2c-test-admin');
+    const heardOnB: Array<{ message: BusMessage; local: boolean }> = [];
+    b.subscribe((message, { local }) => heardOnB.push({ message, local }));
     return {
       a,
       b,
+      /** whether B heard resync, from itself (`local`) or from another node */
+      resyncOnB: (local: boolean) => heardOnB.some((heard) => heard.message.type === 'resync' && heard.local === local),
       async drop(name: string) {
         const list = String(await admin.call('CLIENT', 'LIST'));
         const ids = [...list.matchAll(/^id=(\d+) .*? name=(\S+)/gm)].filter((match) => match[2] === name).map((match) => match[1]!);
@@ -157,10 +161,8 @@ describe.skipIf(!url)('Redis bus faults', () => {
   it("reports resync when only the socket adapter's subscriber was dropped (pushes to rooms here may have been lost)", async () => {
     const pair = await pairOnOwnRedis();
     try {
-      const seen: Array<{ message: BusMessage; local: boolean }> = [];
-      pair.b.subscribe((message, { local }) => seen.push({ message, local }));
       await pair.drop('c2c-adapter-sub');
-      await waitFor(() => seen.some(({ message, local }) => message.type === 'resync' && local), 5000);
+      await waitFor(() => pair.resyncOnB(true), 5000);
       expect(pair.b.state()).toBe('up');
     } finally {
       await pair.close();
@@ -170,11 +172,9 @@ describe.skipIf(!url)('Redis bus faults', () => {
   it("tells every node to resync when a node's publisher was dropped (what it published meanwhile was lost)", async () => {
     const pair = await pairOnOwnRedis();
     try {
-      const seen: Array<{ message: BusMessage; local: boolean }> = [];
-      pair.b.subscribe((message, { local }) => seen.push({ message, local }));
       await pair.drop('c2c-bus-pub');
       // from node A: B's own subscriber never dropped, yet B hears it
-      await waitFor(() => seen.some(({ message, local }) => message.type === 'resync' && !local), 5000);
+      await waitFor(() => pair.resyncOnB(false), 5000);
     } finally {
       await pair.close();
     }
