@@ -8,6 +8,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fas
 import { API_PREFIX } from './config.js';
 import underPressure from '@fastify/under-pressure';
 import { C2CError } from '../shared/errors.js';
+import { LIMITS } from '../shared/limits.js';
 import { trustOf } from './http/client-address.js';
 import { useApiCors } from './http/cors.js';
 import { registerErrorHandling, sendError } from './http/errors.js';
@@ -24,8 +25,6 @@ import type { Services } from './services.js';
 export interface AppOptions {
   /** pino options, or false for silence (tests) */
   logger?: boolean | object;
-  /** multiplies every rate limit (benchmarks only) */
-  rateLimitScale?: number;
 }
 
 /** Secrets never reach a log line (DESIGN convention 7). */
@@ -46,7 +45,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     logger,
     // the gateway's sockets take their client address with the same function (http/client-address.ts)
     trustProxy: trustOf(services.config.trustProxy),
-    bodyLimit: 64 * 1024,
+    bodyLimit: LIMITS.requestMaxBytes,
     return503OnClosing: true,
     forceCloseConnections: true,
     // Polls and heartbeats arrive by the thousand; request lines are logged only when debugging.
@@ -65,7 +64,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     });
   }
   await registerOpenApi(app, services.config);
-  await registerRateLimits(app, services.counter, options.rateLimitScale);
+  await registerRateLimits(app, services.counter, services.config.rateLimitScale);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
     await services.db.query('SELECT 1');

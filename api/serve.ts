@@ -34,7 +34,6 @@ export interface StartOptions {
   demo?: boolean;
   logger?: boolean | object;
   clock?: Clock;
-  rateLimitScale?: number;
 }
 
 /** Opens the infrastructure and builds the services, without listening (CLI and tests). */
@@ -77,7 +76,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
       cleanups.push(() => gateway.close());
     }
     if (role !== 'gateway') {
-      const app = await buildApp(services, { logger: options.logger, rateLimitScale: options.rateLimitScale ?? config.rateLimitScale });
+      const app = await buildApp(services, { logger: options.logger });
       const publishAdminFile = registerAdminBridge(app, services);
       await app.listen({ port: config.port, host: config.host });
       const address = app.server.address();

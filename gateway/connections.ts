@@ -7,13 +7,13 @@
 import type { Socket } from 'socket.io';
 import { C2CError } from '../shared/errors.js';
 import type { PushedState, SocketEnd } from '../shared/events.js';
-import { LIMITS } from '../shared/limits.js';
 import { CommandAck, HeartbeatRequest } from '../shared/schemas/engine-api.js';
 import { Command } from '../shared/schemas/widget-api.js';
 import { heartbeatBody } from '../api/domain/engines/responses.js';
 import { rooms } from '../api/domain/push.js';
 import type { Services } from '../api/services.js';
 import { z } from 'zod';
+import type { SocketLimits } from './limits.js';
 import { endFor, reauthenticate, type EngineSocketData, type SocketData, type WidgetSocketData } from './handshake.js';
 
 const Acks = z.array(CommandAck).max(100);
@@ -48,7 +48,7 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
  * socket: Socket.IO calls each with its socket as `this`, so a held socket carries no closures of
  * ours (at tens of thousands of sockets a node, those would weigh more than our per-socket data).
  */
-export function socketHandlers(services: Services) {
+export function socketHandlers(services: Services, limits: SocketLimits) {
   const widgetContext = async (data: SocketData) => {
     const auth = await reauthenticate(services, data);
     if (auth.kind !== 'widget') throw new C2CError('unauthorized');
@@ -63,19 +63,16 @@ export function socketHandlers(services: Services) {
   function command(this: Socket, payload: unknown, reply: unknown) {
     return answer(reply, async () => {
       const context = await widgetContext(this.data as SocketData);
-      // As on REST: losing Redis must not take commands down with it, so nothing is counted then.
-      const limit = LIMITS.widgetPerIpPerMinute * services.config.rateLimitScale;
-      const hit = await services.counter.hit(`w-ip:${(this.data as WidgetSocketData).ip}`, LIMITS.rateWindowMs, limit).catch(() => undefined);
-      if (hit && hit.count > limit) {
-        throw new C2CError('rate_limited', undefined, { retryAfter: Math.ceil(hit.resetMs / 1000) });
-      }
+      await limits.widgetCommand((this.data as WidgetSocketData).ip);
       return services.commands.execute(context, parse(Command, payload));
     });
   }
 
   function heartbeat(this: Socket, payload: unknown, reply: unknown) {
     return answer(reply, async () => {
-      const result = await services.engines.heartbeat(await engineContext(this.data as SocketData), parse(HeartbeatRequest, payload));
+      const context = await engineContext(this.data as SocketData);
+      await limits.engineRequest(context.engine.id);
+      const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload));
       return heartbeatBody(result, services.clock.now());
     });
   }
@@ -83,7 +80,9 @@ export function socketHandlers(services: Services) {
   function ack(this: Socket, payload: unknown, reply: unknown) {
     return answer(reply, async () => {
       const acks = parse(Acks, payload);
-      await services.engines.ack(await engineContext(this.data as SocketData), acks);
+      const context = await engineContext(this.data as SocketData);
+      await limits.engineRequest(context.engine.id);
+      await services.engines.ack(context, acks);
       services.metrics.acks.inc({ via: 'socket' }, acks.length);
       return { ok: true };
     });

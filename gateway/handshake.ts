@@ -3,15 +3,17 @@
  * accepted only from its own origin (the same rules as REST, allow-all included); an engine token
  * only from the service's own pages or an allowed extension. A refusal reaches the client as
  * connect_error with data {code, final, message}: `final` means this credential will never work,
- * so the client must not retry with it.
+ * so the client must not retry with it. Refused handshakes count against their address's rate
+ * limit (limits.ts).
  */
 import type { Socket } from 'socket.io';
-import { C2CError, type ErrorCode } from '../shared/errors.js';
+import { C2CError, isRefusal, type ErrorCode } from '../shared/errors.js';
 import type { ConnectRefusal, SocketEnd } from '../shared/events.js';
 import { parseOrigin } from '../shared/origin.js';
 import { CREDENTIAL_PREFIX } from '../shared/prefixes.js';
 import { clientAddressOf } from '../api/http/client-address.js';
 import type { Services } from '../api/services.js';
+import type { SocketLimits } from './limits.js';
 
 export interface WidgetSocketData {
   kind: 'widget';
@@ -40,7 +42,9 @@ const RETRYABLE: ReadonlySet<string> = new Set<ErrorCode | SocketEnd['code']>(['
 
 export function endFor(error: unknown): SocketEnd {
   const known = error instanceof C2CError ? error : new C2CError('internal_error');
-  return { code: known.code, final: !RETRYABLE.has(known.code), message: known.message };
+  const end: SocketEnd = { code: known.code, final: !RETRYABLE.has(known.code), message: known.message };
+  if (known.retryAfter !== undefined) end.retry_after = known.retryAfter;
+  return end;
 }
 
 /** An engine may connect from the service's own pages and from this installation's extensions. */
@@ -97,9 +101,11 @@ export async function reauthenticate(services: Services, data: SocketData) {
   return { kind: 'engine' as const, context: await services.engines.authenticate(data.token) };
 }
 
-export function handshake(services: Services) {
+export function handshake(services: Services, limits: SocketLimits) {
   return async (socket: Socket, next: (error?: Error) => void) => {
+    const ip = clientAddress(services, socket);
     try {
+      limits.assertHandshakeAllowed(ip);
       await services.platform.assertEnabled();
       const token: unknown = socket.handshake.auth?.token;
       const origin = socket.handshake.headers.origin;
@@ -109,7 +115,7 @@ export function handshake(services: Services) {
           kind: 'widget',
           token,
           origin: context.session.origin,
-          ip: clientAddress(services, socket),
+          ip,
           sessionId: context.session.id,
           integrationId: context.integration.id,
           memberId: context.agent.member.id,
@@ -132,6 +138,8 @@ export function handshake(services: Services) {
       }
       next();
     } catch (error) {
+      // A credential refused counts against its address (limits.ts); the platform switch is no fault of the client's.
+      if (isRefusal(error) && error.code !== 'rate_limited' && error.code !== 'platform_disabled') await limits.handshakeRefused(ip);
       const refusal: ConnectRefusal = endFor(error);
       next(Object.assign(new Error(refusal.message), { data: refusal }));
     }

@@ -42,8 +42,8 @@ interface DriverResult {
 async function benchDriver(driver: 'pglite' | 'pg'): Promise<DriverResult> {
   const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bench-'));
   const database = driver === 'pg' ? await scratchDatabase(process.env.DATABASE_URL!) : undefined;
-  const config = loadConfig({ PORT: '0', DEMO_PORT: '0', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...(database ? { DATABASE_URL: database.url } : {}) });
-  const node = await startNode(config, { demo: true, logger: false, rateLimitScale: 10_000 });
+  const config = loadConfig({ PORT: '0', DEMO_PORT: '0', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn', C2C_RATE_LIMIT_SCALE: '10000', ...(database ? { DATABASE_URL: database.url } : {}) });
+  const node = await startNode(config, { demo: true, logger: false });
   const { services } = node;
   const deps = { db: services.db, bus: services.bus, clock: services.clock };
   const origin = `http://127.0.0.1:${config.demoPort}`;

@@ -11,8 +11,8 @@ import { loadConfig } from '../api/config.js';
 import { startNode } from '../api/serve.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'c2c-prof-'));
-const config = loadConfig({ PORT: process.env.PORT ?? '8111', DEMO_PORT: '0', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
-const node = await startNode(config, { demo: true, logger: false, rateLimitScale: 10_000 });
+const config = loadConfig({ PORT: process.env.PORT ?? '8111', DEMO_PORT: '0', C2C_DATA_DIR: dataDir, LOG_LEVEL: 'warn', C2C_RATE_LIMIT_SCALE: '10000' });
+const node = await startNode(config, { demo: true, logger: false });
 const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
 const session = await (
   await fetch(`${node.url}/api/v1/click2call/sessions`, {

@@ -20,6 +20,8 @@ export interface SocketEnd {
   code: ErrorCode | 'token_expired' | 'server_restarting' | 'replaced';
   final: boolean;
   message: string;
+  /** with rate_limited: seconds before a new attempt can succeed (REST's Retry-After) */
+  retry_after?: number;
 }
 
 /** connect_error data when the handshake is refused. */

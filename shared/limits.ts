@@ -63,4 +63,6 @@ export const LIMITS = {
   requestIdMaxLength: 120,
   /** decided: dtmf digits per command */
   dtmfMaxDigits: 32,
+  /** decided: largest request body, and largest socket message (a command or heartbeat is under 2 KB) */
+  requestMaxBytes: 64 * 1024,
 } as const;

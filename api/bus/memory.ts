@@ -1,11 +1,10 @@
 /** The in-process bus: one node, synchronous delivery, socket.io's in-memory adapter. */
-import { Server } from 'socket.io';
-import { closeIo } from './close-io.js';
+import { closeIo, createSocketServer } from './socket-server.js';
 import type { Bus, BusHandler } from './bus.js';
 
 export function createMemoryBus(): Bus {
   const handlers = new Set<BusHandler>();
-  const io = new Server({ serveClient: false });
+  const io = createSocketServer();
   return {
     driver: 'memory',
     io,

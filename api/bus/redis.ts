@@ -8,11 +8,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
-import { Server } from 'socket.io';
 import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
-import { closeIo } from './close-io.js';
+import { closeIo, createSocketServer } from './socket-server.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
 export const BUS_CHANNEL = 'c2c:bus';
@@ -41,7 +40,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock): P
   // The pushes a node makes in one turn of the event loop (the commands of one shared statement, say) leave in one write.
   const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub'));
   const adapterSub = adapterSubscriber(url);
-  const io = new Server({ serveClient: false, adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
+  const io = createSocketServer({ adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
   // connection's commands in order, so the answer to a PING sent after them says they are in

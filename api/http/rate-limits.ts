@@ -9,6 +9,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';
 import type { RateCounter } from '../ratelimit/index.js';
+import { RATE_KEYS } from '../ratelimit/keys.js';
 
 type Limiter = (request: FastifyRequest) => Promise<void>;
 
@@ -49,11 +50,11 @@ export async function registerRateLimits(app: FastifyInstance, counter: RateCoun
     skipOnError: true,
   });
 
-  const limiter = (name: string, max: number, key: (request: FastifyRequest) => string) => {
+  const limiter = (max: number, key: (request: FastifyRequest) => string) => {
     const check = app.createRateLimit({
       max: Math.round(max * scale),
       timeWindow: LIMITS.rateWindowMs,
-      keyGenerator: (request) => `${name}:${key(request)}`,
+      keyGenerator: key,
     });
     return async (request: FastifyRequest) => {
       const result = await check(request);
@@ -65,8 +66,8 @@ export async function registerRateLimits(app: FastifyInstance, counter: RateCoun
 
   const subjectKey = Symbol('rateLimitSubject');
   type WithSubject = FastifyRequest & { [subjectKey]?: string };
-  const bySubject = (name: string, max: number) => {
-    const check = limiter(name, max, (request) => (request as WithSubject)[subjectKey] ?? '');
+  const bySubject = (max: number, key: (subject: string) => string) => {
+    const check = limiter(max, (request) => key((request as WithSubject)[subjectKey] ?? ''));
     return (request: FastifyRequest, subject: string) => {
       (request as WithSubject)[subjectKey] = subject;
       return check(request);
@@ -74,9 +75,9 @@ export async function registerRateLimits(app: FastifyInstance, counter: RateCoun
   };
 
   app.decorate('limits', {
-    serverKeyPerIp: limiter('sk-ip', LIMITS.serverKeyPerIpPerMinute, (request) => request.ip),
-    serverKeyPerIntegration: bySubject('sk-int', LIMITS.serverKeyPerIntegrationPerMinute),
-    widgetPerIp: limiter('w-ip', LIMITS.widgetPerIpPerMinute, (request) => request.ip),
-    enginePerEngine: bySubject('eng', LIMITS.enginePerEnginePerMinute),
+    serverKeyPerIp: limiter(LIMITS.serverKeyPerIpPerMinute, (request) => RATE_KEYS.serverKeyPerIp(request.ip)),
+    serverKeyPerIntegration: bySubject(LIMITS.serverKeyPerIntegrationPerMinute, RATE_KEYS.serverKeyPerIntegration),
+    widgetPerIp: limiter(LIMITS.widgetPerIpPerMinute, (request) => RATE_KEYS.widgetPerIp(request.ip)),
+    enginePerEngine: bySubject(LIMITS.enginePerEnginePerMinute, RATE_KEYS.enginePerEngine),
   } satisfies RateLimits);
 }

@@ -133,6 +133,8 @@ export interface SocketEnd {
   code: string;
   final: boolean;
   message: string;
+  /** with rate_limited: seconds before a new attempt can succeed */
+  retry_after?: number;
 }
 
 export interface ErrorEnvelope {

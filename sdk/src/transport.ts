@@ -9,7 +9,7 @@ import type { Command, CommandResult, ErrorEnvelope, Realtime, SocketEnd, Widget
 import { SdkError, isFatal, isRejection, isTransient, type HttpAnswer } from './http.js';
 import type { TransportStatus } from './machine.js';
 import type { SessionKeeper } from './session.js';
-import { fullJitter, type Clock, type TimerHandle } from './timing.js';
+import { fullJitter, retryAfterMs, type Clock, type TimerHandle } from './timing.js';
 
 /** The part of a socket.io-client Socket the SDK uses (tests pass a fake). */
 export interface MiniSocket {
@@ -126,7 +126,7 @@ export class Transport {
       this.planned = false;
       if (this.stopped) return;
       const data = err?.data;
-      if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect();
+      if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect(retryAfterMs(data));
       // Poll now unless polling is already under way (failed reconnects must not poll faster than poll_ms).
       if (this.pollTimer === undefined) this.pollSoon(0);
     });
@@ -164,9 +164,10 @@ export class Transport {
     socket?.disconnect();
   }
 
-  private scheduleReconnect(): void {
+  /** Reconnects after a full-jitter backoff, and not before `atLeastMs` (a rate-limited handshake's retry_after). */
+  private scheduleReconnect(atLeastMs = 0): void {
     if (this.stopped || !this.socket || this.reconnectTimer !== undefined) return;
-    this.reconnectTimer = this.d.clock.after(fullJitter(this.attempts++, 500, 30_000), () => {
+    this.reconnectTimer = this.d.clock.after(Math.max(atLeastMs, fullJitter(this.attempts++, 500, 30_000)), () => {
       this.reconnectTimer = undefined;
       if (this.socket && !this.socketUp && !this.stopped) this.connectSocket();
     });

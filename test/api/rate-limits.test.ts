@@ -3,7 +3,7 @@
  * integration on server-key endpoints, 600/min per IP on widget endpoints, 429 rate_limited with
  * Retry-After counting down to the end of the window.
  */
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { ManualClock } from '../../api/clock.js';
@@ -11,10 +11,10 @@ import type { TrustProxy } from '../../api/http/client-address.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
-import { command, readyAgent } from '../helpers/flows.js';
-import { createGatewayHarness } from '../helpers/gateway.js';
+import { command, heartbeat, READY, readyAgent, type Agent } from '../helpers/flows.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { freePort, spawnRedis } from '../helpers/processes.js';
-import { openSocket, request } from '../helpers/sockets.js';
+import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
 
 const [driver] = storeDrivers();
 
@@ -118,6 +118,66 @@ describe("widget commands over the socket, counted by the client's address", () 
   it('otherwise by the connection, whatever the headers say', async () => {
     const answers = await commandsFrom(false, ['198.51.100.61, 10.0.0.2', '198.51.100.62, 10.0.0.2'], [0, 0, 0, 0, 1]);
     expect(answers).toEqual([ok, ok, ok, limited, limited]);
+  });
+});
+
+describe('socket handshakes and engine requests, against the limits REST counts', () => {
+  // 600 a minute, per address and per engine, scaled down to 3
+  const scale = 3 / 600;
+  let live: GatewayHarness;
+  let api: Client;
+  let agent: Agent;
+  const sockets: TestSocket[] = [];
+  const from = (address: string, token: string, origin = ORIGIN) => {
+    const socket = openSocket(live.url, token, origin, { headers: { 'x-forwarded-for': address } });
+    sockets.push(socket);
+    return socket;
+  };
+  /** Moves the clock to the start of the next window, plus `seconds`. */
+  const nextWindow = (seconds = 0) => live.h.clock.advance(60_000 - (live.h.clock.now() % 60_000) + seconds * 1000);
+
+  beforeEach(async () => {
+    live = await createGatewayHarness(driver!, { trustProxy: true, rateLimitScale: scale });
+    api = client(live.h.app);
+    agent = await readyAgent(api, await seedTenant(live.h.services));
+    await nextWindow();
+  });
+  afterEach(async () => {
+    for (const socket of sockets.splice(0)) socket.close();
+    await live.close();
+  });
+
+  it("count refused handshakes against the address's widget limit; past it the address is refused before its token is read, until the window ends", async () => {
+    const [a, b] = ['198.51.100.71', '198.51.100.72'];
+    // Handshakes that pass do not count: a call centre's agents share an address and reconnect together.
+    for (let n = 0; n < 5; n += 1) await from(a, agent.widgetToken).next('state');
+    // Every kind of refusal counts; the one that goes over the limit is still answered for what it is.
+    expect(await from(a, 'c2cw_' + 'x'.repeat(48)).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await from(a, agent.widgetToken, 'https://evil.example').next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
+    expect(await from(a, agent.engineToken, ORIGIN).next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
+    expect(await from(a, 'c2ce_' + 'x'.repeat(48), live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    await live.h.clock.advanceSeconds(20);
+    // Now even a good token from that address is refused, with a retry reason and the time to wait.
+    expect(await from(a, agent.widgetToken).next('connect_error')).toEqual({ code: 'rate_limited', final: false, message: expect.any(String), retry_after: 40 });
+    expect(await from(a, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 40 });
+    // REST counts in the same window; another address is not affected.
+    await expectError(api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, headers: { 'x-forwarded-for': a } }), 429, 'rate_limited');
+    await from(b, agent.widgetToken).next('state');
+    await live.h.clock.advanceSeconds(40);
+    await from(a, agent.widgetToken).next('state');
+  });
+
+  it("count an engine's heartbeats and acks over the socket with its REST requests, against the engine's limit", async () => {
+    const engine = from('198.51.100.73', agent.engineToken, live.h.config.siteUrl);
+    await engine.next('work');
+    expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+    expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
+    expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });
+    expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String) });
+    expect(await request(engine.socket, 'ack', [])).toMatchObject({ ok: false, error: 'rate_limited' });
+    await expectError(heartbeat(api, agent.engineToken), 429, 'rate_limited');
+    await nextWindow();
+    expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
   });
 });
 

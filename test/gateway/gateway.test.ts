@@ -82,6 +82,19 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await request(widget.socket, 'command', { kind: 'availability', request_id: 'after-release', available: false })).toMatchObject({ ok: true });
   });
 
+  it.each(['websocket', 'polling'] as const)('over %s, answers a message as large as a REST body may be, and closes the connection of a larger one', async (transport) => {
+    const agent = await readyAgent(api, t);
+    const widget = openSocket(url, agent.widgetToken, ORIGIN, { transports: [transport] });
+    sockets.push(widget);
+    await widget.next('state');
+    // the packet's framing (42["command",{"kind":…,"request_id":"…"}] and an ack id) is under 100 bytes
+    const padded = (bytes: number) => ({ kind: 'availability', available: true, request_id: 'x'.repeat(bytes - 100) });
+    expect(await request(widget.socket, 'command', padded(LIMITS.requestMaxBytes))).toMatchObject({ ok: false, error: 'invalid_request' });
+    const closed = widget.next('disconnect');
+    widget.socket.emit('command', padded(LIMITS.requestMaxBytes + 200), () => {});
+    expect(await closed).toMatch(/^transport (close|error)$/);
+  });
+
   it('pushes dial requests and commands to the engine at once; the engine acks them over the socket', async () => {
     const agent = await readyAgent(api, t);
     const engine = open(agent.engineToken, h.config.siteUrl);

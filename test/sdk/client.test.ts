@@ -213,6 +213,7 @@ beforeEach(() => {
 afterEach(() => {
   widget?.detach();
   vi.useRealTimers();
+  vi.restoreAllMocks();
 });
 
 describe('session and first state', () => {
@@ -305,6 +306,22 @@ describe('push and polling', () => {
     await vi.advanceTimersByTimeAsync(6000);
     expect(service.sockets).toHaveLength(0);
     expect(service.count('/widget/state')).toBe(3);
+  });
+
+  it('after a rate-limited handshake, polls meanwhile and reconnects no sooner than its retry_after', async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    const connects = socket.connects;
+    socket.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'Too many requests.', retry_after: 20 } }));
+    await flush();
+    const polls = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(19_900);
+    expect(socket.connects).toBe(connects);
+    expect(service.count('/widget/state')).toBeGreaterThanOrEqual(polls + 6);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(socket.connects).toBe(connects + 1);
   });
 
   it('says reconnecting while nothing answers, and recovers', async () => {

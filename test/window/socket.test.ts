@@ -108,6 +108,17 @@ describe('EngineSocket', () => {
     expect(final.io.connect).not.toHaveBeenCalled();
   });
 
+  it('a rate-limited handshake waits the retry_after it was given, not just its backoff, before reconnecting', async () => {
+    const { io, handlers } = open();
+    io.active = false;
+    io.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'slow down', retry_after: 40 } }));
+    await vi.advanceTimersByTimeAsync(39_999);
+    expect(io.connect).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(io.connect).toHaveBeenCalledTimes(1);
+    expect(handlers.onFinal).not.toHaveBeenCalled();
+  });
+
   it('sends heartbeats and acks over the socket; an error envelope becomes an ApiError', async () => {
     const { io, socket } = open();
     io.connected = true;

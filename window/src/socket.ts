@@ -56,7 +56,9 @@ export class EngineSocket {
       const data = error.data;
       if (data?.final) return this.#final({ code: data.code ?? 'unauthorized', final: true, message: data.message ?? error.message });
       // A refusal by the server's middleware is not retried by socket.io; transport errors are.
-      if (!socket.active) this.#reconnectLater();
+      // A rate-limited one says how long to wait (retry_after, seconds).
+      const wait = data?.retry_after;
+      if (!socket.active) this.#reconnectLater(typeof wait === 'number' && Number.isFinite(wait) && wait > 0 ? wait * 1000 : 0);
     });
     socket.on('work', (work) => handlers.onWork(work));
     socket.on('ended', (end) => {
@@ -99,11 +101,12 @@ export class EngineSocket {
     this.#handlers.onFinal(end);
   }
 
-  #reconnectLater(): void {
+  /** Reconnects after a full-jitter backoff, and not before `atLeastMs`. */
+  #reconnectLater(atLeastMs = 0): void {
     if (this.#stopped || this.#retry !== undefined) return;
     const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** this.#attempt);
     this.#attempt += 1;
-    const delay = Math.max(250, Math.floor(this.#random() * cap));
+    const delay = Math.max(250, atLeastMs, Math.floor(this.#random() * cap));
     this.#retry = setTimeout(() => {
       this.#retry = undefined;
       if (!this.#stopped) this.#socket.connect();

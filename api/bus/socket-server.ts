@@ -1,0 +1,23 @@
+/**
+ * The bus's Socket.IO server, which a gateway attaches to its uWS app: each driver makes it with
+ * its own adapter, so room events from any node reach this node's sockets.
+ */
+import { Server, type ServerOptions } from 'socket.io';
+import { LIMITS } from '../../shared/limits.js';
+
+export function createSocketServer(options: Partial<ServerOptions> = {}): Server {
+  return new Server({
+    serveClient: false,
+    // A socket message is no larger than a REST body may be (engine.io's default is 1 MB, which a
+    // page could make the gateway buffer and parse for every message); larger closes the connection.
+    maxHttpBufferSize: LIMITS.requestMaxBytes,
+    ...options,
+  });
+}
+
+/** Closes a socket.io server whether or not a gateway ever attached it to a uWS app. */
+export function closeIo(io: Server): void {
+  io.disconnectSockets(true);
+  // io.close() reaches for the engine, which only exists once the server was attached.
+  if ((io as unknown as { engine?: unknown }).engine) void io.close();
+}

@@ -1,0 +1,11 @@
+/**
+ * The counter keys of the rate limits (spec section 8), one per limit and subject. REST
+ * (api/http/rate-limits.ts) and the gateway's sockets (gateway/limits.ts) count through these, so
+ * a client's requests on both count against one window.
+ */
+export const RATE_KEYS = {
+  serverKeyPerIp: (ip: string) => `sk-ip:${ip}`,
+  serverKeyPerIntegration: (integrationId: string) => `sk-int:${integrationId}`,
+  widgetPerIp: (ip: string) => `w-ip:${ip}`,
+  enginePerEngine: (engineId: string) => `eng:${engineId}`,
+} as const;
