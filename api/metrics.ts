@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, pushes, acks, redeliveries, push latency, the bus's state, and the statements
+ * sockets by kind, refused handshakes by code, pushes, acks, redeliveries, push latency, the bus's state, and the statements
  * that failed because the database was out of reach.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -21,6 +21,12 @@ export function createMetrics(bus: Bus, db: Db) {
   });
   const acks = new Counter({ name: 'c2c_command_acks_total', help: 'Command results acked by engines', labelNames: ['via'] as const, registers: [registry] });
   const redeliveries = new Counter({ name: 'c2c_command_redeliveries_total', help: 'Commands handed to an engine again because no ack came', registers: [registry] });
+  const socketRefusals = new Counter({
+    name: 'c2c_socket_refusals_total',
+    help: 'Socket handshakes refused, by error code (a surge of unauthorized or rate_limited is a client looping or a flood)',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
   new Gauge({
     name: 'c2c_bus_up',
     help: '1 while the bus (and its Redis connections) is up',
@@ -47,6 +53,7 @@ export function createMetrics(bus: Bus, db: Db) {
     pushes,
     acks,
     redeliveries,
+    socketRefusals,
     observePush(kind: 'state' | 'work', startedAt: number) {
       pushes.inc({ kind });
       pushLatency.observe({ kind }, (performance.now() - startedAt) / 1000);

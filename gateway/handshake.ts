@@ -141,6 +141,7 @@ export function handshake(services: Services, limits: SocketLimits) {
       // A credential refused counts against its address (limits.ts); the platform switch is no fault of the client's.
       if (isRefusal(error) && error.code !== 'rate_limited' && error.code !== 'platform_disabled') await limits.handshakeRefused(ip);
       const refusal: ConnectRefusal = endFor(error);
+      services.metrics.socketRefusals.inc({ code: refusal.code });
       next(Object.assign(new Error(refusal.message), { data: refusal }));
     }
   };

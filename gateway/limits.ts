@@ -16,12 +16,14 @@ import { LIMITS } from '../shared/limits.js';
 import type { Services } from '../api/services.js';
 import { RATE_KEYS } from '../api/ratelimit/keys.js';
 
-/** Past this many blocked addresses, the ones whose window has ended are forgotten. */
+/** Past this many blocked addresses, the ones whose window has ended are forgotten, at most once a second. */
 const SWEEP_ABOVE = 1000;
+const SWEEP_EVERY_MS = 1000;
 
 export class SocketLimits {
   /** per client address over its limit through refused handshakes: when its window ends (clock ms) */
   readonly #blocked = new Map<string, number>();
+  #sweptAt = 0;
 
   constructor(private readonly services: Services) {}
 
@@ -49,7 +51,10 @@ export class SocketLimits {
     const resetMs = await this.#over(RATE_KEYS.widgetPerIp(ip), LIMITS.widgetPerIpPerMinute);
     if (resetMs === undefined) return;
     const now = this.services.clock.now();
-    if (this.#blocked.size >= SWEEP_ABOVE) for (const [address, until] of this.#blocked) if (until <= now) this.#blocked.delete(address);
+    if (this.#blocked.size >= SWEEP_ABOVE && now - this.#sweptAt >= SWEEP_EVERY_MS) {
+      this.#sweptAt = now;
+      for (const [address, until] of this.#blocked) if (until <= now) this.#blocked.delete(address);
+    }
     this.#blocked.set(ip, now + resetMs);
   }
 

@@ -165,6 +165,10 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     await from(b, agent.widgetToken).next('state');
     await live.h.clock.advanceSeconds(40);
     await from(a, agent.widgetToken).next('state');
+    const refusals = await live.h.services.metrics.registry.getSingleMetricAsString('c2c_socket_refusals_total');
+    expect(refusals).toContain('c2c_socket_refusals_total{code="unauthorized"} 2');
+    expect(refusals).toContain('c2c_socket_refusals_total{code="origin_not_allowed"} 2');
+    expect(refusals).toContain('c2c_socket_refusals_total{code="rate_limited"} 2');
   });
 
   it("count an engine's heartbeats and acks over the socket with its REST requests, against the engine's limit", async () => {
