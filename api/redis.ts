@@ -11,9 +11,20 @@
  */
 import { Redis } from 'ioredis';
 
-export function redisClient(url: string, name: string, options: { queueWhileOffline?: boolean; keepQueued?: boolean } = {}): Redis {
+export interface ClientOptions {
+  /** queue commands while disconnected (subscribers), instead of failing them at once */
+  queueWhileOffline?: boolean;
+  /** keep queued commands however many reconnects fail */
+  keepQueued?: boolean;
+  /** send again, once reconnected, the commands that were on their way when the connection dropped (default: yes) */
+  resendInFlight?: boolean;
+}
+
+export function redisClient(url: string, name: string, options: ClientOptions = {}): Redis {
   const client = new Redis(url, {
     connectionName: name,
+    // Redis may have run a command whose answer the drop lost: resending it runs it twice.
+    autoResendUnfulfilledCommands: options.resendInFlight ?? true,
     // null: queued commands wait for Redis however many reconnects fail (else dropped every 2nd)
     maxRetriesPerRequest: options.keepQueued ? null : 1,
     enableOfflineQueue: options.queueWhileOffline ?? false,
@@ -72,8 +83,8 @@ export function adapterSubscriber(url: string): Redis {
 }
 
 /** A client that is connected, or after timeoutMs one that keeps trying in the background. */
-export async function connectedRedis(url: string, name: string, timeoutMs = 5000): Promise<Redis> {
-  const client = redisClient(url, name);
+export async function connectedRedis(url: string, name: string, options: ClientOptions = {}, timeoutMs = 5000): Promise<Redis> {
+  const client = redisClient(url, name, options);
   if (client.status === 'ready') return client;
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, timeoutMs);

@@ -45,12 +45,25 @@ interface Window {
 export function createRedisCounter(redis: Redis, clock: Clock): RateCounter {
   // Sent once, then run by its digest (EVALSHA).
   if (!('c2cRateHit' in redis)) redis.defineCommand('c2cRateHit', { numberOfKeys: 1, lua: HIT });
+  // A pipeline on its way when the connection drops may have been counted by Redis or not. The
+  // connection does not send it again (counterRedis), and gives it no answer either, so it fails
+  // here: uncounted as far as this node knows, and counted once at most in Redis.
+  const onTheirWay = new Set<(error: Error) => void>();
+  redis.on('close', () => {
+    for (const fail of onTheirWay) fail(new Error('the connection to Redis dropped with these hits on their way'));
+    onTheirWay.clear();
+  });
+  const exec = (pipeline: ChainableCommander) =>
+    new Promise<Awaited<ReturnType<ChainableCommander['exec']>>>((resolve, reject) => {
+      onTheirWay.add(reject);
+      pipeline.exec().then(resolve, reject).finally(() => onTheirWay.delete(reject));
+    });
   // One reply per item: Redis applies each INCRBY of a pipeline on its own, so one that failed
   // must not send the others again (they would be counted twice).
   const increments = coalesce<{ key: string; by: number; ttlMs: number }, number | Error>(async (batch) => {
     const pipeline = redis.pipeline() as ChainableCommander & { c2cRateHit(key: string, ttlMs: number, by: number): ChainableCommander };
     for (const { key, ttlMs, by } of batch) pipeline.c2cRateHit(key, ttlMs, by);
-    const replies = (await pipeline.exec()) ?? [];
+    const replies = (await exec(pipeline)) ?? [];
     return batch.map((_, index) => {
       const [error, count] = replies[index] ?? [new Error('no reply from Redis')];
       return error ?? Number(count);

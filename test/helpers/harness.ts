@@ -11,7 +11,7 @@ import { ManualClock } from '../../api/clock.js';
 import { loadConfig, API_PREFIX, type Config } from '../../api/config.js';
 import { createMemoryCounter } from '../../api/ratelimit/memory.js';
 import { createRedisCounter } from '../../api/ratelimit/redis.js';
-import { connectedRedis } from '../../api/redis.js';
+import { counterRedis } from '../../api/ratelimit/index.js';
 import { createServices, type Services } from '../../api/services.js';
 import type { StoreDriver } from './env.js';
 import { openTestDatabase, type TestDatabase } from './databases.js';
@@ -38,7 +38,7 @@ export interface HarnessOptions {
 export async function createHarness(driver: StoreDriver, configOverrides: Partial<Config> = {}, options: HarnessOptions = {}): Promise<Harness> {
   const database: TestDatabase = options.database ?? (await openTestDatabase(driver));
   const clock = options.clock ?? new ManualClock();
-  const counter = options.redisCounterUrl ? createRedisCounter(await connectedRedis(options.redisCounterUrl, 'c2c-test'), clock) : createMemoryCounter(clock);
+  const counter = options.redisCounterUrl ? createRedisCounter(await counterRedis(options.redisCounterUrl), clock) : createMemoryCounter(clock);
   const config = loadConfig({ LOG_LEVEL: 'silent' }, { publicBaseUrl: 'http://c2c.test', apiBaseUrl: `http://c2c.test${API_PREFIX}`, siteUrl: 'http://c2c.test', ...configOverrides });
   const services = createServices({ config, db: database.db, bus: options.bus ?? createMemoryBus(), clock, counter });
   const app = await buildApp(services, { logger: false });

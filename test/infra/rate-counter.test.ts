@@ -2,7 +2,7 @@
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../api/clock.js';
 import { connectedRedis } from '../../api/redis.js';
-import type { RateCounter } from '../../api/ratelimit/index.js';
+import { counterRedis, type RateCounter } from '../../api/ratelimit/index.js';
 import { createMemoryCounter } from '../../api/ratelimit/memory.js';
 import { createRedisCounter, FLUSH_MS, LOCAL_SHARE } from '../../api/ratelimit/redis.js';
 import { redisUrl } from '../helpers/env.js';
@@ -11,7 +11,7 @@ import { freePort, spawnRedis } from '../helpers/processes.js';
 const url = redisUrl();
 const LIMIT = 600;
 const drivers: Array<[string, (clock: ManualClock) => Promise<RateCounter>]> = [['memory', async (clock) => createMemoryCounter(clock)]];
-if (url) drivers.push(['redis', async (clock) => createRedisCounter(await connectedRedis(url, 'c2c-test-rl'), clock)]);
+if (url) drivers.push(['redis', async (clock) => createRedisCounter(await counterRedis(url), clock)]);
 
 describe.each(drivers)('rate counter %s', (_name, open) => {
   const counters: RateCounter[] = [];
@@ -51,8 +51,8 @@ describe.each(drivers)('rate counter %s', (_name, open) => {
 
 describe.skipIf(!url)('Redis rate counters across nodes', () => {
   const nodes = async (clock: ManualClock) => [
-    createRedisCounter(await connectedRedis(url!, 'c2c-test-rl-a'), clock),
-    createRedisCounter(await connectedRedis(url!, 'c2c-test-rl-b'), clock),
+    createRedisCounter(await counterRedis(url!), clock),
+    createRedisCounter(await counterRedis(url!), clock),
   ];
   /** What Redis holds for a key in the clock's current 60 s window. */
   const inRedis = async (clock: ManualClock, key: string) => {
@@ -130,13 +130,19 @@ describe.skipIf(!url)('Redis rate counters across nodes', () => {
     expect(await inRedis(clock, key)).toBe(limit + 301);
   });
 
-  it('count again once Redis is back, and never twice', async () => {
+  /** A Redis of the test's own (to stop or freeze), and a counter on it, connected as a node's is. */
+  const counterOnOwnRedis = async () => {
     const port = await freePort();
     const server = spawnRedis(port);
     await server.start();
+    const url = `redis://127.0.0.1:${port}`;
     const clock = new ManualClock();
-    const client = await connectedRedis(`redis://127.0.0.1:${port}`, 'c2c-test-rl-down');
-    const counter = createRedisCounter(client, clock);
+    const client = await counterRedis(url);
+    return { server, url, clock, client, counter: createRedisCounter(client, clock) };
+  };
+
+  it('count again once Redis is back, and never twice', async () => {
+    const { server, url: own, clock, client, counter } = await counterOnOwnRedis();
     try {
       const key = `down-${Math.random()}`;
       expect((await counter.hit(key, 60_000, LIMIT)).count).toBe(1);
@@ -151,13 +157,37 @@ describe.skipIf(!url)('Redis rate counters across nodes', () => {
       const counts: number[] = [];
       for (let i = 0; i < 5; i += 1) counts.push((await counter.hit(key, 60_000, LIMIT)).count);
       await counter.close();
-      const reader = await connectedRedis(`redis://127.0.0.1:${port}`, 'c2c-test-rl-read');
+      const reader = await connectedRedis(own, 'c2c-test-rl-read');
       const stored = Number(await reader.get(`c2c:rl:${key}:${Math.floor(clock.now() / 60_000)}`));
       reader.disconnect();
       expect(stored).toBeGreaterThanOrEqual(4);
       expect(stored).toBeLessThanOrEqual(5);
       expect(counts.at(-1)).toBeGreaterThanOrEqual(stored);
     } finally {
+      await server.stop();
+    }
+  });
+
+  it('never count twice a hit that was on its way when the connection dropped', async () => {
+    const { server, url: own, clock, client, counter } = await counterOnOwnRedis();
+    const reader = await connectedRedis(own, 'c2c-test-rl-read');
+    try {
+      const key = `in-flight-${Math.random()}`;
+      // Redis frozen: the hit is written to the connection and waits there, unanswered.
+      server.pause();
+      const hit = counter.hit(key, 60_000, LIMIT).then((h) => h.count, (error: unknown) => error);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The connection drops with the hit on it; Redis, thawed, still runs what it had received.
+      client.stream.destroy();
+      server.resume();
+      // The caller is told the hit failed (and counts it as nothing, as it does while Redis is away).
+      expect(await hit).toBeInstanceOf(Error);
+      await vi.waitFor(() => expect(client.status).toBe('ready'), { timeout: 5000, interval: 50 });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(Number(await reader.get(`c2c:rl:${key}:${Math.floor(clock.now() / 60_000)}`))).toBe(1);
+    } finally {
+      reader.disconnect();
+      await counter.close();
       await server.stop();
     }
   });
