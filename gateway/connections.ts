@@ -71,7 +71,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
   function heartbeat(this: Socket, payload: unknown, reply: unknown) {
     return answer(reply, async () => {
       const context = await engineContext(this.data as SocketData);
-      await limits.engineRequest(context.engine.id);
+      await limits.engineHeartbeat(context.engine.id);
       const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload));
       return heartbeatBody(result, services.clock.now());
     });
@@ -79,9 +79,9 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
 
   function ack(this: Socket, payload: unknown, reply: unknown) {
     return answer(reply, async () => {
-      const acks = parse(Acks, payload);
       const context = await engineContext(this.data as SocketData);
-      await limits.engineRequest(context.engine.id);
+      await limits.engineAcks(context.engine.id);
+      const acks = parse(Acks, payload);
       await services.engines.ack(context, acks);
       services.metrics.acks.inc({ via: 'socket' }, acks.length);
       return { ok: true };

@@ -101,48 +101,70 @@ export async function reauthenticate(services: Services, data: SocketData) {
   return { kind: 'engine' as const, context: await services.engines.authenticate(data.token) };
 }
 
+/** Whether the socket's connection already carried a socket, whose handshake let go of the connection's request. */
+function connectionReused(socket: Socket): boolean {
+  return (socket.conn as { request: unknown }).request === null;
+}
+
+/** Checks the handshake's token (and origin): the socket's data, or a refusal. */
+async function credentialOf(services: Services, socket: Socket, ip: string): Promise<SocketData> {
+  await services.platform.assertEnabled();
+  const token: unknown = socket.handshake.auth?.token;
+  const origin = socket.handshake.headers.origin;
+  if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.widgetToken)) {
+    const context = await services.sessions.authenticate(token, origin);
+    return {
+      kind: 'widget',
+      token,
+      origin: context.session.origin,
+      ip,
+      sessionId: context.session.id,
+      integrationId: context.integration.id,
+      memberId: context.agent.member.id,
+      expiresAt: context.session.expires_at,
+    } satisfies WidgetSocketData;
+  }
+  if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.engineToken)) {
+    if (!engineOriginAllowed(services, origin)) {
+      throw new C2CError('origin_not_allowed', "An engine connects only from the service's own pages or an allowed extension.");
+    }
+    const context = await services.engines.authenticate(token);
+    return { kind: 'engine', token, engineId: context.engine.id, integrationId: context.integration.id, memberId: context.agent.member.id } satisfies EngineSocketData;
+  }
+  throw new C2CError('unauthorized', 'auth.token must be a widget token (c2cw_…) or an engine token (c2ce_…).');
+}
+
 export function handshake(services: Services, limits: SocketLimits) {
+  const refuse = (next: (error?: Error) => void, refusal: ConnectRefusal) => {
+    services.metrics.socketRefusals.inc({ code: refusal.code });
+    next(Object.assign(new Error(refusal.message), { data: refusal }));
+  };
   return async (socket: Socket, next: (error?: Error) => void) => {
+    // One socket per connection: once one has passed, the connection's request, and with it the
+    // client's address and origin, is gone (releaseHandshake), so another CONNECT on it could be
+    // neither checked nor counted. Our clients never send one; the connection is closed, once the
+    // refusal has left (Socket.IO sends it on the next tick, and not on a closing connection).
+    if (connectionReused(socket)) {
+      refuse(next, { code: 'invalid_request', final: false, message: 'A connection carries one socket; open a new connection.' });
+      setImmediate(() => socket.conn.close());
+      return;
+    }
     const ip = clientAddress(services, socket);
     try {
-      limits.assertHandshakeAllowed(ip);
-      await services.platform.assertEnabled();
-      const token: unknown = socket.handshake.auth?.token;
-      const origin = socket.handshake.headers.origin;
-      if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.widgetToken)) {
-        const context = await services.sessions.authenticate(token, origin);
-        socket.data = {
-          kind: 'widget',
-          token,
-          origin: context.session.origin,
-          ip,
-          sessionId: context.session.id,
-          integrationId: context.integration.id,
-          memberId: context.agent.member.id,
-          expiresAt: context.session.expires_at,
-        } satisfies WidgetSocketData;
-      } else if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.engineToken)) {
-        if (!engineOriginAllowed(services, origin)) {
-          throw new C2CError('origin_not_allowed', "An engine connects only from the service's own pages or an allowed extension.");
-        }
-        const context = await services.engines.authenticate(token);
-        socket.data = {
-          kind: 'engine',
-          token,
-          engineId: context.engine.id,
-          integrationId: context.integration.id,
-          memberId: context.agent.member.id,
-        } satisfies EngineSocketData;
-      } else {
-        throw new C2CError('unauthorized', 'auth.token must be a widget token (c2cw_…) or an engine token (c2ce_…).');
-      }
+      limits.admitHandshake(ip);
+    } catch (error) {
+      return refuse(next, endFor(error));
+    }
+    let refused = false;
+    try {
+      socket.data = await credentialOf(services, socket, ip);
       next();
     } catch (error) {
       // A credential refused counts against its address (limits.ts); the platform switch is no fault of the client's.
-      if (isRefusal(error) && error.code !== 'rate_limited' && error.code !== 'platform_disabled') await limits.handshakeRefused(ip);
-      const refusal: ConnectRefusal = endFor(error);
-      services.metrics.socketRefusals.inc({ code: refusal.code });
-      next(Object.assign(new Error(refusal.message), { data: refusal }));
+      refused = isRefusal(error) && error.code !== 'platform_disabled';
+      refuse(next, endFor(error));
+    } finally {
+      await limits.handshakeDone(ip, refused);
     }
   };
 }

@@ -1,15 +1,20 @@
 /**
- * The rate limits of spec section 8 on the socket, counted with REST's in one window per key
+ * The rate limits of spec section 8 on the socket, counted in the windows REST counts in
  * (api/ratelimit/keys.ts):
  * - a widget command counts against its client address's widget limit, as a REST request does;
- * - an engine's heartbeat or ack counts against the engine's limit;
- * - a refused handshake (a bad, expired or revoked token, a wrong origin) counts against its
- *   address's widget limit, and once that is over, every handshake from the address is refused
- *   rate_limited (a retry reason, with retry_after) before its token is looked at, until the window
- *   ends. A flood of made-up tokens so costs the store one read per allowed refusal. Handshakes that
- *   pass do not count: a call centre's agents behind one address all reconnect at once after a
- *   gateway restart, and each holds its socket for long.
- * Like REST, they count nothing while the counter (Redis) is unreachable.
+ * - an engine's heartbeat counts against the engine's limit; its acks of pushed commands count on a
+ *   budget of their own, so that a flood of commands cannot starve its heartbeats (a window on a
+ *   call that cannot heartbeat loses the call after 30 s).
+ * Refused handshakes (a bad, expired or revoked token, a wrong origin, an engine off its pages)
+ * count per client address on a key of their own (LIMITS.refusedHandshakesPerIpPerMinute,
+ * decided); once an address is over it, every handshake from it is refused rate_limited (a retry
+ * reason, with retry_after) before its token is read, until the window ends. So is a handshake from
+ * an address with too many being checked on this node at once, since none of those has been
+ * counted yet. A flood of made-up tokens so costs the store at most the limit plus the handshakes
+ * in flight, per window and node. Handshakes that pass do not count, and REST's traffic does not
+ * block them: a call centre's agents share one address, and all reconnect within seconds after a
+ * gateway restart.
+ * Like REST, nothing is counted while the counter (Redis) is unreachable.
  */
 import { C2CError } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
@@ -19,36 +24,54 @@ import { RATE_KEYS } from '../api/ratelimit/keys.js';
 /** Past this many blocked addresses, the ones whose window has ended are forgotten, at most once a second. */
 const SWEEP_ABOVE = 1000;
 const SWEEP_EVERY_MS = 1000;
+/** What an address with too many handshakes in flight is told to wait. */
+const IN_FLIGHT_RETRY_MS = 1000;
 
 export class SocketLimits {
-  /** per client address over its limit through refused handshakes: when its window ends (clock ms) */
+  /** per client address over its limit of refused handshakes: when its window ends (clock ms) */
   readonly #blocked = new Map<string, number>();
+  /** per client address, its handshakes being checked on this node */
+  readonly #inFlight = new Map<string, number>();
   #sweptAt = 0;
 
   constructor(private readonly services: Services) {}
 
   async widgetCommand(ip: string): Promise<void> {
-    const resetMs = await this.#over(RATE_KEYS.widgetPerIp(ip), LIMITS.widgetPerIpPerMinute);
-    if (resetMs !== undefined) throw rateLimited(resetMs);
+    await this.#count(RATE_KEYS.widgetPerIp(ip), LIMITS.widgetPerIpPerMinute);
   }
 
-  async engineRequest(engineId: string): Promise<void> {
-    const resetMs = await this.#over(RATE_KEYS.enginePerEngine(engineId), LIMITS.enginePerEnginePerMinute);
-    if (resetMs !== undefined) throw rateLimited(resetMs);
+  async engineHeartbeat(engineId: string): Promise<void> {
+    await this.#count(RATE_KEYS.enginePerEngine(engineId), LIMITS.enginePerEnginePerMinute);
   }
 
-  /** Throws rate_limited while this address's refused handshakes have it over its limit. */
-  assertHandshakeAllowed(ip: string): void {
+  async engineAcks(engineId: string): Promise<void> {
+    await this.#count(RATE_KEYS.engineAcks(engineId), LIMITS.enginePerEnginePerMinute);
+  }
+
+  /**
+   * Before a handshake's token is read: throws rate_limited for an address blocked for its refused
+   * handshakes, or with too many in flight here; otherwise the handshake is in flight until
+   * handshakeDone().
+   */
+  admitHandshake(ip: string): void {
     const until = this.#blocked.get(ip);
-    if (until === undefined) return;
-    const left = until - this.services.clock.now();
-    if (left > 0) throw rateLimited(left);
-    this.#blocked.delete(ip);
+    if (until !== undefined) {
+      const left = until - this.services.clock.now();
+      if (left > 0) throw rateLimited(left);
+      this.#blocked.delete(ip);
+    }
+    const inFlight = this.#inFlight.get(ip) ?? 0;
+    if (inFlight >= this.#scaled(LIMITS.handshakesInFlightPerIp)) throw rateLimited(IN_FLIGHT_RETRY_MS);
+    this.#inFlight.set(ip, inFlight + 1);
   }
 
-  /** Counts a refused handshake; an address it takes over the limit is refused from now until the window ends. */
-  async handshakeRefused(ip: string): Promise<void> {
-    const resetMs = await this.#over(RATE_KEYS.widgetPerIp(ip), LIMITS.widgetPerIpPerMinute);
+  /** An admitted handshake is over; a refused one counts, and one that takes the address over the limit blocks it until the window ends. */
+  async handshakeDone(ip: string, refused: boolean): Promise<void> {
+    const inFlight = (this.#inFlight.get(ip) ?? 1) - 1;
+    if (inFlight > 0) this.#inFlight.set(ip, inFlight);
+    else this.#inFlight.delete(ip);
+    if (!refused) return;
+    const resetMs = await this.#over(RATE_KEYS.refusedHandshakesPerIp(ip), LIMITS.refusedHandshakesPerIpPerMinute);
     if (resetMs === undefined) return;
     const now = this.services.clock.now();
     if (this.#blocked.size >= SWEEP_ABOVE && now - this.#sweptAt >= SWEEP_EVERY_MS) {
@@ -58,12 +81,21 @@ export class SocketLimits {
     this.#blocked.set(ip, now + resetMs);
   }
 
+  async #count(key: string, perMinute: number): Promise<void> {
+    const resetMs = await this.#over(key, perMinute);
+    if (resetMs !== undefined) throw rateLimited(resetMs);
+  }
+
   /** Counts a hit; when it is over the limit, the milliseconds until the window ends. */
   async #over(key: string, perMinute: number): Promise<number | undefined> {
-    const limit = Math.round(perMinute * this.services.config.rateLimitScale);
+    const limit = this.#scaled(perMinute);
     // As on REST: losing Redis must not take sockets down with it, so nothing is counted then.
     const hit = await this.services.counter.hit(key, LIMITS.rateWindowMs, limit).catch(() => undefined);
     return hit && hit.count > limit ? hit.resetMs : undefined;
+  }
+
+  #scaled(limit: number): number {
+    return Math.round(limit * this.services.config.rateLimitScale);
   }
 }
 

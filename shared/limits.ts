@@ -31,6 +31,10 @@ export const LIMITS = {
   redeliverAfterMs: 2500,
   /** decided: engine endpoints are limited per engine, not per IP (call centres share NAT) */
   enginePerEnginePerMinute: 600,
+  /** decided: socket handshakes refused per client address; past it the address is refused before its token is read */
+  refusedHandshakesPerIpPerMinute: 600,
+  /** decided: socket handshakes of one client address checked on a node at once (none of them counted yet) */
+  handshakesInFlightPerIp: 200,
   /** decided: an engine token dies after this long without a heartbeat */
   engineTokenIdleSeconds: 24 * 60 * 60,
   /**

@@ -45,6 +45,8 @@ export class Transport {
   private reconnectTimer: TimerHandle | undefined;
   private attempts = 0;
   private planned = false;
+  /** a rate-limited handshake's retry_after: no handshake before this (clock ms) */
+  private notBefore = 0;
   private endHandled = false;
   private socketToken: string | null = null;
   private stopped = false;
@@ -65,7 +67,10 @@ export class Transport {
     this.reconnectTimer = undefined;
     this.planned = true;
     this.socket.disconnect();
-    this.connectSocket();
+    const wait = this.notBefore - this.d.clock.now();
+    if (wait <= 0) return this.connectSocket();
+    this.planned = false;
+    this.scheduleReconnect(wait);
   }
 
   /** A command over the socket, answered like POST /widget/commands; null when not connected. */
@@ -107,6 +112,7 @@ export class Transport {
     socket.on('connect', () => {
       this.socketUp = true;
       this.attempts = 0;
+      this.notBefore = 0;
       this.d.session.confirm();
       this.d.clock.cancel(this.pollTimer);
       this.pollTimer = undefined;
@@ -126,7 +132,9 @@ export class Transport {
       this.planned = false;
       if (this.stopped) return;
       const data = err?.data;
-      if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect(retryAfterMs(data));
+      const wait = retryAfterMs(data);
+      if (wait > 0) this.notBefore = this.d.clock.now() + wait;
+      if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect(wait);
       // Poll now unless polling is already under way (failed reconnects must not poll faster than poll_ms).
       if (this.pollTimer === undefined) this.pollSoon(0);
     });
@@ -164,10 +172,13 @@ export class Transport {
     socket?.disconnect();
   }
 
-  /** Reconnects after a full-jitter backoff, and not before `atLeastMs` (a rate-limited handshake's retry_after). */
-  private scheduleReconnect(atLeastMs = 0): void {
+  /**
+   * Reconnects after `waitMs` (a rate-limited handshake's retry_after) and a full-jitter backoff on
+   * top, so that the clients an address's block held back do not all come back at the same moment.
+   */
+  private scheduleReconnect(waitMs = 0): void {
     if (this.stopped || !this.socket || this.reconnectTimer !== undefined) return;
-    this.reconnectTimer = this.d.clock.after(Math.max(atLeastMs, fullJitter(this.attempts++, 500, 30_000)), () => {
+    this.reconnectTimer = this.d.clock.after(waitMs + fullJitter(this.attempts++, 500, 30_000), () => {
       this.reconnectTimer = undefined;
       if (this.socket && !this.socketUp && !this.stopped) this.connectSocket();
     });

@@ -3,7 +3,8 @@
  * integration on server-key endpoints, 600/min per IP on widget endpoints, 429 rate_limited with
  * Retry-After counting down to the end of the window.
  */
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import WebSocket from 'ws';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { ManualClock } from '../../api/clock.js';
@@ -143,25 +144,36 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     await nextWindow();
   });
   afterEach(async () => {
+    vi.restoreAllMocks();
     for (const socket of sockets.splice(0)) socket.close();
     await live.close();
   });
 
-  it("count refused handshakes against the address's widget limit; past it the address is refused before its token is read, until the window ends", async () => {
-    const [a, b] = ['198.51.100.71', '198.51.100.72'];
+  const madeUp = (prefix: 'c2cw_' | 'c2ce_', fill = 'x') => prefix + fill.repeat(48);
+
+  it('count refused handshakes per address; past the limit the address is refused before any token is read, until the window ends', async () => {
+    const [a, b, c] = ['198.51.100.71', '198.51.100.72', '198.51.100.74'];
     // Handshakes that pass do not count: a call centre's agents share an address and reconnect together.
     for (let n = 0; n < 5; n += 1) await from(a, agent.widgetToken).next('state');
+    // Nor does REST's traffic block them: this address is over its widget limit on REST.
+    for (let n = 0; n < 3; n += 1) expect((await api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, headers: { 'x-forwarded-for': c } })).status).toBe(200);
+    await expectError(api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, headers: { 'x-forwarded-for': c } }), 429, 'rate_limited');
+    await from(c, agent.widgetToken).next('state');
     // Every kind of refusal counts; the one that goes over the limit is still answered for what it is.
-    expect(await from(a, 'c2cw_' + 'x'.repeat(48)).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await from(a, madeUp('c2cw_')).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
     expect(await from(a, agent.widgetToken, 'https://evil.example').next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
     expect(await from(a, agent.engineToken, ORIGIN).next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
-    expect(await from(a, 'c2ce_' + 'x'.repeat(48), live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await from(a, madeUp('c2ce_'), live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
     await live.h.clock.advanceSeconds(20);
-    // Now even a good token from that address is refused, with a retry reason and the time to wait.
+    // Now even a good token from that address is refused, unread, with a retry reason and the time to wait.
+    const widgetChecks = vi.spyOn(live.h.services.sessions, 'authenticate');
+    const engineChecks = vi.spyOn(live.h.services.engines, 'authenticate');
     expect(await from(a, agent.widgetToken).next('connect_error')).toEqual({ code: 'rate_limited', final: false, message: expect.any(String), retry_after: 40 });
     expect(await from(a, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 40 });
-    // REST counts in the same window; another address is not affected.
-    await expectError(api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, headers: { 'x-forwarded-for': a } }), 429, 'rate_limited');
+    expect(widgetChecks).not.toHaveBeenCalled();
+    expect(engineChecks).not.toHaveBeenCalled();
+    // Its REST requests are not refused for it, and another address is not affected.
+    expect((await api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, headers: { 'x-forwarded-for': a } })).status).toBe(200);
     await from(b, agent.widgetToken).next('state');
     await live.h.clock.advanceSeconds(40);
     await from(a, agent.widgetToken).next('state');
@@ -171,17 +183,70 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     expect(refusals).toContain('c2c_socket_refusals_total{code="rate_limited"} 2');
   });
 
-  it("count an engine's heartbeats and acks over the socket with its REST requests, against the engine's limit", async () => {
+  it('refuse, unread, a handshake from an address with too many being checked already, none of which is counted yet', async () => {
+    // scaled down to 1 in flight per address; the widget token checks wait until the test lets them go
+    let letGo!: () => void;
+    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    const sessions = live.h.services.sessions;
+    const authenticate = sessions.authenticate.bind(sessions);
+    const widgetChecks = vi.spyOn(sessions, 'authenticate').mockImplementation(async (...args) => {
+      await gate;
+      return authenticate(...args);
+    });
+    const [d, e] = ['198.51.100.75', '198.51.100.76'];
+    const first = from(d, madeUp('c2cw_', 'y'));
+    await vi.waitFor(() => expect(widgetChecks).toHaveBeenCalledTimes(1));
+    expect(await from(d, madeUp('c2cw_', 'z')).next('connect_error')).toEqual({ code: 'rate_limited', final: false, message: expect.any(String), retry_after: 1 });
+    expect(await from(d, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 1 });
+    expect(widgetChecks).toHaveBeenCalledTimes(1);
+    await from(e, agent.engineToken, live.h.config.siteUrl).next('work');
+    letGo();
+    expect(await first.next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+    await from(d, agent.widgetToken).next('state');
+  });
+
+  it('refuse a second socket on a connection that carried one, close the connection, and count it against no one', async () => {
+    const f = '198.51.100.77';
+    const ws = new WebSocket(`${live.url.replace(/^http/, 'ws')}/socket.io/?EIO=4&transport=websocket`, { headers: { origin: ORIGIN, 'x-forwarded-for': f } });
+    const frames: string[] = [];
+    ws.on('message', (data) => frames.push(String(data)));
+    const closed = new Promise((resolve) => ws.on('close', resolve));
+    await new Promise((resolve) => ws.on('open', resolve));
+    // the Socket.IO protocol by hand: CONNECT with a good token, DISCONNECT, then CONNECT again on the same connection
+    ws.send(`40${JSON.stringify({ token: agent.widgetToken })}`);
+    await vi.waitFor(() => expect(frames.some((frame) => frame.startsWith('40{"sid"'))).toBe(true));
+    ws.send('41');
+    ws.send(`40${JSON.stringify({ token: madeUp('c2cw_') })}`);
+    await closed;
+    expect(JSON.parse(frames.find((frame) => frame.startsWith('44'))!.slice(2))).toMatchObject({ data: { code: 'invalid_request', final: false } });
+    // Counted against neither the client nor the proxy in front (whose address the request, gone, would have left):
+    // three refusals from each stay under the limit of 3, so a good token still passes.
+    for (const address of [f, undefined]) {
+      for (let n = 0; n < 3; n += 1) {
+        const socket = openSocket(live.url, madeUp('c2cw_'), ORIGIN, address ? { headers: { 'x-forwarded-for': address } } : {});
+        sockets.push(socket);
+        expect(await socket.next('connect_error')).toMatchObject({ code: 'unauthorized' });
+      }
+      const good = openSocket(live.url, agent.widgetToken, ORIGIN, address ? { headers: { 'x-forwarded-for': address } } : {});
+      sockets.push(good);
+      await good.next('state');
+    }
+  });
+
+  it("count an engine's heartbeats over the socket with its REST requests, and its acks on a budget of their own", async () => {
     const engine = from('198.51.100.73', agent.engineToken, live.h.config.siteUrl);
     await engine.next('work');
+    // a flood of acks is refused past its budget, and leaves the heartbeats alone
+    for (let n = 0; n < 3; n += 1) expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });
+    expect(await request(engine.socket, 'ack', [])).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String) });
     expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
-    expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });
+    expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String) });
-    expect(await request(engine.socket, 'ack', [])).toMatchObject({ ok: false, error: 'rate_limited' });
     await expectError(heartbeat(api, agent.engineToken), 429, 'rate_limited');
     await nextWindow();
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
+    expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });
   });
 });
 

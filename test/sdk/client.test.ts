@@ -317,10 +317,28 @@ describe('push and polling', () => {
     socket.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'Too many requests.', retry_after: 20 } }));
     await flush();
     const polls = service.count('/widget/state');
-    await vi.advanceTimersByTimeAsync(19_900);
+    await vi.advanceTimersByTimeAsync(20_000);
     expect(socket.connects).toBe(connects);
     expect(service.count('/widget/state')).toBeGreaterThanOrEqual(polls + 6);
-    await vi.advanceTimersByTimeAsync(100);
+    // then a full-jitter backoff on top (500 ms at most on a first attempt), so that the clients held back together spread out
+    await vi.advanceTimersByTimeAsync(500);
+    expect(socket.connects).toBe(connects + 1);
+  });
+
+  it('a new token does not reconnect before the retry_after of a rate-limited handshake either', async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    const connects = socket.connects;
+    socket.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'Too many requests.', retry_after: 1800 } }));
+    service.serverTime = T0 + 1740;
+    await vi.advanceTimersByTimeAsync(1740_000);
+    expect(service.count('/widget/refresh')).toBe(1);
+    expect(socket.connects).toBe(connects);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(socket.connects).toBe(connects);
+    await vi.advanceTimersByTimeAsync(500);
     expect(socket.connects).toBe(connects + 1);
   });
 

@@ -108,11 +108,12 @@ describe('EngineSocket', () => {
     expect(final.io.connect).not.toHaveBeenCalled();
   });
 
-  it('a rate-limited handshake waits the retry_after it was given, not just its backoff, before reconnecting', async () => {
+  it('a rate-limited handshake waits the retry_after it was given, and its backoff on top, before reconnecting', async () => {
     const { io, handlers } = open();
     io.active = false;
     io.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'slow down', retry_after: 40 } }));
-    await vi.advanceTimersByTimeAsync(39_999);
+    // random() is 0.5 here: half of the first attempt's 1 s cap
+    await vi.advanceTimersByTimeAsync(40_499);
     expect(io.connect).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(1);
     expect(io.connect).toHaveBeenCalledTimes(1);
