@@ -83,15 +83,27 @@ function asNodeWritesIt(address: string): string {
 const NOTHING = Object.freeze({});
 
 /**
- * Lets go of what only the handshake needed, once it has passed: the upgrade request engine.io
- * keeps (Socket.IO's performance-tuning advice, "discard the initial HTTP request") and the
- * handshake's headers, query and auth, which socket.data now stands for, and its URL and its time
- * as a date string (a string each, per socket). A browser's headers (user agent, languages, fetch
- * metadata) would otherwise stay with each socket for its whole life.
+ * Lets go of what only the handshake needed, once it has passed: the handshake's headers, query
+ * and auth, which socket.data now stands for, and its URL and its time as a date string (a string
+ * each, per socket). A browser's headers (user agent, languages, fetch metadata) would otherwise
+ * stay with each socket for its whole life. The connection's request went when the handshake began
+ * (claimConnection).
  */
 export function releaseHandshake(socket: Socket): void {
-  (socket.conn as { request: unknown }).request = null;
   Object.assign(socket.handshake, { headers: NOTHING, query: NOTHING, auth: NOTHING, url: '', time: '' });
+}
+
+/**
+ * Takes the socket's connection for this handshake: false if another handshake had it already.
+ * The upgrade request engine.io keeps on the connection is let go of now (Socket.IO's
+ * performance-tuning advice, "discard the initial HTTP request"; the socket's handshake holds the
+ * headers it needs), and its absence marks the connection as taken.
+ */
+function claimConnection(socket: Socket): boolean {
+  const conn = socket.conn as { request: unknown };
+  if (conn.request === null) return false;
+  conn.request = null;
+  return true;
 }
 
 /** Re-checks a connected socket's credential (after revocations, on each command). */
@@ -99,11 +111,6 @@ export async function reauthenticate(services: Services, data: SocketData) {
   await services.platform.assertEnabled();
   if (data.kind === 'widget') return { kind: 'widget' as const, context: await services.sessions.authenticate(data.token, data.origin) };
   return { kind: 'engine' as const, context: await services.engines.authenticate(data.token) };
-}
-
-/** Whether the socket's connection already carried a socket, whose handshake let go of the connection's request. */
-function connectionReused(socket: Socket): boolean {
-  return (socket.conn as { request: unknown }).request === null;
 }
 
 /** Checks the handshake's token (and origin): the socket's data, or a refusal. */
@@ -140,12 +147,12 @@ export function handshake(services: Services, limits: SocketLimits) {
     next(Object.assign(new Error(refusal.message), { data: refusal }));
   };
   return async (socket: Socket, next: (error?: Error) => void) => {
-    // One socket per connection: once one has passed, the connection's request, and with it the
-    // client's address and origin, is gone (releaseHandshake), so another CONNECT on it could be
-    // neither checked nor counted. Our clients never send one; the connection is closed, once the
-    // refusal has left (Socket.IO sends it on the next tick, and not on a closing connection).
-    if (connectionReused(socket)) {
-      refuse(next, { code: 'invalid_request', final: false, message: 'A connection carries one socket; open a new connection.' });
+    // One handshake per connection: the first lets go of the connection's request, and with it of
+    // the client's address and origin, so another CONNECT on it could be neither checked nor
+    // counted. Our clients open a connection for each attempt; this one is closed, once the refusal
+    // has left (Socket.IO sends it on the next tick, and not on a closing connection).
+    if (!claimConnection(socket)) {
+      refuse(next, { code: 'invalid_request', final: false, message: 'A connection carries one handshake; open a new connection.' });
       setImmediate(() => socket.conn.close());
       return;
     }
@@ -155,16 +162,18 @@ export function handshake(services: Services, limits: SocketLimits) {
     } catch (error) {
       return refuse(next, endFor(error));
     }
+    let data: SocketData;
     let refused = false;
     try {
-      socket.data = await credentialOf(services, socket, ip);
-      next();
+      data = await credentialOf(services, socket, ip);
     } catch (error) {
       // A credential refused counts against its address (limits.ts); the platform switch is no fault of the client's.
       refused = isRefusal(error) && error.code !== 'platform_disabled';
-      refuse(next, endFor(error));
+      return refuse(next, endFor(error));
     } finally {
       await limits.handshakeDone(ip, refused);
     }
+    socket.data = data;
+    next();
   };
 }

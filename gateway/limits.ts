@@ -10,8 +10,8 @@
  * decided); once an address is over it, every handshake from it is refused rate_limited (a retry
  * reason, with retry_after) before its token is read, until the window ends. So is a handshake from
  * an address with too many being checked on this node at once, since none of those has been
- * counted yet. A flood of made-up tokens so costs the store at most the limit plus the handshakes
- * in flight, per window and node. Handshakes that pass do not count, and REST's traffic does not
+ * counted yet. A flood of made-up tokens from one address so costs the store at most the limit (the
+ * count is shared by every node) plus the handshakes in flight on each node, per window. Handshakes that pass do not count, and REST's traffic does not
  * block them: a call centre's agents share one address, and all reconnect within seconds after a
  * gateway restart.
  * Like REST, nothing is counted while the counter (Redis) is unreachable.
@@ -61,16 +61,27 @@ export class SocketLimits {
       this.#blocked.delete(ip);
     }
     const inFlight = this.#inFlight.get(ip) ?? 0;
-    if (inFlight >= this.#scaled(LIMITS.handshakesInFlightPerIp)) throw rateLimited(IN_FLIGHT_RETRY_MS);
+    // at least one, whatever the scale: none would refuse every handshake
+    if (inFlight >= Math.max(1, this.#scaled(LIMITS.handshakesInFlightPerIp))) throw rateLimited(IN_FLIGHT_RETRY_MS);
     this.#inFlight.set(ip, inFlight + 1);
   }
 
-  /** An admitted handshake is over; a refused one counts, and one that takes the address over the limit blocks it until the window ends. */
+  /**
+   * An admitted handshake is over; a refused one counts, and one that takes the address over the
+   * limit blocks it until the window ends. A refused handshake stays in flight until it is counted,
+   * so that the handshakes admitted meanwhile stay within the cap.
+   */
   async handshakeDone(ip: string, refused: boolean): Promise<void> {
-    const inFlight = (this.#inFlight.get(ip) ?? 1) - 1;
-    if (inFlight > 0) this.#inFlight.set(ip, inFlight);
-    else this.#inFlight.delete(ip);
-    if (!refused) return;
+    try {
+      if (refused) await this.#countRefusal(ip);
+    } finally {
+      const inFlight = (this.#inFlight.get(ip) ?? 1) - 1;
+      if (inFlight > 0) this.#inFlight.set(ip, inFlight);
+      else this.#inFlight.delete(ip);
+    }
+  }
+
+  async #countRefusal(ip: string): Promise<void> {
     const resetMs = await this.#over(RATE_KEYS.refusedHandshakesPerIp(ip), LIMITS.refusedHandshakesPerIpPerMinute);
     if (resetMs === undefined) return;
     const now = this.services.clock.now();

@@ -22,6 +22,12 @@ import type { RateCounter } from './counter.js';
 export const FLUSH_MS = 20;
 /** The most of a limit a node may hold answered on its own and not yet acknowledged by Redis. */
 export const LOCAL_SHARE = 0.05;
+/**
+ * How long a request waits for Redis's count: a Redis that stopped answering without closing the
+ * connection (frozen, or cut off without a reset) must not hold up the requests near their limits.
+ * They go uncounted then, as while Redis is unreachable.
+ */
+export const ANSWER_WITHIN_MS = 1000;
 
 const HIT = `local count = redis.call('INCRBY', KEYS[1], ARGV[2])
 if count == tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -47,7 +53,8 @@ export function createRedisCounter(redis: Redis, clock: Clock): RateCounter {
   if (!('c2cRateHit' in redis)) redis.defineCommand('c2cRateHit', { numberOfKeys: 1, lua: HIT });
   // A pipeline on its way when the connection drops may have been counted by Redis or not. The
   // connection does not send it again (counterRedis), and gives it no answer either, so it fails
-  // here: uncounted as far as this node knows, and counted once at most in Redis.
+  // here: uncounted as far as this node knows, and counted once at most in Redis. So does one Redis
+  // has not answered within ANSWER_WITHIN_MS.
   const onTheirWay = new Set<(error: Error) => void>();
   redis.on('close', () => {
     for (const fail of onTheirWay) fail(new Error('the connection to Redis dropped with these hits on their way'));
@@ -55,8 +62,18 @@ export function createRedisCounter(redis: Redis, clock: Clock): RateCounter {
   });
   const exec = (pipeline: ChainableCommander) =>
     new Promise<Awaited<ReturnType<ChainableCommander['exec']>>>((resolve, reject) => {
+      const late = clock.after(ANSWER_WITHIN_MS, () => {
+        onTheirWay.delete(reject);
+        reject(new Error(`Redis did not answer within ${ANSWER_WITHIN_MS} ms`));
+      });
       onTheirWay.add(reject);
-      pipeline.exec().then(resolve, reject).finally(() => onTheirWay.delete(reject));
+      pipeline
+        .exec()
+        .then(resolve, reject)
+        .finally(() => {
+          late.cancel();
+          onTheirWay.delete(reject);
+        });
     });
   // One reply per item: Redis applies each INCRBY of a pipeline on its own, so one that failed
   // must not send the others again (they would be counted twice).

@@ -23,6 +23,14 @@ export function fullJitter(attempt: number, baseMs = 500, capMs = 30_000, random
   return Math.floor(random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 30)));
 }
 
+/**
+ * After a wait the server asked for (`retry_after`), a random share of it again, up to 30 s: the
+ * clients one refusal held back (a call centre behind one address) do not all come back at once.
+ */
+export function spreadWait(waitMs: number, random: () => number = Math.random): number {
+  return waitMs + Math.floor(random() * Math.min(waitMs, 30_000));
+}
+
 /** How long a refusal asks the client to wait before it tries again (`retry_after`, seconds), in ms; 0 if it does not say. */
 export function retryAfterMs(end: { retry_after?: unknown } | undefined): number {
   const seconds = end?.retry_after;

@@ -9,7 +9,7 @@ import type { Command, CommandResult, ErrorEnvelope, Realtime, SocketEnd, Widget
 import { SdkError, isFatal, isRejection, isTransient, type HttpAnswer } from './http.js';
 import type { TransportStatus } from './machine.js';
 import type { SessionKeeper } from './session.js';
-import { fullJitter, retryAfterMs, type Clock, type TimerHandle } from './timing.js';
+import { fullJitter, retryAfterMs, spreadWait, type Clock, type TimerHandle } from './timing.js';
 
 /** The part of a socket.io-client Socket the SDK uses (tests pass a fake). */
 export interface MiniSocket {
@@ -172,13 +172,11 @@ export class Transport {
     socket?.disconnect();
   }
 
-  /**
-   * Reconnects after `waitMs` (a rate-limited handshake's retry_after) and a full-jitter backoff on
-   * top, so that the clients an address's block held back do not all come back at the same moment.
-   */
+  /** Reconnects after a full-jitter backoff, or after `waitMs` (a rate-limited handshake's retry_after) spread out. */
   private scheduleReconnect(waitMs = 0): void {
     if (this.stopped || !this.socket || this.reconnectTimer !== undefined) return;
-    this.reconnectTimer = this.d.clock.after(waitMs + fullJitter(this.attempts++, 500, 30_000), () => {
+    const attempt = this.attempts++;
+    this.reconnectTimer = this.d.clock.after(waitMs > 0 ? spreadWait(waitMs) : fullJitter(attempt, 500, 30_000), () => {
       this.reconnectTimer = undefined;
       if (this.socket && !this.socketUp && !this.stopped) this.connectSocket();
     });

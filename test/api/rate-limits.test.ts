@@ -183,26 +183,56 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     expect(refusals).toContain('c2c_socket_refusals_total{code="rate_limited"} 2');
   });
 
-  it('refuse, unread, a handshake from an address with too many being checked already, none of which is counted yet', async () => {
-    // scaled down to 1 in flight per address; the widget token checks wait until the test lets them go
-    let letGo!: () => void;
-    const gate = new Promise<void>((resolve) => (letGo = resolve));
-    const sessions = live.h.services.sessions;
+  it('refuse, unread, a handshake from an address with too many being checked or counted already', async () => {
+    // scaled down to 1 in flight per address; widget token checks, and the counting of refused
+    // handshakes, wait until the test lets them go
+    const gate = () => {
+      let open!: () => void;
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      return { open, opened };
+    };
+    const [checks, counts] = [gate(), gate()];
+    const { sessions, counter } = live.h.services;
     const authenticate = sessions.authenticate.bind(sessions);
     const widgetChecks = vi.spyOn(sessions, 'authenticate').mockImplementation(async (...args) => {
-      await gate;
+      await checks.opened;
       return authenticate(...args);
+    });
+    const hit = counter.hit.bind(counter);
+    vi.spyOn(counter, 'hit').mockImplementation(async (key, ...rest) => {
+      if (key.startsWith('hs-ip:')) await counts.opened;
+      return hit(key, ...rest);
     });
     const [d, e] = ['198.51.100.75', '198.51.100.76'];
     const first = from(d, madeUp('c2cw_', 'y'));
     await vi.waitFor(() => expect(widgetChecks).toHaveBeenCalledTimes(1));
     expect(await from(d, madeUp('c2cw_', 'z')).next('connect_error')).toEqual({ code: 'rate_limited', final: false, message: expect.any(String), retry_after: 1 });
-    expect(await from(d, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 1 });
+    const held = from(d, agent.engineToken, live.h.config.siteUrl);
+    expect(await held.next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 1 });
     expect(widgetChecks).toHaveBeenCalledTimes(1);
     await from(e, agent.engineToken, live.h.config.siteUrl).next('work');
-    letGo();
+    checks.open();
     expect(await first.next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
-    await from(d, agent.widgetToken).next('state');
+    // refused, and not counted yet: still in flight
+    expect(await from(d, agent.widgetToken).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 1 });
+    counts.open();
+    await vi.waitFor(async () => {
+      const next = from(d, agent.widgetToken);
+      expect(await Promise.race([next.next('state').then(() => 'in'), next.next('connect_error').then(() => 'refused')])).toBe('in');
+    });
+    // A client told to retry does so on a new connection (one handshake per connection), and gets in.
+    held.socket.connect();
+    await held.next('work');
+  });
+
+  it('do not count the refusals the platform switch makes', async () => {
+    const g = '198.51.100.78';
+    await live.h.services.platform.setDisabled(true);
+    for (let n = 0; n < 4; n += 1) expect(await from(g, agent.widgetToken).next('connect_error')).toMatchObject({ code: 'platform_disabled' });
+    await live.h.services.platform.setDisabled(false);
+    // the limit of 3 is all there: three refusals, and a good token still passes
+    for (let n = 0; n < 3; n += 1) expect(await from(g, madeUp('c2cw_')).next('connect_error')).toMatchObject({ code: 'unauthorized' });
+    await from(g, agent.widgetToken).next('state');
   });
 
   it('refuse a second socket on a connection that carried one, close the connection, and count it against no one', async () => {
@@ -239,6 +269,8 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     // a flood of acks is refused past its budget, and leaves the heartbeats alone
     for (let n = 0; n < 3; n += 1) expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });
     expect(await request(engine.socket, 'ack', [])).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String) });
+    // counted before it is read: a malformed one past the budget costs no parsing either
+    expect(await request(engine.socket, 'ack', 'x'.repeat(60_000))).toMatchObject({ ok: false, error: 'rate_limited' });
     expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });

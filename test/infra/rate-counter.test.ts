@@ -4,7 +4,7 @@ import { ManualClock } from '../../api/clock.js';
 import { connectedRedis } from '../../api/redis.js';
 import { counterRedis, type RateCounter } from '../../api/ratelimit/index.js';
 import { createMemoryCounter } from '../../api/ratelimit/memory.js';
-import { createRedisCounter, FLUSH_MS, LOCAL_SHARE } from '../../api/ratelimit/redis.js';
+import { ANSWER_WITHIN_MS, createRedisCounter, FLUSH_MS, LOCAL_SHARE } from '../../api/ratelimit/redis.js';
 import { redisUrl } from '../helpers/env.js';
 import { freePort, spawnRedis } from '../helpers/processes.js';
 
@@ -187,6 +187,29 @@ describe.skipIf(!url)('Redis rate counters across nodes', () => {
       expect(Number(await reader.get(`c2c:rl:${key}:${Math.floor(clock.now() / 60_000)}`))).toBe(1);
     } finally {
       reader.disconnect();
+      await counter.close();
+      await server.stop();
+    }
+  });
+
+  it('give up on a count Redis does not answer within ANSWER_WITHIN_MS, so no request waits on a frozen Redis', async () => {
+    const { server, clock, counter } = await counterOnOwnRedis();
+    try {
+      const key = `frozen-${Math.random()}`;
+      server.pause();
+      // a key's first hit waits for Redis's count
+      const hit = counter.hit(key, 60_000, LIMIT).then((h) => h.count, (error: unknown) => error);
+      // let the hit leave (the counter sends what a moment gathers together)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await clock.advance(ANSWER_WITHIN_MS - 1);
+      expect(await Promise.race([hit, 'waiting'])).toBe('waiting');
+      await clock.advance(1);
+      expect(await hit).toBeInstanceOf(Error);
+      server.resume();
+      // Redis is answering again: so are hits
+      expect((await counter.hit(`${key}-next`, 60_000, LIMIT)).count).toBe(1);
+    } finally {
+      server.resume();
       await counter.close();
       await server.stop();
     }

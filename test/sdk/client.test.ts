@@ -320,8 +320,10 @@ describe('push and polling', () => {
     await vi.advanceTimersByTimeAsync(20_000);
     expect(socket.connects).toBe(connects);
     expect(service.count('/widget/state')).toBeGreaterThanOrEqual(polls + 6);
-    // then a full-jitter backoff on top (500 ms at most on a first attempt), so that the clients held back together spread out
-    await vi.advanceTimersByTimeAsync(500);
+    // then a random share of the wait again (random() is 0.5 here: 10 s), so that the clients held back together spread out
+    await vi.advanceTimersByTimeAsync(9_999);
+    expect(socket.connects).toBe(connects);
+    await vi.advanceTimersByTimeAsync(1);
     expect(socket.connects).toBe(connects + 1);
   });
 
@@ -336,9 +338,10 @@ describe('push and polling', () => {
     await vi.advanceTimersByTimeAsync(1740_000);
     expect(service.count('/widget/refresh')).toBe(1);
     expect(socket.connects).toBe(connects);
-    await vi.advanceTimersByTimeAsync(60_000);
+    // 60 s are left of the wait, then half of the 30 s that the share is capped at
+    await vi.advanceTimersByTimeAsync(74_999);
     expect(socket.connects).toBe(connects);
-    await vi.advanceTimersByTimeAsync(500);
+    await vi.advanceTimersByTimeAsync(1);
     expect(socket.connects).toBe(connects + 1);
   });
 

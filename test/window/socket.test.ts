@@ -108,12 +108,12 @@ describe('EngineSocket', () => {
     expect(final.io.connect).not.toHaveBeenCalled();
   });
 
-  it('a rate-limited handshake waits the retry_after it was given, and its backoff on top, before reconnecting', async () => {
+  it('a rate-limited handshake waits the retry_after it was given, and a random share of it on top, before reconnecting', async () => {
     const { io, handlers } = open();
     io.active = false;
     io.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'slow down', retry_after: 40 } }));
-    // random() is 0.5 here: half of the first attempt's 1 s cap
-    await vi.advanceTimersByTimeAsync(40_499);
+    // random() is 0.5 here: 40 s, then half of 30 s (the share is capped there)
+    await vi.advanceTimersByTimeAsync(54_999);
     expect(io.connect).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(1);
     expect(io.connect).toHaveBeenCalledTimes(1);

@@ -101,12 +101,17 @@ export class EngineSocket {
     this.#handlers.onFinal(end);
   }
 
-  /** Reconnects after `waitMs` (a rate-limited handshake's retry_after) and a full-jitter backoff on top, so that windows held back together do not come back together. */
+  /**
+   * Reconnects after a full-jitter backoff, or after `waitMs` (a rate-limited handshake's
+   * retry_after) and a random share of it again, up to 30 s, so that windows held back together do
+   * not come back together.
+   */
   #reconnectLater(waitMs = 0): void {
     if (this.#stopped || this.#retry !== undefined) return;
     const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** this.#attempt);
     this.#attempt += 1;
-    const delay = Math.max(250, waitMs + Math.floor(this.#random() * cap));
+    const spread = waitMs > 0 ? waitMs + Math.floor(this.#random() * Math.min(waitMs, BACKOFF_MAX_MS)) : Math.floor(this.#random() * cap);
+    const delay = Math.max(250, spread);
     this.#retry = setTimeout(() => {
       this.#retry = undefined;
       if (!this.#stopped) this.#socket.connect();
