@@ -59,6 +59,10 @@ export async function startGateway(services: Services, options: { port: number; 
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
   }
   io.on('connection', (socket) => {
+    // Socket.IO puts every socket in a room named by its id. Nothing here is sent that way (pushes go
+    // to agent and engine rooms, answers to the socket itself), and the room costs some 200 bytes of
+    // adapter entries per socket.
+    void socket.leave(socket.id);
     releaseHandshake(socket);
     services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadUws } from '../../gateway/uws.js';
 import { LIMITS } from '../../shared/limits.js';
+import { rooms } from '../../api/domain/push.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, readyAgent, requestCall } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
@@ -72,14 +73,19 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await request(widget.socket, 'command', { kind: 'dance', request_id: 'sock-3' })).toMatchObject({ ok: false, error: 'invalid_request' });
   });
 
-  it('lets go of the handshake once connected (a browser sends kilobytes of headers), and goes on serving the socket', async () => {
+  it('lets go of the handshake and of the room named by its id once connected (a browser sends kilobytes of headers), and goes on serving the socket', async () => {
     const agent = await readyAgent(api, t);
     const widget = open(agent.widgetToken);
     await widget.next('state');
     const held = h.services.bus.io.sockets.sockets.get(widget.socket.id!)!;
     expect((held.conn as unknown as { request: unknown }).request).toBeNull();
     expect(held.handshake).toMatchObject({ headers: {}, query: {}, auth: {}, url: '', time: '' });
+    expect([...held.rooms]).toEqual([rooms.agent(t.integrationId, t.agent.id)]);
     expect(await request(widget.socket, 'command', { kind: 'availability', request_id: 'after-release', available: false })).toMatchObject({ ok: true });
+    // and a change made over REST still reaches it, through its agent's room
+    const pushed = widget.next<{ engine: { available: boolean } }>('state', { where: (state) => state.engine.available });
+    await command(api, agent.widgetToken, { kind: 'availability', request_id: 'after-release-rest', available: true });
+    expect(await pushed).toMatchObject({ engine: { available: true } });
   });
 
   it.each(['websocket', 'polling'] as const)('over %s, answers a message as large as a REST body may be, and closes the connection of a larger one', async (transport) => {
