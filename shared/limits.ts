@@ -31,8 +31,12 @@ export const LIMITS = {
   redeliverAfterMs: 2500,
   /** decided: engine endpoints are limited per engine, not per IP (call centres share NAT) */
   enginePerEnginePerMinute: 600,
-  /** decided: socket handshakes refused per client address; past it the address is refused before its token is read */
-  refusedHandshakesPerIpPerMinute: 600,
+  /**
+   * decided: credentials refused per client address on REST's engine routes and the gateway's
+   * handshakes (nothing else limits an address there before its token is read); past it the address
+   * is refused before any token of its is read
+   */
+  refusedCredentialsPerIpPerMinute: 600,
   /** decided: socket handshakes of one client address checked on a node at once (none of them counted yet) */
   handshakesInFlightPerIp: 200,
   /** decided: an engine token dies after this long without a heartbeat */

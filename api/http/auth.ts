@@ -3,6 +3,7 @@
  * is read: platform switch → per-IP rate limit → credential → per-subject rate limit.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { isRefusal } from '../../shared/errors.js';
 import { bearerToken } from '../domain/credentials.js';
 import { authenticateServerKey, type ServerKeyContext } from '../domain/server-keys.js';
 import type { WidgetContext } from '../domain/sessions.js';
@@ -51,12 +52,22 @@ export function useWidgetAuth(app: FastifyInstance, services: Services): void {
   });
 }
 
-/** Engine routes (all but pair, whose credential is the ticket in its body). */
+/**
+ * Engine routes (all but pair, whose credential is the ticket in its body). Their limit is per
+ * engine (call centres share an address), so refused tokens count per address apart
+ * (api/ratelimit/refusals.ts), and an address over that limit is refused before its token is read.
+ */
 export function useEngineAuth(app: FastifyInstance, services: Services): void {
   app.addHook('onRequest', async (request) => {
     if (request.method === 'OPTIONS') return;
     await services.platform.assertEnabled();
-    request.engine = await services.engines.authenticate(bearerToken(request.headers.authorization));
+    services.refusals.assertAllowed(request.ip);
+    try {
+      request.engine = await services.engines.authenticate(bearerToken(request.headers.authorization));
+    } catch (error) {
+      if (isRefusal(error)) await services.refusals.refused(request.ip);
+      throw error;
+    }
     await app.limits.enginePerEngine(request, request.engine.engine.id);
   });
 }

@@ -10,5 +10,5 @@ export const RATE_KEYS = {
   enginePerEngine: (engineId: string) => `eng:${engineId}`,
   /** an engine's acks over its socket (on REST they ride its heartbeats) */
   engineAcks: (engineId: string) => `eng-ack:${engineId}`,
-  refusedHandshakesPerIp: (ip: string) => `hs-ip:${ip}`,
+  refusedCredentialsPerIp: (ip: string) => `refused-ip:${ip}`,
 } as const;

@@ -200,7 +200,7 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     });
     const hit = counter.hit.bind(counter);
     vi.spyOn(counter, 'hit').mockImplementation(async (key, ...rest) => {
-      if (key.startsWith('hs-ip:')) await counts.opened;
+      if (key.startsWith('refused-ip:')) await counts.opened;
       return hit(key, ...rest);
     });
     const [d, e] = ['198.51.100.75', '198.51.100.76'];
@@ -223,6 +223,25 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     // A client told to retry does so on a new connection (one handshake per connection), and gets in.
     held.socket.connect();
     await held.next('work');
+  });
+
+  it("count tokens refused on REST's engine routes with refused handshakes; past the limit the address is refused there too, unread", async () => {
+    const [h, i] = ['198.51.100.79', '198.51.100.80'];
+    const beat = (token: string, address: string) => api.post('/engine/heartbeat', READY, { auth: token, headers: { 'x-forwarded-for': address } });
+    await expectError(beat(madeUp('c2ce_'), h), 401, 'unauthorized');
+    await expectError(beat(madeUp('c2ce_', 'y'), h), 401, 'unauthorized');
+    expect(await from(h, madeUp('c2cw_')).next('connect_error')).toMatchObject({ code: 'unauthorized' });
+    await expectError(beat(madeUp('c2ce_', 'z'), h), 401, 'unauthorized');
+    await live.h.clock.advanceSeconds(15);
+    const engineChecks = vi.spyOn(live.h.services.engines, 'authenticate');
+    const refused = await expectError(beat(agent.engineToken, h), 429, 'rate_limited');
+    expect(refused.headers['retry-after']).toBe('45');
+    expect(await from(h, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 45 });
+    expect(engineChecks).not.toHaveBeenCalled();
+    // the engine's own limit is untouched, and other addresses are not held back
+    expect((await beat(agent.engineToken, i)).status).toBe(200);
+    await nextWindow();
+    expect((await beat(agent.engineToken, h)).status).toBe(200);
   });
 
   it('do not count the refusals the platform switch makes', async () => {

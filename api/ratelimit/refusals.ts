@@ -1,0 +1,60 @@
+/**
+ * Credentials refused per client address, where nothing else limits an address before its
+ * credential is read: REST's engine routes (their limit is per engine, found from the token) and
+ * the gateway's handshakes. Each refusal (a bad, expired or revoked token, a wrong origin) counts
+ * on the address's key (LIMITS.refusedCredentialsPerIpPerMinute, decided; shared by every node
+ * through the counter); once the address is over it, the node that saw it refuses the address
+ * rate_limited before reading any credential of its, until the window ends. A flood of made-up
+ * tokens so costs the store a bounded number of reads, while requests that pass count nothing here:
+ * a call centre's agents share one address. Nothing is counted while the counter (Redis) is
+ * unreachable.
+ */
+import { C2CError } from '../../shared/errors.js';
+import { LIMITS } from '../../shared/limits.js';
+import type { Clock } from '../clock.js';
+import type { RateCounter } from './counter.js';
+import { RATE_KEYS } from './keys.js';
+
+/** Past this many blocked addresses, the ones whose window has ended are forgotten, at most once a second. */
+const SWEEP_ABOVE = 1000;
+const SWEEP_EVERY_MS = 1000;
+
+export class RefusedCredentials {
+  /** per client address over its limit: when its window ends (clock ms) */
+  readonly #blocked = new Map<string, number>();
+  #sweptAt = 0;
+
+  constructor(
+    private readonly counter: RateCounter,
+    private readonly clock: Clock,
+    /** multiplies the limit (benchmarks drive thousands of agents from one address) */
+    private readonly scale: number,
+  ) {}
+
+  /** Throws rate_limited while this address's refused credentials have it over its limit. */
+  assertAllowed(ip: string): void {
+    const until = this.#blocked.get(ip);
+    if (until === undefined) return;
+    const left = until - this.clock.now();
+    if (left > 0) throw rateLimited(left);
+    this.#blocked.delete(ip);
+  }
+
+  /** Counts a refusal; one that takes the address over the limit blocks it until the window ends. */
+  async refused(ip: string): Promise<void> {
+    const limit = Math.round(LIMITS.refusedCredentialsPerIpPerMinute * this.scale);
+    const hit = await this.counter.hit(RATE_KEYS.refusedCredentialsPerIp(ip), LIMITS.rateWindowMs, limit).catch(() => undefined);
+    if (!hit || hit.count <= limit) return;
+    const now = this.clock.now();
+    if (this.#blocked.size >= SWEEP_ABOVE && now - this.#sweptAt >= SWEEP_EVERY_MS) {
+      this.#sweptAt = now;
+      for (const [address, until] of this.#blocked) if (until <= now) this.#blocked.delete(address);
+    }
+    this.#blocked.set(ip, now + hit.resetMs);
+  }
+}
+
+/** The catalogue's rate_limited, with the seconds left (REST's Retry-After, the socket's retry_after). */
+export function rateLimited(resetMs: number): C2CError {
+  return new C2CError('rate_limited', undefined, { retryAfter: Math.max(1, Math.ceil(resetMs / 1000)) });
+}
