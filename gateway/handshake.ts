@@ -7,11 +7,12 @@
  * limit (limits.ts).
  */
 import type { Socket } from 'socket.io';
-import { C2CError, isRefusal, type ErrorCode } from '../shared/errors.js';
+import { C2CError, type ErrorCode } from '../shared/errors.js';
 import type { ConnectRefusal, SocketEnd } from '../shared/events.js';
 import { parseOrigin } from '../shared/origin.js';
 import { CREDENTIAL_PREFIX } from '../shared/prefixes.js';
 import { clientAddressOf } from '../api/http/client-address.js';
+import { isBadCredential } from '../api/ratelimit/refusals.js';
 import type { Services } from '../api/services.js';
 import type { SocketLimits } from './limits.js';
 
@@ -167,8 +168,8 @@ export function handshake(services: Services, limits: SocketLimits) {
     try {
       data = await credentialOf(services, socket, ip);
     } catch (error) {
-      // A credential refused counts against its address (limits.ts); the platform switch is no fault of the client's.
-      refused = isRefusal(error) && error.code !== 'platform_disabled';
+      // A bad credential counts against its address (limits.ts); a good one refused by policy does not.
+      refused = isBadCredential(error);
       return refuse(next, endFor(error));
     } finally {
       await limits.handshakeDone(ip, refused);

@@ -3,11 +3,11 @@
  * is read: platform switch → per-IP rate limit → credential → per-subject rate limit.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { isRefusal } from '../../shared/errors.js';
 import { bearerToken } from '../domain/credentials.js';
 import { authenticateServerKey, type ServerKeyContext } from '../domain/server-keys.js';
 import type { WidgetContext } from '../domain/sessions.js';
 import type { EngineContext } from '../domain/engines/auth.js';
+import { isBadCredential } from '../ratelimit/refusals.js';
 import type { Services } from '../services.js';
 
 declare module 'fastify' {
@@ -65,7 +65,7 @@ export function useEngineAuth(app: FastifyInstance, services: Services): void {
     try {
       request.engine = await services.engines.authenticate(bearerToken(request.headers.authorization));
     } catch (error) {
-      if (isRefusal(error)) await services.refusals.refused(request.ip);
+      if (isBadCredential(error)) await services.refusals.refused(request.ip);
       throw error;
     }
     await app.limits.enginePerEngine(request, request.engine.engine.id);

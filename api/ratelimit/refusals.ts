@@ -1,7 +1,8 @@
 /**
  * Credentials refused per client address, where nothing else limits an address before its
  * credential is read: REST's engine routes (their limit is per engine, found from the token) and
- * the gateway's handshakes. Each refusal (a bad, expired or revoked token, a wrong origin) counts
+ * the gateway's handshakes. Each bad credential (an unknown, expired or revoked token, a wrong
+ * origin; isBadCredential) counts
  * on the address's key (LIMITS.refusedCredentialsPerIpPerMinute, decided; shared by every node
  * through the counter); once the address is over it, the node that saw it refuses the address
  * rate_limited before reading any credential of its, until the window ends. A flood of made-up
@@ -52,6 +53,16 @@ export class RefusedCredentials {
     }
     this.#blocked.set(ip, now + hit.resetMs);
   }
+}
+
+/**
+ * Whether a refusal says the credential itself is bad (unknown, expired, revoked, or presented from
+ * the wrong origin): what a flood of made-up tokens gets. A good token refused by policy (its
+ * integration or member disabled, the platform switched off) is not counted: when an operator
+ * disables an integration, every window of a call centre behind one address hears it at once.
+ */
+export function isBadCredential(error: unknown): boolean {
+  return error instanceof C2CError && (error.code === 'unauthorized' || error.code === 'origin_not_allowed');
 }
 
 /** The catalogue's rate_limited, with the seconds left (REST's Retry-After, the socket's retry_after). */

@@ -5,6 +5,7 @@
  */
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
+import { updateMember } from '../../api/domain/operator/accounts.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { ManualClock } from '../../api/clock.js';
@@ -128,6 +129,7 @@ describe('socket handshakes and engine requests, against the limits REST counts'
   let live: GatewayHarness;
   let api: Client;
   let agent: Agent;
+  let agentMember: string;
   const sockets: TestSocket[] = [];
   const from = (address: string, token: string, origin = ORIGIN) => {
     const socket = openSocket(live.url, token, origin, { headers: { 'x-forwarded-for': address } });
@@ -140,7 +142,9 @@ describe('socket handshakes and engine requests, against the limits REST counts'
   beforeEach(async () => {
     live = await createGatewayHarness(driver!, { trustProxy: true, rateLimitScale: scale });
     api = client(live.h.app);
-    agent = await readyAgent(api, await seedTenant(live.h.services));
+    const tenant = await seedTenant(live.h.services);
+    agentMember = tenant.agent.id;
+    agent = await readyAgent(api, tenant);
     await nextWindow();
   });
   afterEach(async () => {
@@ -244,10 +248,15 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     expect((await beat(agent.engineToken, h)).status).toBe(200);
   });
 
-  it('do not count the refusals the platform switch makes', async () => {
+  it('do not count good tokens refused by policy: a disabled member, the platform switch', async () => {
     const g = '198.51.100.78';
+    const deps = { db: live.h.services.db, bus: live.h.services.bus, clock: live.h.services.clock };
+    await updateMember(deps, agentMember, { enabled: false });
+    for (let n = 0; n < 2; n += 1) expect(await from(g, agent.widgetToken).next('connect_error')).toMatchObject({ code: 'agent_disabled' });
+    await expectError(api.post('/engine/heartbeat', READY, { auth: agent.engineToken, headers: { 'x-forwarded-for': g } }), 403, 'agent_disabled');
+    await updateMember(deps, agentMember, { enabled: true });
     await live.h.services.platform.setDisabled(true);
-    for (let n = 0; n < 4; n += 1) expect(await from(g, agent.widgetToken).next('connect_error')).toMatchObject({ code: 'platform_disabled' });
+    for (let n = 0; n < 2; n += 1) expect(await from(g, agent.widgetToken).next('connect_error')).toMatchObject({ code: 'platform_disabled' });
     await live.h.services.platform.setDisabled(false);
     // the limit of 3 is all there: three refusals, and a good token still passes
     for (let n = 0; n < 3; n += 1) expect(await from(g, madeUp('c2cw_')).next('connect_error')).toMatchObject({ code: 'unauthorized' });
