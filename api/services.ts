@@ -20,7 +20,6 @@ import { createPusher } from './domain/push.js';
 import { createMetrics } from './metrics.js';
 import { createProviders, type Providers } from './providers/index.js';
 import type { RateCounter } from './ratelimit/index.js';
-import { RefusedCredentials } from './ratelimit/refusals.js';
 import type { Db } from './store/index.js';
 
 export interface Infra {
@@ -52,9 +51,7 @@ export function createServices(infra: Infra) {
   const metrics = createMetrics(bus, db);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });
-  // one per node: REST's engine routes and the gateway's handshakes refuse a flooding address together
-  const refusals = new RefusedCredentials(infra.counter, clock, config.rateLimitScale);
-  return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher, refusals };
+  return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
 }
 
 export type Services = ReturnType<typeof createServices>;

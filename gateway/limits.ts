@@ -5,8 +5,8 @@
  * - an engine's heartbeat counts against the engine's limit; its acks of pushed commands count on a
  *   budget of their own, so that a flood of commands cannot starve its heartbeats (a window on a
  *   call that cannot heartbeat loses the call after 30 s).
- * Handshakes: a refused one counts against its address with the refusals of REST's engine routes,
- * and an address over that limit is refused before its token is read (api/ratelimit/refusals.ts).
+ * Handshakes: a refused one counts against its address, and an address over that limit is refused
+ * before its token is read (api/ratelimit/refusals.ts).
  * So is a handshake from an address with too many being checked on this node at once, since none
  * of those has been counted yet: a flood of made-up tokens from one address so costs the store at
  * most that limit plus the handshakes in flight on each node, per window. Handshakes that pass
@@ -17,7 +17,7 @@
 import { LIMITS } from '../shared/limits.js';
 import type { Services } from '../api/services.js';
 import { RATE_KEYS } from '../api/ratelimit/keys.js';
-import { rateLimited } from '../api/ratelimit/refusals.js';
+import { rateLimited, RefusedCredentials } from '../api/ratelimit/refusals.js';
 
 /** What an address with too many handshakes in flight is told to wait. */
 const IN_FLIGHT_RETRY_MS = 1000;
@@ -25,8 +25,11 @@ const IN_FLIGHT_RETRY_MS = 1000;
 export class SocketLimits {
   /** per client address, its handshakes being checked (or their refusals counted) on this node */
   readonly #inFlight = new Map<string, number>();
+  readonly #refusals: RefusedCredentials;
 
-  constructor(private readonly services: Services) {}
+  constructor(private readonly services: Services) {
+    this.#refusals = new RefusedCredentials(services.counter, services.clock, services.config.rateLimitScale);
+  }
 
   async widgetCommand(ip: string): Promise<void> {
     await this.#count(RATE_KEYS.widgetPerIp(ip), LIMITS.widgetPerIpPerMinute);
@@ -46,7 +49,7 @@ export class SocketLimits {
    * flight until handshakeDone().
    */
   admitHandshake(ip: string): void {
-    this.services.refusals.assertAllowed(ip);
+    this.#refusals.assertAllowed(ip);
     const inFlight = this.#inFlight.get(ip) ?? 0;
     // at least one, whatever the scale: none would refuse every handshake
     if (inFlight >= Math.max(1, this.#scaled(LIMITS.handshakesInFlightPerIp))) throw rateLimited(IN_FLIGHT_RETRY_MS);
@@ -59,7 +62,7 @@ export class SocketLimits {
    */
   async handshakeDone(ip: string, refused: boolean): Promise<void> {
     try {
-      if (refused) await this.services.refusals.refused(ip);
+      if (refused) await this.#refusals.refused(ip);
     } finally {
       const inFlight = (this.#inFlight.get(ip) ?? 1) - 1;
       if (inFlight > 0) this.#inFlight.set(ip, inFlight);

@@ -32,9 +32,8 @@ export const LIMITS = {
   /** decided: engine endpoints are limited per engine, not per IP (call centres share NAT) */
   enginePerEnginePerMinute: 600,
   /**
-   * decided: credentials refused per client address on REST's engine routes and the gateway's
-   * handshakes (nothing else limits an address there before its token is read); past it the address
-   * is refused before any token of its is read
+   * decided: bad credentials per client address in the gateway's handshakes (nothing else limits
+   * them before their token is read); past it the address's handshakes are refused unread
    */
   refusedCredentialsPerIpPerMinute: 600,
   /** decided: socket handshakes of one client address checked on a node at once (none of them counted yet) */

@@ -7,7 +7,6 @@ import { bearerToken } from '../domain/credentials.js';
 import { authenticateServerKey, type ServerKeyContext } from '../domain/server-keys.js';
 import type { WidgetContext } from '../domain/sessions.js';
 import type { EngineContext } from '../domain/engines/auth.js';
-import { isBadCredential } from '../ratelimit/refusals.js';
 import type { Services } from '../services.js';
 
 declare module 'fastify' {
@@ -53,21 +52,15 @@ export function useWidgetAuth(app: FastifyInstance, services: Services): void {
 }
 
 /**
- * Engine routes (all but pair, whose credential is the ticket in its body). Their limit is per
- * engine (call centres share an address), so refused tokens count per address apart
- * (api/ratelimit/refusals.ts), and an address over that limit is refused before its token is read.
+ * Engine routes (all but pair, whose credential is the ticket in its body). Limited per engine,
+ * never per address: a call centre's windows share one, and an address-wide refusal would stop
+ * every window's heartbeats there (README decision rows "engine rate limit", "refused credentials").
  */
 export function useEngineAuth(app: FastifyInstance, services: Services): void {
   app.addHook('onRequest', async (request) => {
     if (request.method === 'OPTIONS') return;
     await services.platform.assertEnabled();
-    services.refusals.assertAllowed(request.ip);
-    try {
-      request.engine = await services.engines.authenticate(bearerToken(request.headers.authorization));
-    } catch (error) {
-      if (isBadCredential(error)) await services.refusals.refused(request.ip);
-      throw error;
-    }
+    request.engine = await services.engines.authenticate(bearerToken(request.headers.authorization));
     await app.limits.enginePerEngine(request, request.engine.engine.id);
   });
 }

@@ -1,14 +1,14 @@
 /**
- * Credentials refused per client address, where nothing else limits an address before its
- * credential is read: REST's engine routes (their limit is per engine, found from the token) and
- * the gateway's handshakes. Each bad credential (an unknown, expired or revoked token, a wrong
- * origin; isBadCredential) counts
- * on the address's key (LIMITS.refusedCredentialsPerIpPerMinute, decided; shared by every node
- * through the counter); once the address is over it, the node that saw it refuses the address
- * rate_limited before reading any credential of its, until the window ends. A flood of made-up
- * tokens so costs the store a bounded number of reads, while requests that pass count nothing here:
- * a call centre's agents share one address. Nothing is counted while the counter (Redis) is
- * unreachable.
+ * Credentials refused per client address, for the gateway's handshakes, which nothing else limits
+ * before their token is read. Each bad credential (an unknown, expired or revoked token, a wrong
+ * origin; isBadCredential) counts on the address's key (LIMITS.refusedCredentialsPerIpPerMinute,
+ * decided; shared by every node through the counter); once the address is over it, the node that
+ * saw it refuses the address's handshakes rate_limited before reading their token, until the
+ * window ends. A flood of made-up tokens so costs the store a bounded number of reads, while
+ * handshakes that pass count nothing here: a call centre's agents share one address. A blocked
+ * client still has REST (it polls and heartbeats there): REST's engine routes are never limited
+ * per address, since an address-wide refusal there would stop every window's heartbeats. Nothing
+ * is counted while the counter (Redis) is unreachable.
  */
 import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';

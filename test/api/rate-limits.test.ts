@@ -229,23 +229,16 @@ describe('socket handshakes and engine requests, against the limits REST counts'
     await held.next('work');
   });
 
-  it("count tokens refused on REST's engine routes with refused handshakes; past the limit the address is refused there too, unread", async () => {
+  it("leave REST's engine routes open to an address whose handshakes are refused: its windows go on heartbeating there", async () => {
     const [h, i] = ['198.51.100.79', '198.51.100.80'];
     const beat = (token: string, address: string) => api.post('/engine/heartbeat', READY, { auth: token, headers: { 'x-forwarded-for': address } });
-    await expectError(beat(madeUp('c2ce_'), h), 401, 'unauthorized');
-    await expectError(beat(madeUp('c2ce_', 'y'), h), 401, 'unauthorized');
-    expect(await from(h, madeUp('c2cw_')).next('connect_error')).toMatchObject({ code: 'unauthorized' });
-    await expectError(beat(madeUp('c2ce_', 'z'), h), 401, 'unauthorized');
-    await live.h.clock.advanceSeconds(15);
-    const engineChecks = vi.spyOn(live.h.services.engines, 'authenticate');
-    const refused = await expectError(beat(agent.engineToken, h), 429, 'rate_limited');
-    expect(refused.headers['retry-after']).toBe('45');
-    expect(await from(h, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 45 });
-    expect(engineChecks).not.toHaveBeenCalled();
-    // the engine's own limit is untouched, and other addresses are not held back
-    expect((await beat(agent.engineToken, i)).status).toBe(200);
-    await nextWindow();
+    // made-up engine tokens on REST are refused one by one, and count for nothing here
+    for (let n = 0; n < 4; n += 1) await expectError(beat(madeUp('c2ce_', String(n)), h), 401, 'unauthorized');
+    await from(h, agent.engineToken, live.h.config.siteUrl).next('work');
+    for (let n = 0; n < 4; n += 1) expect(await from(h, madeUp('c2cw_', String(n))).next('connect_error')).toMatchObject({ code: 'unauthorized' });
+    expect(await from(h, agent.engineToken, live.h.config.siteUrl).next('connect_error')).toMatchObject({ code: 'rate_limited' });
     expect((await beat(agent.engineToken, h)).status).toBe(200);
+    expect((await beat(agent.engineToken, i)).status).toBe(200);
   });
 
   it('do not count good tokens refused by policy: a disabled member, the platform switch', async () => {
