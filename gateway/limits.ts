@@ -5,13 +5,13 @@
  * - an engine's heartbeat counts against the engine's limit; its acks of pushed commands count on a
  *   budget of their own, so that a flood of commands cannot starve its heartbeats (a window on a
  *   call that cannot heartbeat loses the call after 30 s).
- * Handshakes: a refused one counts against its address, and an address over that limit is refused
- * before its token is read (api/ratelimit/refusals.ts).
- * So is a handshake from an address with too many being checked on this node at once, since none
- * of those has been counted yet: a flood of made-up tokens from one address so costs the store at
- * most that limit plus the handshakes in flight on each node, per window. Handshakes that pass
- * count nothing, and REST's traffic does not block them: a call centre's agents share one address,
- * and all reconnect within seconds after a gateway restart.
+ * Handshakes: one refused for a bad credential counts against its address, and an address over
+ * that limit is refused before its token is read (api/ratelimit/refusals.ts). So is a handshake
+ * from an address with too many being checked on this node at once, since none of those has been
+ * counted yet: a flood of made-up tokens from one address so costs the store at most that limit
+ * plus the handshakes in flight on each node, per window. Handshakes that pass count nothing, and
+ * REST's traffic does not block them: a call centre's agents share one address, and all reconnect
+ * within seconds after a gateway restart.
  * Like REST, nothing is counted while the counter (Redis) is unreachable.
  */
 import { LIMITS } from '../shared/limits.js';
