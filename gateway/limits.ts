@@ -17,7 +17,8 @@
 import { LIMITS } from '../shared/limits.js';
 import type { Services } from '../api/services.js';
 import { RATE_KEYS } from '../api/ratelimit/keys.js';
-import { rateLimited, RefusedCredentials } from '../api/ratelimit/refusals.js';
+import { rateLimited } from '../api/ratelimit/counter.js';
+import { RefusedCredentials } from '../api/ratelimit/refusals.js';
 
 /** What an address with too many handshakes in flight is told to wait. */
 const IN_FLIGHT_RETRY_MS = 1000;

@@ -6,9 +6,9 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fastifyRateLimit from '@fastify/rate-limit';
-import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';
 import type { RateCounter } from '../ratelimit/index.js';
+import { rateLimited } from '../ratelimit/counter.js';
 import { RATE_KEYS } from '../ratelimit/keys.js';
 
 type Limiter = (request: FastifyRequest) => Promise<void>;
@@ -59,7 +59,7 @@ export async function registerRateLimits(app: FastifyInstance, counter: RateCoun
     return async (request: FastifyRequest) => {
       const result = await check(request);
       if (!result.isAllowed && result.isExceeded) {
-        throw new C2CError('rate_limited', undefined, { retryAfter: Math.max(1, result.ttlInSeconds) });
+        throw rateLimited(result.ttl);
       }
     };
   };

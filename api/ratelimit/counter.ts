@@ -3,6 +3,8 @@
  * the clock (window index = floor(now / windowMs)), so both drivers agree on when a window ends
  * and tests move time with a ManualClock instead of sleeping.
  */
+import { C2CError } from '../../shared/errors.js';
+
 export interface Hit {
   /** requests counted in the current window, this one included */
   count: number;
@@ -19,4 +21,9 @@ export interface RateCounter {
    */
   hit(key: string, windowMs: number, limit: number): Promise<Hit>;
   close(): Promise<void>;
+}
+
+/** The catalogue's rate_limited for a hit over its limit, with the seconds left (REST's Retry-After, the socket's retry_after). */
+export function rateLimited(resetMs: number): C2CError {
+  return new C2CError('rate_limited', undefined, { retryAfter: Math.max(1, Math.ceil(resetMs / 1000)) });
 }

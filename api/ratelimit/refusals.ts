@@ -13,7 +13,7 @@
 import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';
 import type { Clock } from '../clock.js';
-import type { RateCounter } from './counter.js';
+import { rateLimited, type RateCounter } from './counter.js';
 import { RATE_KEYS } from './keys.js';
 
 /** Past this many blocked addresses, the ones whose window has ended are forgotten, at most once a second. */
@@ -65,7 +65,3 @@ export function isBadCredential(error: unknown): boolean {
   return error instanceof C2CError && (error.code === 'unauthorized' || error.code === 'origin_not_allowed');
 }
 
-/** The catalogue's rate_limited, with the seconds left (REST's Retry-After, the socket's retry_after). */
-export function rateLimited(resetMs: number): C2CError {
-  return new C2CError('rate_limited', undefined, { retryAfter: Math.max(1, Math.ceil(resetMs / 1000)) });
-}
