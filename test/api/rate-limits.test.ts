@@ -123,7 +123,7 @@ describe("widget commands over the socket, counted by the client's address", () 
   });
 });
 
-describe('socket handshakes and engine requests, against the limits REST counts', () => {
+describe.each(storeDrivers())('socket handshakes and engine requests, against the limits REST counts, on %s', (store) => {
   // 600 a minute, per address and per engine, scaled down to 3
   const scale = 3 / 600;
   let live: GatewayHarness;
@@ -140,7 +140,7 @@ describe('socket handshakes and engine requests, against the limits REST counts'
   const nextWindow = (seconds = 0) => live.h.clock.advance(60_000 - (live.h.clock.now() % 60_000) + seconds * 1000);
 
   beforeEach(async () => {
-    live = await createGatewayHarness(driver!, { trustProxy: true, rateLimitScale: scale });
+    live = await createGatewayHarness(store, { trustProxy: true, rateLimitScale: scale });
     api = client(live.h.app);
     const tenant = await seedTenant(live.h.services);
     agentMember = tenant.agent.id;
