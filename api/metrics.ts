@@ -19,7 +19,7 @@ export function createMetrics(bus: Bus, db: Db) {
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
   });
-  const acks = new Counter({ name: 'c2c_command_acks_total', help: 'Command results acked by engines', labelNames: ['via'] as const, registers: [registry] });
+  const acks = new Counter({ name: 'c2c_command_acks_total', help: 'Commands acked by engines for the first time, by how the ack came (heartbeat, or the socket ack event)', labelNames: ['via'] as const, registers: [registry] });
   const redeliveries = new Counter({ name: 'c2c_command_redeliveries_total', help: 'Commands handed to an engine again because no ack came', registers: [registry] });
   const socketRefusals = new Counter({
     name: 'c2c_socket_refusals_total',

@@ -1,7 +1,8 @@
 /**
  * Redis connections for the bus, the rate counters and the socket adapter. Every client has an
- * `error` listener (losing Redis must never crash a node) and reconnects on its own with a capped
- * backoff. Command clients fail fast instead of queueing while disconnected; subscriber clients
+ * `error` listener (losing Redis must never crash a node), reconnects on its own with a capped
+ * backoff, and closes its connection when Redis stops answering without closing it
+ * (redis-liveness.ts). Command clients fail fast instead of queueing while disconnected; subscriber clients
  * (`queueWhileOffline`) queue. ioredis drops its queue after a few failed reconnects, which is right
  * for the bus's one SUBSCRIBE at start (a node does not start without Redis), but not for the
  * socket adapter's subscriber (`keepQueued`): ioredis renews after a reconnect only the
@@ -10,6 +11,8 @@
  * promise rejects unhandled when a client disconnects with commands queued.
  */
 import { Redis } from 'ioredis';
+import { systemClock, type Clock } from './clock.js';
+import { closeWhenSilent } from './redis-liveness.js';
 
 export interface ClientOptions {
   /** queue commands while disconnected (subscribers), instead of failing them at once */
@@ -18,6 +21,8 @@ export interface ClientOptions {
   keepQueued?: boolean;
   /** send again, once reconnected, the commands that were on their way when the connection dropped (default: yes) */
   resendInFlight?: boolean;
+  /** the clock the liveness probe runs on (redis-liveness.ts): real time unless a test drives it */
+  clock?: Clock;
 }
 
 export function redisClient(url: string, name: string, options: ClientOptions = {}): Redis {
@@ -32,6 +37,12 @@ export function redisClient(url: string, name: string, options: ClientOptions = 
     lazyConnect: false,
   });
   client.on('error', () => {});
+  const stopProbing = closeWhenSilent(client, options.clock ?? systemClock);
+  const disconnect = client.disconnect.bind(client);
+  client.disconnect = (reconnect = false) => {
+    if (!reconnect) stopProbing();
+    disconnect(reconnect);
+  };
   return client;
 }
 
@@ -78,8 +89,8 @@ export function handledRejections(client: Redis): Redis {
 }
 
 /** The socket adapter's subscriber: it keeps room subscriptions queued through outages, writes them together, and never awaits them. */
-export function adapterSubscriber(url: string): Redis {
-  return handledRejections(writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true })));
+export function adapterSubscriber(url: string, clock?: Clock): Redis {
+  return handledRejections(writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true, clock })));
 }
 
 /** A client that is connected, or after timeoutMs one that keeps trying in the background. */

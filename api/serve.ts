@@ -8,7 +8,7 @@ import { buildApp } from './app.js';
 import { openBus } from './bus/index.js';
 import { registerAdminBridge } from './cli/admin-bridge.js';
 import { systemClock, type Clock } from './clock.js';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
@@ -53,6 +53,11 @@ export async function closeServices(services: Services): Promise<void> {
 
 export async function startNode(config: Config, options: StartOptions = {}): Promise<RunningNode> {
   const role = options.role ?? 'all';
+  // The embedded store and the in-process bus serve one process: an API node and a gateway node on
+  // them would each have their own, and nothing one did would reach the other's clients.
+  if (role !== 'all' && (!config.databaseUrl || !config.redisUrl)) {
+    throw new ConfigError(`--role ${role} runs one part of a deployment of several nodes, which share PostgreSQL and Redis: set DATABASE_URL and REDIS_URL (or run --role all, which needs neither).`);
+  }
   if (config.trustProxy === true) {
     console.error('TRUST_PROXY=true believes every X-Forwarded-For entry: a client can pick the address its rate limits count by unless the proxy in front overwrites the header. Set TRUST_PROXY to the proxies\' addresses or CIDR ranges instead.');
   }
@@ -64,6 +69,9 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
   const node: RunningNode = { role, services, close: () => closing ?? (closing = closeAll()) };
   let closing: Promise<void> | undefined;
   const closeAll = async () => {
+    // The gateway first: its clients are told at once to reconnect elsewhere, and it stops taking
+    // sockets, however long the API then takes to finish its requests.
+    await node.gateway?.close();
     for (const cleanup of cleanups.reverse()) await cleanup();
     stopPusher();
     await closeServices(services);
@@ -73,7 +81,6 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
     if (role !== 'api') {
       const gateway = await startGateway(services, { port: config.gatewayPort, host: config.host });
       node.gateway = gateway;
-      cleanups.push(() => gateway.close());
     }
     if (role !== 'gateway') {
       const app = await buildApp(services, { logger: options.logger });

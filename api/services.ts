@@ -50,6 +50,7 @@ export function createServices(infra: Infra) {
   const reaper = createReaper({ db, bus, clock, providers, commandRetentionMs, log: infra.log });
   const metrics = createMetrics(bus, db);
   commands.onRedelivery = () => metrics.redeliveries.inc();
+  engines.onAcks = (via, count) => metrics.acks.inc({ via }, count);
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });
   return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
 }

@@ -6,7 +6,7 @@
  */
 import type { Socket } from 'socket.io';
 import { C2CError } from '../shared/errors.js';
-import type { PushedState, SocketEnd } from '../shared/events.js';
+import type { PushedState, SocketEnd, SocketRefusal } from '../shared/events.js';
 import { CommandAck, HeartbeatRequest } from '../shared/schemas/engine-api.js';
 import { Command } from '../shared/schemas/widget-api.js';
 import { heartbeatBody } from '../api/domain/engines/responses.js';
@@ -30,8 +30,11 @@ async function answer(reply: unknown, work: () => Promise<unknown>): Promise<voi
   }
 }
 
-function toEnvelope(error: unknown) {
-  return (error instanceof C2CError ? error : new C2CError('internal_error')).toJSON();
+function toEnvelope(error: unknown): SocketRefusal {
+  const known = error instanceof C2CError ? error : new C2CError('internal_error');
+  const refusal: SocketRefusal = known.toJSON();
+  if (known.retryAfter !== undefined) refusal.retry_after = known.retryAfter;
+  return refusal;
 }
 
 function parse<T>(schema: z.ZodType<T>, value: unknown): T {
@@ -72,7 +75,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     return answer(reply, async () => {
       const context = await engineContext(this.data as SocketData);
       await limits.engineHeartbeat(context.engine.id);
-      const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload));
+      const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket');
       return heartbeatBody(result, services.clock.now());
     });
   }
@@ -83,7 +86,6 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
       await limits.engineAcks(context.engine.id);
       const acks = parse(Acks, payload);
       await services.engines.ack(context, acks);
-      services.metrics.acks.inc({ via: 'socket' }, acks.length);
       return { ok: true };
     });
   }

@@ -1,8 +1,9 @@
 /**
  * Ending connections the moment their credential stops being good: a widget session that ended,
  * an engine closed or replaced, the platform switched off, and (re-checked) every socket of an
- * integration or member that changed. Widget tokens are also re-checked when they expire: the
- * client is told to reconnect with a fresh token (a retry reason), never left on a dead one.
+ * integration or member that changed, and a widget session refreshed away (its old token lives on
+ * for a grace period). A widget socket whose token expires is ended too: the client is told to
+ * reconnect with a fresh token (a retry reason), never left on a dead one.
  * Each node acts on its own sockets; the bus tells every node. Endings lost in a Redis outage are
  * caught up with the rest of what it lost (catch-up.ts).
  */
@@ -10,10 +11,19 @@ import type { Server, Socket } from 'socket.io';
 import { ERROR_CATALOGUE, isRefusal } from '../shared/errors.js';
 import type { SocketEnd } from '../shared/events.js';
 import type { Timer } from '../api/clock.js';
+import { WidgetTokenExpired } from '../api/domain/sessions.js';
 import type { Services } from '../api/services.js';
 import { end, endWithError } from './connections.js';
 import { reauthenticate, type SocketData } from './handshake.js';
 import type { LocalSockets } from './local-sockets.js';
+
+/** A closed engine's sockets are told why: replaced by a newer window, or closed (by the window, or with its integration). */
+function engineClosedEnd(why: string | undefined): SocketEnd {
+  if (why === 'replaced' || why === undefined) return { code: 'replaced', final: true, message: 'This call window was replaced by a newer one.' };
+  return { code: 'unauthorized', final: true, message: `This call window was closed (${why}).` };
+}
+
+const TOKEN_EXPIRED: SocketEnd = { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' };
 
 function endAll(sockets: Iterable<Socket>, reason: SocketEnd): void {
   for (const socket of sockets) end(socket, reason);
@@ -36,7 +46,9 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<{ 
         try {
           await reauthenticate(services, socket.data as SocketData);
         } catch (error) {
-          if (isRefusal(error)) endWithError(socket, error);
+          // A token found expired (its expiry moved forward unheard, by a refresh in an outage) ends as the sweep would end it.
+          if (error instanceof WidgetTokenExpired) end(socket, TOKEN_EXPIRED);
+          else if (isRefusal(error)) endWithError(socket, error);
           else unanswered += 1;
         }
       }),
@@ -50,15 +62,14 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
   return services.bus.subscribe((message) => {
     switch (message.type) {
       case 'session':
-        // A refresh keeps the old token alive for a grace period; its sockets move on by themselves.
-        if (message.reason !== 'refreshed') {
-          endAll(local.get(`session:${message.sessionId}`), { code: 'unauthorized', final: true, message: `The widget session ended (${message.reason}).` });
-        }
+        // A refresh keeps the old token alive for a grace period: its sockets learn when that ends
+        // (the re-check reads it) and are ended then (endExpiredTokens), if their clients have not
+        // moved to the new token by themselves.
+        if (message.reason === 'refreshed') recheckAll(local.get(`session:${message.sessionId}`));
+        else endAll(local.get(`session:${message.sessionId}`), { code: 'unauthorized', final: true, message: `The widget session ended (${message.reason}).` });
         return;
       case 'engine':
-        if (message.reason === 'closed') {
-          endAll(local.get(`engine:${message.engineId}`), { code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });
-        }
+        if (message.reason === 'closed') endAll(local.get(`engine:${message.engineId}`), engineClosedEnd(message.why));
         return;
       case 'platform':
         if (message.disabled) endAll([...io.of('/').sockets.values()], { code: 'platform_disabled', final: true, message: ERROR_CATALOGUE.platform_disabled.message });
@@ -73,28 +84,29 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
   });
 }
 
+/** How often a node looks for widget sockets whose token has expired: each is ended at most this late. */
+export const EXPIRY_SWEEP_MS = 1000;
+
 /**
- * Ends each widget socket when its token expires, so the client reconnects with a refreshed one.
- * The node's one disconnect listener forgets the socket (server.ts).
+ * Ends each widget socket once its token has expired, so the client reconnects with a refreshed
+ * one. A sweep of the node's sockets every EXPIRY_SWEEP_MS reads each widget's expiry from its
+ * data, which every re-check of its credential keeps current (a refresh shortens the old token's
+ * life to a grace period: reauthenticate). A timer for each socket would weigh some 300 bytes per
+ * socket and need re-arming whenever an expiry moved; the sweep costs a comparison per socket.
  */
-export class TokenExpiry {
-  readonly #timers = new Map<Socket, Timer>();
-
-  constructor(private readonly services: Services) {}
-
-  watch(socket: Socket): void {
-    const data = socket.data as SocketData;
-    if (data.kind !== 'widget') return;
-    const { clock } = this.services;
-    const timer = clock.after(Math.max(0, data.expiresAt - clock.now()), () => {
-      this.#timers.delete(socket);
-      end(socket, { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' });
-    });
-    this.#timers.set(socket, timer);
-  }
-
-  forget(socket: Socket): void {
-    this.#timers.get(socket)?.cancel();
-    this.#timers.delete(socket);
-  }
+export function endExpiredTokens(services: Services, io: Server): () => void {
+  const { clock } = services;
+  let timer: Timer;
+  const sweep = () => {
+    timer = clock.after(EXPIRY_SWEEP_MS, sweep);
+    const now = clock.now();
+    for (const socket of io.of('/').sockets.values()) {
+      const data = socket.data as SocketData;
+      if (data.kind === 'widget' && data.expiresAt <= now) {
+        end(socket, TOKEN_EXPIRED);
+      }
+    }
+  };
+  timer = clock.after(EXPIRY_SWEEP_MS, sweep);
+  return () => timer.cancel();
 }

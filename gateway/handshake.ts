@@ -107,10 +107,16 @@ function claimConnection(socket: Socket): boolean {
   return true;
 }
 
-/** Re-checks a connected socket's credential (after revocations, on each command). */
+/** Re-checks a connected socket's credential (after revocations, on each command), and notes its widget token's expiry as the store has it now. */
 export async function reauthenticate(services: Services, data: SocketData) {
   await services.platform.assertEnabled();
-  if (data.kind === 'widget') return { kind: 'widget' as const, context: await services.sessions.authenticate(data.token, data.origin) };
+  if (data.kind === 'widget') {
+    const context = await services.sessions.authenticate(data.token, data.origin);
+    // A refresh shortens the old token's life to a grace period: its sockets end with it (endings.ts).
+    // Only ever earlier: a check that read the row before the refresh may answer after one that read it after.
+    data.expiresAt = Math.min(data.expiresAt, context.session.expires_at);
+    return { kind: 'widget' as const, context };
+  }
   return { kind: 'engine' as const, context: await services.engines.authenticate(data.token) };
 }
 

@@ -15,13 +15,19 @@ export function keysOf(data: SocketData): SocketKey[] {
   return [owner, `integration:${data.integrationId}`, `member:${data.memberId}`];
 }
 
+/** Up to this many sockets, a key's sockets are held in an array; beyond, in a Set. */
+const FEW = 8;
+
+type Held = Socket | Socket[] | Set<Socket>;
+
 export class LocalSockets {
   /**
-   * A key one socket holds maps to that socket, a key several hold to a Set of them. Most keys (a
-   * widget session, an engine, a member with one window) have a single socket, and a Set for each
-   * would weigh more than the rest of the socket's entries here.
+   * A key one socket holds maps to that socket, a key a few hold to an array of them, and a key
+   * many hold (an integration's) to a Set. Most keys have a single socket (a widget session, an
+   * engine) or a few (a member's widgets and window): a Set weighs some 160 bytes, an array of two
+   * some 32, and finding a socket among a few is as quick in either.
    */
-  readonly #byKey = new Map<string, Socket | Set<Socket>>();
+  readonly #byKey = new Map<string, Held>();
 
   /** Indexes a connected socket; remove() it when it disconnects. */
   add(socket: Socket): void {
@@ -29,7 +35,11 @@ export class LocalSockets {
       const held = this.#byKey.get(key);
       if (held === undefined) this.#byKey.set(key, socket);
       else if (held instanceof Set) held.add(socket);
-      else if (held !== socket) this.#byKey.set(key, new Set([held, socket]));
+      else if (Array.isArray(held)) {
+        if (held.includes(socket)) continue;
+        if (held.length < FEW) held.push(socket);
+        else this.#byKey.set(key, new Set([...held, socket]));
+      } else if (held !== socket) this.#byKey.set(key, [held, socket]);
     }
   }
 
@@ -38,9 +48,14 @@ export class LocalSockets {
       const held = this.#byKey.get(key);
       if (held === socket) {
         this.#byKey.delete(key);
-      } else if (held instanceof Set && held.delete(socket) && held.size === 1) {
-        const [last] = held;
-        this.#byKey.set(key, last!);
+      } else if (held instanceof Set) {
+        // back to an array only at half the limit, so a key hovering at it does not flip on every change
+        if (held.delete(socket) && held.size <= FEW / 2) this.#byKey.set(key, held.size === 1 ? [...held][0]! : [...held]);
+      } else if (Array.isArray(held)) {
+        const at = held.indexOf(socket);
+        if (at < 0) continue;
+        held.splice(at, 1);
+        if (held.length === 1) this.#byKey.set(key, held[0]!);
       }
     }
   }
@@ -49,6 +64,7 @@ export class LocalSockets {
   get(key: SocketKey): Socket[] {
     const held = this.#byKey.get(key);
     if (held === undefined) return [];
-    return held instanceof Set ? [...held] : [held];
+    if (held instanceof Set || Array.isArray(held)) return [...held];
+    return [held];
   }
 }

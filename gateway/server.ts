@@ -12,7 +12,7 @@ import { keepCurrentThroughOutages } from './catch-up.js';
 import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
 import { EngineDrops } from './drops.js';
-import { TokenExpiry, watchEndings } from './endings.js';
+import { endExpiredTokens, watchEndings } from './endings.js';
 import { handshake, releaseHandshake, type SocketData } from './handshake.js';
 import { SocketLimits } from './limits.js';
 import { LocalSockets } from './local-sockets.js';
@@ -49,12 +49,10 @@ export async function startGateway(services: Services, options: { port: number; 
   io.use(handshake(services, limits));
   const handle = socketHandlers(services, limits);
   const local = new LocalSockets();
-  const expiry = new TokenExpiry(services);
   const drops = new EngineDrops(services, local);
   // One listener for every socket's disconnect (Socket.IO calls it with the socket as `this`).
   function disconnected(this: Socket, reason: string): void {
     local.remove(this);
-    expiry.forget(this);
     drops.dropped(this, reason);
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
   }
@@ -66,11 +64,11 @@ export async function startGateway(services: Services, options: { port: number; 
     releaseHandshake(socket);
     services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);
-    expiry.watch(socket);
     socket.on('disconnect', disconnected);
     handle(socket);
   });
   const stopEndings = watchEndings(services, io, local);
+  const stopExpiry = endExpiredTokens(services, io);
   const stopCatchUp = keepCurrentThroughOutages(services, io);
 
   serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
@@ -88,6 +86,7 @@ export async function startGateway(services: Services, options: { port: number; 
     close() {
       closing ??= (async () => {
         stopEndings();
+        stopExpiry();
         drops.stop();
         const caughtUp = stopCatchUp();
         uws.us_listen_socket_close(listenSocket);

@@ -57,7 +57,7 @@ async function benchDriver(driver: 'pglite' | 'pg'): Promise<DriverResult> {
       const ticket = await issueTicket(services.db, services.clock, config.siteUrl, widget);
       const pairing = await services.engines.pair({ ticket: ticket.ticket, simulated: false, client: 'window' });
       // A heartbeat reporting the same state changes nothing the widget sees (same version, same ETag).
-      const heartbeat = async () => void (await services.engines.heartbeat(await services.engines.authenticate(pairing.token), ready()));
+      const heartbeat = async () => void (await services.engines.heartbeat(await services.engines.authenticate(pairing.token), ready(), 'rest'));
       await heartbeat();
       return { token: session.token, heartbeat };
     };

@@ -33,7 +33,13 @@ export interface EngineWork {
   dial_requests: DialRequest[];
 }
 
-export type Reply<T> = (result: T | ErrorEnvelope) => void;
+/**
+ * A refused socket request: the REST body, and with it what REST sends as Retry-After
+ * (rate_limited, service_unavailable), in seconds.
+ */
+export type SocketRefusal = ErrorEnvelope & { retry_after?: number };
+
+export type Reply<T> = (result: T | SocketRefusal) => void;
 
 export interface WidgetServerEvents {
   state: (state: PushedState) => void;

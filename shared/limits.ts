@@ -24,9 +24,9 @@ export const LIMITS = {
   heartbeatMs: 15_000,
   heartbeatFallbackMs: 3000,
   /**
-   * decided: a heartbeat hands a command over again only once this long has passed since its first
-   * hand-over without an ack (its ack may still be on the way); just under the fallback period, so
-   * a window heartbeating over REST gets a lost command back on its next heartbeat
+   * decided: a heartbeat over the socket hands a command over again only once this long has passed
+   * since its first hand-over without an ack (its ack may still be on the way). A heartbeat over
+   * REST hands over every unacked command whatever its age (api/domain/engines/heartbeat.ts).
    */
   redeliverAfterMs: 2500,
   /** decided: engine endpoints are limited per engine, not per IP (call centres share NAT) */

@@ -76,6 +76,24 @@ describe('npm start with the demo flag', () => {
   });
 });
 
+describe('stopping a node of role all', () => {
+  it('closes the gateway (its clients told to reconnect elsewhere) before the API finishes its requests', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'c2c-stop-'));
+    try {
+      const node = await startNode(loadConfig({ C2C_DATA_DIR: dataDir, PORT: '0', GATEWAY_PORT: '0', LOG_LEVEL: 'silent' }), { logger: false });
+      const order: string[] = [];
+      const [gateway, app] = [node.gateway!, node.app!];
+      const [closeGateway, closeApp] = [gateway.close.bind(gateway), app.close.bind(app)];
+      gateway.close = () => (order.push('gateway'), closeGateway());
+      app.close = (() => (order.push('api'), closeApp())) as typeof app.close;
+      await node.close();
+      expect(order).toEqual(['gateway', 'api']);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('configuration', () => {
   it('names every bad variable', () => {
     const attempt = () => loadConfig({ PORT: 'abc', DATABASE_URL: 'mysql://x', PUBLIC_BASE_URL: 'https://c2c.example/api' });
@@ -87,6 +105,16 @@ describe('configuration', () => {
       expect(message).toContain('PORT');
       expect(message).toContain('DATABASE_URL');
       expect(message).toContain('PUBLIC_BASE_URL');
+    }
+  });
+
+  it('refuses to run one role of a deployment without the PostgreSQL and Redis its nodes share', async () => {
+    for (const role of ['api', 'gateway'] as const) {
+      for (const env of [{}, { DATABASE_URL: 'postgres://db.example/c2c' }, { REDIS_URL: 'redis://redis.example:6379' }]) {
+        await expect(startNode(loadConfig({ ...env, PORT: '0', GATEWAY_PORT: '0' }), { role, logger: false })).rejects.toThrow(
+          new ConfigError(`--role ${role} runs one part of a deployment of several nodes, which share PostgreSQL and Redis: set DATABASE_URL and REDIS_URL (or run --role all, which needs neither).`),
+        );
+      }
     }
   });
 

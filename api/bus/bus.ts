@@ -26,7 +26,8 @@ export type BusMessage =
    * handed over, for the node that made it to push as is), or was closed
    */
   | { type: 'engine'; engineId: string; reason: 'work'; work?: EngineWork }
-  | { type: 'engine'; engineId: string; reason: 'closed' }
+  /** `why`: the engine's close_reason (`replaced`, `integration_revoked`, the window's own); absent from nodes that predate it */
+  | { type: 'engine'; engineId: string; reason: 'closed'; why?: string }
   /** a node's connection to Redis came back (this node's or another's): anything may have been missed, by it or from it */
   | { type: 'resync' };
 

@@ -30,16 +30,20 @@ interface Envelope {
   message: BusMessage;
 }
 
-export async function createRedisBus(url: string, clock: Clock = systemClock): Promise<Bus> {
+/**
+ * `clock` is the service's; `probeClock` the one its connections' liveness probes run on
+ * (api/redis-liveness.ts): real time unless a test drives it.
+ */
+export async function createRedisBus(url: string, clock: Clock = systemClock, probeClock: Clock = systemClock): Promise<Bus> {
   const node = randomBytes(8).toString('hex');
-  const pub = await connectedRedis(url, 'c2c-bus-pub');
+  const pub = await connectedRedis(url, 'c2c-bus-pub', { clock: probeClock });
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
   // ioredis re-sends SUBSCRIBE after a reconnect and drops the promise: a Redis that flaps right
   // then would otherwise reject it unhandled (handledRejections); the SUBSCRIBE below still sees its own.
-  const sub = handledRejections(redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true }));
+  const sub = handledRejections(redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true, clock: probeClock }));
   // The pushes a node makes in one turn of the event loop (the commands of one shared statement, say) leave in one write.
-  const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub'));
-  const adapterSub = adapterSubscriber(url);
+  const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub', { clock: probeClock }));
+  const adapterSub = adapterSubscriber(url, probeClock);
   const io = createSocketServer({ adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one

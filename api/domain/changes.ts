@@ -10,7 +10,8 @@ import { bumpAgentVersion } from './agent-state.js';
 export class Changes {
   readonly #agents = new Map<string, { integrationId: string; memberId: string; version: number }>();
   readonly #engineWork = new Map<string, EngineWork | undefined>();
-  readonly #enginesClosed = new Set<string>();
+  /** per closed engine, why (its close_reason: `replaced` by a newer window, the window's own, `integration_revoked`) */
+  readonly #enginesClosed = new Map<string, string>();
   readonly #sessions = new Map<string, string>();
 
   /** Bumps the agent's WidgetState version inside the transaction and records it. */
@@ -45,8 +46,8 @@ export class Changes {
     return this.engineWork(engineId, { commands: [], dial_requests: [] });
   }
 
-  engineClosed(engineId: string): this {
-    this.#enginesClosed.add(engineId);
+  engineClosed(engineId: string, why: string): this {
+    this.#enginesClosed.set(engineId, why);
     return this;
   }
 
@@ -58,7 +59,7 @@ export class Changes {
   merge(other: Changes): this {
     for (const [key, value] of other.#agents) this.#agents.set(key, value);
     for (const [id, work] of other.#engineWork) this.engineWork(id, work);
-    for (const id of other.#enginesClosed) this.#enginesClosed.add(id);
+    for (const [id, why] of other.#enginesClosed) this.#enginesClosed.set(id, why);
     for (const [id, reason] of other.#sessions) this.#sessions.set(id, reason);
     return this;
   }
@@ -66,7 +67,7 @@ export class Changes {
   publish(bus: Bus): void {
     for (const agent of this.#agents.values()) bus.publish({ type: 'agent', ...agent });
     for (const [engineId, work] of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work', ...(work && { work }) });
-    for (const engineId of this.#enginesClosed) bus.publish({ type: 'engine', engineId, reason: 'closed' });
+    for (const [engineId, why] of this.#enginesClosed) bus.publish({ type: 'engine', engineId, reason: 'closed', why });
     for (const [sessionId, reason] of this.#sessions) bus.publish({ type: 'session', sessionId, reason });
   }
 }

@@ -46,6 +46,16 @@ export function parseCredential(kind: CredentialKind, token: string | undefined)
   return { lookup: body.slice(0, LOOKUP_LENGTH), secretHash: sha256(body.slice(LOOKUP_LENGTH)) };
 }
 
+/**
+ * A stored secret hash in memory of its own, for the credential caches. The store drivers hand
+ * bytea values over as views into buffers they share (pg's into an 8 KB slab of Node's buffer
+ * pool), which a cached view keeps alive whole: some 170 bytes per cached credential. A copy of
+ * 32 bytes lives on V8's heap.
+ */
+export function ownCopy(stored: Uint8Array): Uint8Array {
+  return new Uint8Array(stored);
+}
+
 /** Constant-time comparison of the stored and presented secret hashes. */
 export function secretMatches(stored: Uint8Array, presented: PresentedCredential): boolean {
   const storedBuffer = Buffer.from(stored);

@@ -14,7 +14,7 @@ import type { Db, Sql } from '../store/index.js';
 import { resolveAgent, type ResolvedAgent } from './agents.js';
 import { createBusCache } from './bus-cache.js';
 import type { Directory } from './directory.js';
-import { mintCredential, newId, parseCredential, secretMatches } from './credentials.js';
+import { mintCredential, newId, ownCopy, parseCredential, secretMatches } from './credentials.js';
 import { assertIntegrationUsable, originAllowed, type IntegrationWithAccount } from './integrations/repo.js';
 import { parseOrigin } from '../../shared/origin.js';
 import { LIMITS } from '../../shared/limits.js';
@@ -54,6 +54,17 @@ export interface SessionsDeps {
   widgetTokenTtlSeconds: number;
 }
 
+/**
+ * The refusal of a widget token that has expired: `unauthorized` on the wire, as any dead token,
+ * but a socket found on one mid-connection is told `token_expired` (reconnect with a refreshed
+ * token), not a final refusal (gateway/endings.ts).
+ */
+export class WidgetTokenExpired extends C2CError {
+  constructor() {
+    super('unauthorized', 'The widget token has expired; refresh it or ask the session endpoint again.');
+  }
+}
+
 export function createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds }: SessionsDeps) {
   const ttlMs = widgetTokenTtlSeconds * 1000;
 
@@ -86,8 +97,9 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
   const sessionByLookup = lookupTogether<WidgetSessionRow>(db, 'SELECT * FROM widget_sessions WHERE lookup = ANY($1::text[])', (row) => row.lookup);
 
   async function loadContext(lookup: string): Promise<CachedAuth> {
-    const session = await sessionByLookup(lookup);
-    if (!session) throw new C2CError('unauthorized');
+    const row = await sessionByLookup(lookup);
+    if (!row) throw new C2CError('unauthorized');
+    const session = { ...row, secret_hash: ownCopy(row.secret_hash) };
     const integration = await directory.integration(session.integration_id);
     if (!integration) throw new C2CError('unauthorized');
     try {
@@ -123,7 +135,7 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       const { session } = context;
       if (!secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
       if (session.revoked_at !== null) throw new C2CError('unauthorized', 'The widget session has ended.');
-      if (session.expires_at <= clock.now()) throw new C2CError('unauthorized', 'The widget token has expired; refresh it or ask the session endpoint again.');
+      if (session.expires_at <= clock.now()) throw new WidgetTokenExpired();
       if (originHeader === undefined || parseOrigin(originHeader) !== session.origin) {
         throw new C2CError('origin_not_allowed', 'A widget token works only on the origin it was created for.');
       }

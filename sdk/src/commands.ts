@@ -9,6 +9,12 @@ import { fullJitter, type Clock } from './timing.js';
 
 export const COMMAND_ATTEMPTS = 4;
 export const ACK_TIMEOUT_MS = 5000;
+/**
+ * The longest Retry-After (or a socket answer's retry_after) a command waits out before it is sent
+ * again. A longer one is reported at once: an agent who clicked hang up should hear that it was
+ * refused, not wait out a rate-limit window of up to a minute.
+ */
+export const COMMAND_RETRY_AFTER_MAX_MS = 5000;
 
 export interface CommandDeps {
   clock: Clock;
@@ -37,7 +43,8 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
         if (reply && reply.ok) return reply;
         const refusal = (reply ?? {}) as Partial<ErrorEnvelope>;
         const code = refusal.error ?? 'unreachable';
-        throw new SdkError(code, refusal.message ?? code, SOCKET_STATUS[code] ?? 400);
+        const retryAfter = typeof refusal.retry_after === 'number' ? refusal.retry_after : undefined;
+        throw new SdkError(code, refusal.message ?? code, SOCKET_STATUS[code] ?? 400, retryAfter);
       }
       const answer = await d.viaRest(command);
       if (answer.body && answer.body.ok) return answer.body;
@@ -56,8 +63,12 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
       throw error;
     }
     if (!isTransient(error)) throw error;
+    const retryAfterMs = (error.retryAfter ?? 0) * 1000;
+    // refused before anything was done (a hangup too): nothing is uncertain about it
+    if (retryAfterMs > COMMAND_RETRY_AFTER_MAX_MS) throw error;
     if (attempt + 1 >= COMMAND_ATTEMPTS) throw command.kind === 'hangup' ? uncertain() : error;
-    const wait = error.retryAfter ? error.retryAfter * 1000 : 200 + fullJitter(attempt, 400, 4000, d.random);
+    // spread out, so that the widgets one limit held back (a call centre behind one address) do not all come back at once
+    const wait = retryAfterMs > 0 ? retryAfterMs + Math.floor((d.random ?? Math.random)() * (retryAfterMs / 2)) : 200 + fullJitter(attempt, 400, 4000, d.random);
     await new Promise<void>((resolve) => d.clock.after(wait, resolve));
   }
 }

@@ -141,6 +141,8 @@ export interface ErrorEnvelope {
   ok: false;
   error: string;
   message: string;
+  /** socket answers only: seconds to wait, what REST sends as Retry-After */
+  retry_after?: number;
 }
 
 /** Call statuses while the call is still going (the server's LIVE_STATUSES). */

@@ -32,6 +32,14 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
   });
   afterAll(() => h.close());
 
+  it("caches a token's secret hash in memory of its own, not as a view that keeps a buffer of the driver's alive", async () => {
+    const token = await newSession();
+    const { session } = await h.services.sessions.authenticate(token, ORIGIN);
+    // pg hands bytea over as views into 8 KB slabs: a cached view would keep its slab
+    expect(session.secret_hash.byteLength).toBe(32);
+    expect(session.secret_hash.buffer.byteLength).toBe(32);
+  });
+
   it('stores secrets only as SHA-256, never in clear', async () => {
     const token = await newSession();
     const keys = await h.services.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM server_keys');

@@ -4,9 +4,10 @@
  * window still gets exactly its own engine, commands, acks and call; two heartbeats of the same
  * window are applied one after the other, in order. Their tokens are read together too.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDirectory } from '../../api/domain/directory.js';
 import { createEngineAuth } from '../../api/domain/engines/auth.js';
+import type { HeartbeatVia } from '../../api/domain/engines/heartbeat.js';
 import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, READY, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
@@ -30,8 +31,8 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
   });
   afterAll(() => h.close());
 
-  const beat = async (agent: Agent, report: Partial<HeartbeatRequest> = {}) =>
-    h.services.engines.heartbeat(await h.services.engines.authenticate(agent.engineToken), { ...READY, acks: [], ...report } as HeartbeatRequest);
+  const beat = async (agent: Agent, report: Partial<HeartbeatRequest> = {}, via: HeartbeatVia = 'socket') =>
+    h.services.engines.heartbeat(await h.services.engines.authenticate(agent.engineToken), { ...READY, acks: [], ...report } as HeartbeatRequest, via);
 
   it("answers each window of a batch with its own engine, commands and call", async () => {
     const focus = await Promise.all(agents.map((agent, i) => command(api, agent.widgetToken, { kind: 'focus', request_id: `hb-${i}` })));
@@ -44,7 +45,7 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
     const before = await versions();
     // called in one turn: one statement for the three
     const results = await Promise.all(
-      contexts.map((context, i) => h.services.engines.heartbeat(context, { ...READY, muted: i === 2, acks: [] } as HeartbeatRequest)),
+      contexts.map((context, i) => h.services.engines.heartbeat(context, { ...READY, muted: i === 2, acks: [] } as HeartbeatRequest, 'rest')),
     );
     results.forEach((result, i) => {
       expect(result.engine.id).toBe(agents[i]!.engineId);
@@ -70,6 +71,40 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
     expect(after.engine.muted).toBe(true);
     const rows = await h.services.db.query<{ status: string; acks: number }>('SELECT status, acks FROM widget_commands WHERE id = $1', [sent.body.command_id]);
     expect(rows).toEqual([{ status: 'done', acks: 1 }]);
+  });
+
+  it('hands a report over REST every unacked command, and one over the socket only those overdue, in the same statement', async () => {
+    const [viaRest, viaSocket] = [agents[1]!, agents[2]!];
+    const sent = await Promise.all([viaRest, viaSocket].map((agent, i) => command(api, agent.widgetToken, { kind: 'focus', request_id: `hb-via-${i}` })));
+    // handed over moments ago (no socket here: a heartbeat hands it over), acks not in yet
+    const first = await Promise.all([beat(viaRest), beat(viaSocket)]);
+    expect(first.map((r) => r.commands.some((c) => c.command_id === sent[0]!.body.command_id || c.command_id === sent[1]!.body.command_id))).toEqual([true, true]);
+    // called in one turn: one statement for both
+    const [restContext, socketContext] = await Promise.all([viaRest, viaSocket].map((agent) => h.services.engines.authenticate(agent.engineToken)));
+    const report = { ...READY, acks: [] } as HeartbeatRequest;
+    const statements = vi.spyOn(h.services.db, 'query');
+    const [rest, socket] = await Promise.all([h.services.engines.heartbeat(restContext!, report, 'rest'), h.services.engines.heartbeat(socketContext!, report, 'socket')]);
+    expect(statements.mock.calls.filter(([text]) => String(text).startsWith('WITH input AS'))).toHaveLength(1);
+    statements.mockRestore();
+    expect(rest.commands.map((c) => c.command_id)).toContain(sent[0]!.body.command_id);
+    expect(socket.commands.map((c) => c.command_id)).not.toContain(sent[1]!.body.command_id);
+  });
+
+  it('counts each command acked for the first time on /metrics, by how the ack came, and no ack twice', async () => {
+    const acked = async (via: string) => ((await h.services.metrics.acks.get()).values.find((v) => v.labels.via === via)?.value ?? 0);
+    const agent = agents[2]!;
+    const [byHeartbeat, bySocket] = await Promise.all(['m-1', 'm-2'].map((id) => command(api, agent.widgetToken, { kind: 'focus', request_id: id })));
+    await beat(agent);
+    const before = { heartbeat: await acked('heartbeat'), socket: await acked('socket') };
+    const ackOf = (sent: typeof byHeartbeat) => [{ command_id: sent!.body.command_id as number, result: 'done' as const }];
+    await beat(agent, { acks: ackOf(byHeartbeat) }, 'rest');
+    await beat(agent, { acks: ackOf(byHeartbeat) }, 'socket');
+    // a first ack that reports a failure counts too
+    const failed = [{ command_id: bySocket!.body.command_id as number, result: 'failed' as const, error: 'no audio device' }];
+    const context = await h.services.engines.authenticate(agent.engineToken);
+    await h.services.engines.ack(context, failed);
+    await h.services.engines.ack(context, failed);
+    expect({ heartbeat: await acked('heartbeat'), socket: await acked('socket') }).toEqual({ heartbeat: before.heartbeat + 1, socket: before.socket + 1 });
   });
 
   it('authenticates the tokens of many windows arriving together: each gets its own engine, a wrong or unknown one is refused', async () => {
@@ -100,7 +135,8 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
       h.services.engines.ack(contexts[2]!, [{ command_id: ids[2]!, result: 'done' }, { command_id: ids[2]!, result: 'done' }]),
     ]);
     const rows = await h.services.db.query<{ id: string; status: string; acks: number; error: string | null }>('SELECT id, status, acks, error FROM widget_commands WHERE id = ANY($1::bigint[]) ORDER BY id', [ids]);
-    expect(rows.map((row) => [Number(row.id), row.status, row.acks, row.error])).toEqual(ids.map((id) => [id, 'done', 1, null]));
+    // (the three commands were sent together: their ids need not follow the agents' order)
+    expect(rows.map((row) => [Number(row.id), row.status, row.acks, row.error])).toEqual([...ids].sort((a, b) => a - b).map((id) => [id, 'done', 1, null]));
     // a lone ack again (one VALUES row): counted, the result kept
     await h.services.engines.ack(contexts[0]!, [{ command_id: ids[0]!, result: 'failed', error: 'late' }]);
     const [row] = await h.services.db.query<{ status: string; acks: number }>('SELECT status, acks FROM widget_commands WHERE id = $1', [ids[0]]);

@@ -289,14 +289,18 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
     await engine.next('work');
     // a flood of acks is refused past its budget, and leaves the heartbeats alone
     for (let n = 0; n < 3; n += 1) expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });
-    expect(await request(engine.socket, 'ack', [])).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String) });
+    expect(await request(engine.socket, 'ack', [])).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String), retry_after: expect.any(Number) });
     // counted before it is read: a malformed one past the budget costs no parsing either
     expect(await request(engine.socket, 'ack', 'x'.repeat(60_000))).toMatchObject({ ok: false, error: 'rate_limited' });
     expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
-    expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String) });
-    await expectError(heartbeat(api, agent.engineToken), 429, 'rate_limited');
+    // refused as REST refuses it, with what REST sends as Retry-After
+    const refused = await request(engine.socket, 'heartbeat', { ...READY, acks: [] });
+    expect(refused).toEqual({ ok: false, error: 'rate_limited', message: expect.any(String), retry_after: expect.any(Number) });
+    const overRest = await expectError(heartbeat(api, agent.engineToken), 429, 'rate_limited');
+    expect(refused.retry_after).toBe(Number(overRest.headers['retry-after']));
+    expect(refused.retry_after).toBeGreaterThan(0);
     await nextWindow();
     expect(await request(engine.socket, 'heartbeat', { ...READY, acks: [] })).toMatchObject({ ok: true });
     expect(await request(engine.socket, 'ack', [])).toEqual({ ok: true });

@@ -9,7 +9,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRedisBus, ROOMS_JOINED_WITHIN_MS } from '../../api/bus/redis.js';
 import type { Bus } from '../../api/bus/index.js';
 import { ManualClock } from '../../api/clock.js';
+import { PROBE_EVERY_MS, SILENT_AFTER_MS } from '../../api/redis-liveness.js';
 import { LIMITS } from '../../shared/limits.js';
+import { EXPIRY_SWEEP_MS } from '../../gateway/endings.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { command, openSession, readyAgent, type Agent } from '../helpers/flows.js';
@@ -29,6 +31,8 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
   let a: Harness;
   let b: GatewayHarness;
   let clock: ManualClock;
+  /** the clock of the Redis connections' liveness probes */
+  let probes: ManualClock;
   let api: Client;
   let t: Tenant;
   let agent: Agent;
@@ -49,7 +53,8 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
     await redis.start();
     database = await openTestDatabase(driver, { pg: { statementTimeoutMs: STATEMENT_TIMEOUT_MS } });
     clock = new ManualClock();
-    buses = [await createRedisBus(`redis://127.0.0.1:${port}`, clock), await createRedisBus(`redis://127.0.0.1:${port}`, clock)];
+    probes = new ManualClock();
+    buses = [await createRedisBus(`redis://127.0.0.1:${port}`, clock, probes), await createRedisBus(`redis://127.0.0.1:${port}`, clock, probes)];
     a = await createHarness(driver, {}, { database, bus: buses[0], clock });
     a.services.pusher.start();
     b = await createGatewayHarness(driver, {}, { database, bus: buses[1], clock });
@@ -80,6 +85,10 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
 
     await redis.stop();
     await busesAre('down');
+    // From here on only node B's catch-ups reach its sockets. (Before, the set-up's pushes from A
+    // may still be arriving as the widget opens, so it can get its opening version more than once:
+    // pushes and snapshots race by design, and clients keep the newest.)
+    const fromCatchUps = w.events.length;
     expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'away', available: false })).body).toMatchObject({ ok: true });
     const focus = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'focus-during' });
     expect(focus.body).toMatchObject({ ok: true, status: 'queued' });
@@ -100,8 +109,10 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
     const again = w.next('state', { where: (state) => state.engine.available === true });
     await clock.advance(LIMITS.pollMs);
     await again;
-    const versions = w.events.filter((event) => event.event === 'state').map((event) => (event.payload as { version: number }).version);
-    expect(versions).toEqual([...new Set(versions)].sort((x, y) => x - y));
+    const stateVersions = (events: TestSocket['events']) => events.filter((event) => event.event === 'state').map((event) => (event.payload as { version: number }).version);
+    const before = Math.max(...stateVersions(w.events.slice(0, fromCatchUps)));
+    const caughtUp = stateVersions(w.events.slice(fromCatchUps));
+    expect(caughtUp).toEqual([before + 1, before + 2]);
     expect(e.events.filter((event) => event.event === 'work' && (event.payload as { commands: Array<{ command_id: number }> }).commands.some((c) => c.command_id === focus.body.command_id))).toHaveLength(1);
   }, 60_000);
 
@@ -115,6 +126,42 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
     await redis.start();
     // no poll_ms has passed on the gateway's clock: the reconnect itself set off the catch-up
     expect(await caught).toMatchObject({ engine: { available: false } });
+  }, 60_000);
+
+  it('ends a socket on a token refreshed away during the outage when its grace ends, though the ending was never heard', async () => {
+    const old = widget();
+    await old.next('state');
+    await redis.stop();
+    await busesAre('down');
+    const refreshedAt = clock.now();
+    expect((await api.post('/widget/refresh', undefined, { auth: agent.widgetToken, origin: ORIGIN })).status).toBe(200);
+    // Redis is back before the grace ends: only the catch-up's re-check can tell the gateway when it does.
+    await redis.start();
+    await busesAre('up');
+    const ended = old.next('ended', { timeoutMs: 20_000 });
+    await waitFor(async () => {
+      await clock.advance(EXPIRY_SWEEP_MS);
+      return old.events.some((event) => event.event === 'ended') ? true : undefined;
+    }, 'the ending');
+    expect(await ended).toMatchObject({ code: 'token_expired', final: false });
+    expect(clock.now() - refreshedAt).toBeGreaterThanOrEqual(LIMITS.widgetTokenRefreshGraceSeconds * 1000);
+    expect(clock.now() - refreshedAt).toBeLessThanOrEqual((LIMITS.widgetTokenRefreshGraceSeconds + 3) * 1000);
+  }, 60_000);
+
+  it('catches up when Redis stops answering without closing its connections', async () => {
+    const w = widget();
+    const first = await w.next('state');
+    // Paused, Redis keeps every connection open and answers nothing: only the probes can tell.
+    redis.pause();
+    expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'frozen', available: false })).body).toMatchObject({ ok: true });
+    await probes.advance(PROBE_EVERY_MS + SILENT_AFTER_MS);
+    await busesAre('down');
+    const caught = w.next('state', { where: (state) => state.version > first.version });
+    await clock.advance(LIMITS.pollMs);
+    expect(await caught).toMatchObject({ engine: { available: false } });
+
+    redis.resume();
+    await busesAre('up');
   }, 60_000);
 
   // PGlite has one connection, so only PostgreSQL can hold a lock against the catch-up.

@@ -4,13 +4,19 @@
  * socket through the same domain services as REST, and endings the client can act on.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXPIRY_SWEEP_MS, recheck } from '../../gateway/endings.js';
+import type { WidgetSocketData } from '../../gateway/handshake.js';
 import { loadUws } from '../../gateway/uws.js';
 import { LIMITS } from '../../shared/limits.js';
+import { updateMember } from '../../api/domain/operator/accounts.js';
+import { setCoverage } from '../../api/domain/operator/integrations.js';
+import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { rooms } from '../../api/domain/push.js';
 import { storeDrivers } from '../helpers/env.js';
-import { command, readyAgent, requestCall } from '../helpers/flows.js';
+import { command, heartbeat, readyAgent, requestCall } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, type Client, type Harness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/processes.js';
 import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -124,6 +130,20 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await api.post(`/calls/${requested.body.request_id}/hangup`, undefined, { auth: t.serverKey });
   });
 
+  it('hands a window heartbeating over REST (its socket down) every unacked command, even one pushed moments before', async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    const pushed = engine.next('work', { where: (w: any) => w.commands.length > 0 });
+    const focus = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'rest-beat' });
+    await pushed;
+    // The socket drops before the window could act on the push; it carries on over REST.
+    engine.close();
+    const beat = await heartbeat(api, agent.engineToken);
+    expect(beat.status).toBe(200);
+    expect(beat.body.commands.map((c: any) => c.command_id)).toEqual([focus.body.command_id]);
+  });
+
   it('pushes each command once; a heartbeat hands over a command whose ack is overdue, a reconnect every unacked one', async () => {
     const agent = await readyAgent(api, t);
     const engine = open(agent.engineToken, h.config.siteUrl);
@@ -183,9 +203,54 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const widget = open(agent.widgetToken);
     await widget.next('state');
     const ended = widget.next('ended');
-    await h.clock.advanceSeconds(30 * 60);
+    await h.clock.advance(30 * 60 * 1000 - 1);
+    expect(await request(widget.socket, 'command', { kind: 'focus', request_id: 'before-expiry' })).toMatchObject({ ok: true });
+    expect(widget.events.some((event) => event.event === 'ended')).toBe(false);
+    // ended at most EXPIRY_SWEEP_MS after the expiry
+    await h.clock.advance(1 + EXPIRY_SWEEP_MS);
     expect(await ended).toMatchObject({ code: 'token_expired', final: false });
     expect(await open(agent.widgetToken).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
+  });
+
+  it('ends a socket on a refreshed-away token when its grace ends, not at the expiry it was issued with', async () => {
+    const agent = await readyAgent(api, t);
+    const old = open(agent.widgetToken);
+    await old.next('state');
+    const refreshedAt = h.clock.now();
+    const refreshed = await api.post('/widget/refresh', undefined, { auth: agent.widgetToken, origin: ORIGIN });
+    expect(refreshed.status).toBe(200);
+    const fresh = open(refreshed.body.widget_token);
+    await fresh.next('state');
+    const ended = old.next('ended');
+    // the grace the old token keeps: the socket on it stays (no command is sent on it: a command
+    // re-checks the token too, and the refresh alone must bring the ending forward)
+    await h.clock.advanceSeconds(LIMITS.widgetTokenRefreshGraceSeconds - 1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(old.events.some((event) => event.event === 'ended')).toBe(false);
+    // past it (the sweep comes at most EXPIRY_SWEEP_MS later), the token is dead (REST refuses it),
+    // and so is its socket, long before the expiry it was issued with; the one on the new token stays
+    await waitFor(async () => {
+      await h.clock.advance(EXPIRY_SWEEP_MS);
+      return old.events.some((event) => event.event === 'ended') ? true : undefined;
+    }, 'the ending', 10_000);
+    expect(await ended).toMatchObject({ code: 'token_expired', final: false });
+    expect(h.clock.now() - refreshedAt).toBeLessThanOrEqual((LIMITS.widgetTokenRefreshGraceSeconds + 3) * 1000);
+    expect((await api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN })).status).toBe(401);
+    expect(await request(fresh.socket, 'command', { kind: 'focus', request_id: 'still-here' })).toMatchObject({ ok: true });
+  });
+
+  it('ends a widget whose token a re-check finds expired with the expiry reason (retry), not a final refusal', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    await widget.next('state');
+    // The gateway has not heard that the token's life was cut short (a refresh whose bus message an
+    // outage lost): its socket's data still holds a later expiry, so the sweep leaves it be.
+    const held = [...h.services.bus.io.of('/').sockets.values()].find((socket) => (socket.data as { token?: string }).token === agent.widgetToken)!;
+    (held.data as WidgetSocketData).expiresAt = Number.MAX_SAFE_INTEGER;
+    await h.clock.advance(30 * 60 * 1000 + EXPIRY_SWEEP_MS);
+    const ended = widget.next('ended');
+    await recheck(h.services, [held]);
+    expect(await ended).toMatchObject({ code: 'token_expired', final: false });
   });
 
   it('ends a widget whose session is revoked mid-connection, with a final reason', async () => {
@@ -197,6 +262,32 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await api.post('/widget/revoke', undefined, { auth: agent.widgetToken, origin: ORIGIN });
     expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
     expect(await disconnected).toBe('io server disconnect');
+  });
+
+  it("tells a revoked integration's window it was closed with the integration, not replaced", async () => {
+    const revoked = await seedTenant(h.services);
+    const agent = await readyAgent(api, revoked);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    const ended = engine.next('ended');
+    await revokeIntegration(h.services, revoked.integrationId);
+    expect(await ended).toEqual({ code: 'unauthorized', final: true, message: 'This call window was closed (integration_revoked).' });
+  });
+
+  it("pushes a change of the agent's department to its widgets, and a poll sees it too", async () => {
+    const moved = await seedTenant(h.services);
+    await setCoverage(h.services, moved.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [moved.salesId, moved.supportId] });
+    const agent = await readyAgent(api, moved);
+    const widget = open(agent.widgetToken);
+    const first = await widget.next('state');
+    expect(first.agent.department).toBe('Sales');
+    const polled = await api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN });
+    const pushed = widget.next('state', { where: (state) => state.version > first.version });
+    await updateMember(h.services, moved.agent.id, { departmentId: moved.supportId });
+    expect(await pushed).toMatchObject({ agent: { department: 'Support' } });
+    const again = await api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, headers: { 'if-none-match': String(polled.headers.etag) } });
+    expect(again.status).toBe(200);
+    expect(again.body.agent.department).toBe('Support');
   });
 
   it('ends the old window when a new one replaces it', async () => {

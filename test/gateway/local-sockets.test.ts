@@ -1,12 +1,12 @@
 /**
  * The node-local socket index that endings use (gateway/local-sockets.ts): a key held by one socket
- * maps to it directly, by several to a set; either way every socket that holds a key is found, and
- * none that left.
+ * maps to it directly, by a few to an array, by many to a set; in every case every socket that holds
+ * a key is found, and none that left.
  */
 import type { Socket } from 'socket.io';
 import { describe, expect, it } from 'vitest';
 import type { SocketData } from '../../gateway/handshake.js';
-import { LocalSockets } from '../../gateway/local-sockets.js';
+import { LocalSockets, type SocketKey } from '../../gateway/local-sockets.js';
 
 // The index reads nothing of a socket but its data.
 const widget = (sessionId: string, memberId: string, token = 't') =>
@@ -53,6 +53,38 @@ describe('the node-local socket index', () => {
     local.remove(socket);
     local.remove(socket);
     expect(local.get('engine:eng_1')).toEqual([]);
+  });
+
+  it('finds the same sockets as a plain map of sets through many comings and goings, across the sizes the index holds them in', () => {
+    const local = new LocalSockets();
+    const reference = new Map<string, Set<Socket>>();
+    const keys = (socket: Socket) => {
+      const data = socket.data as SocketData;
+      return [data.kind === 'widget' ? `session:${data.sessionId}` : `engine:${data.engineId}`, `integration:${data.integrationId}`, `member:${data.memberId}`];
+    };
+    // up to 30 sockets of 3 members (a member's widgets and window share its key): keys pass from
+    // one socket to a few to many and back, many times
+    const sockets = Array.from({ length: 30 }, (_, i) => (i % 5 === 0 ? engine(`eng_${i}`, `mem_${i % 3}`) : widget(`ses_${i % 7}`, `mem_${i % 3}`, `tab-${i}`)));
+    let seed = 7;
+    const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
+    const connected = new Set<Socket>();
+    for (let step = 0; step < 3000; step += 1) {
+      const socket = sockets[Math.floor(random() * sockets.length)]!;
+      // connecting is likelier while few are connected, leaving while many are
+      if (random() * sockets.length > connected.size) {
+        local.add(socket);
+        connected.add(socket);
+        for (const key of keys(socket)) reference.set(key, (reference.get(key) ?? new Set()).add(socket));
+      } else {
+        local.remove(socket);
+        connected.delete(socket);
+        for (const key of keys(socket)) reference.get(key)?.delete(socket);
+      }
+      for (const [key, held] of reference) {
+        expect(new Set(local.get(key as SocketKey))).toEqual(held);
+        expect(local.get(key as SocketKey)).toHaveLength(held.size);
+      }
+    }
   });
 
   it('gives a copy, so ending sockets while going through it is safe', () => {

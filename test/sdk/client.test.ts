@@ -308,13 +308,19 @@ describe('push and polling', () => {
     expect(service.count('/widget/state')).toBe(3);
   });
 
-  it('after a rate-limited handshake, polls meanwhile and reconnects no sooner than its retry_after', async () => {
+  /** Starts the client and has its first handshake refused rate_limited, asking it to wait retryAfter seconds (Math.random() is 0.5). */
+  async function refusedRateLimited(retryAfter: number) {
     vi.spyOn(Math, 'random').mockReturnValue(0.5);
     start();
     await flush();
     const socket = service.sockets[0]!;
     const connects = socket.connects;
-    socket.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'Too many requests.', retry_after: 20 } }));
+    socket.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'Too many requests.', retry_after: retryAfter } }));
+    return { socket, connects };
+  }
+
+  it('after a rate-limited handshake, polls meanwhile and reconnects no sooner than its retry_after', async () => {
+    const { socket, connects } = await refusedRateLimited(20);
     await flush();
     const polls = service.count('/widget/state');
     await vi.advanceTimersByTimeAsync(20_000);
@@ -328,12 +334,7 @@ describe('push and polling', () => {
   });
 
   it('a new token does not reconnect before the retry_after of a rate-limited handshake either', async () => {
-    vi.spyOn(Math, 'random').mockReturnValue(0.5);
-    start();
-    await flush();
-    const socket = service.sockets[0]!;
-    const connects = socket.connects;
-    socket.fire('connect_error', Object.assign(new Error('slow down'), { data: { code: 'rate_limited', final: false, message: 'Too many requests.', retry_after: 1800 } }));
+    const { socket, connects } = await refusedRateLimited(1800);
     service.serverTime = T0 + 1740;
     await vi.advanceTimersByTimeAsync(1740_000);
     expect(service.count('/widget/refresh')).toBe(1);

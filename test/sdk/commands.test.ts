@@ -1,6 +1,6 @@
 /** Widget commands: retries keep the request_id; hangup is never reported done unless it was. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { COMMAND_ATTEMPTS, sendCommand, type CommandDeps } from '../../sdk/src/commands.js';
+import { COMMAND_ATTEMPTS, COMMAND_RETRY_AFTER_MAX_MS, sendCommand, type CommandDeps } from '../../sdk/src/commands.js';
 import type { Command } from '../../sdk/src/contract.js';
 import { SdkError } from '../../sdk/src/http.js';
 import { systemClock } from '../../sdk/src/timing.js';
@@ -78,17 +78,42 @@ describe('sendCommand', () => {
     expect(viaRest).toHaveBeenCalledTimes(COMMAND_ATTEMPTS);
   });
 
-  it('waits Retry-After on 429', async () => {
+  it('waits Retry-After on 429, plus a random share of up to half of it', async () => {
+    for (const [random, waited] of [[0, 3000], [0.999, 4498]] as const) {
+      const times: number[] = [];
+      const viaRest = vi.fn(async () => {
+        times.push(Date.now());
+        if (times.length === 1) throw new SdkError('rate_limited', 'slow down', 429, 3);
+        return answer(done);
+      });
+      const result = sendCommand({ kind: 'focus', request_id: 'r-6' }, deps({ viaRest, random: () => random }));
+      await vi.runAllTimersAsync();
+      await result;
+      expect(times[1]! - times[0]!).toBe(waited);
+    }
+  });
+
+  it('reports a Retry-After longer than COMMAND_RETRY_AFTER_MAX_MS at once, a hangup as refused (not uncertain)', async () => {
+    for (const kind of ['focus', 'hangup'] as const) {
+      const viaRest = vi.fn(async () => {
+        throw new SdkError('rate_limited', 'slow down', 429, COMMAND_RETRY_AFTER_MAX_MS / 1000 + 1);
+      });
+      const result = sendCommand({ kind, request_id: `r-long-${kind}` } as Command, deps({ viaRest }));
+      await expect(result).rejects.toMatchObject({ code: 'rate_limited', retryAfter: COMMAND_RETRY_AFTER_MAX_MS / 1000 + 1 });
+      expect(viaRest).toHaveBeenCalledTimes(1);
+    }
+  });
+
+  it("waits a socket answer's retry_after on rate_limited, as REST's Retry-After", async () => {
     const times: number[] = [];
-    const viaRest = vi.fn(async () => {
+    const viaSocket = vi.fn(() => {
       times.push(Date.now());
-      if (times.length === 1) throw new SdkError('rate_limited', 'slow down', 429, 7);
-      return answer(done);
+      return Promise.resolve(times.length === 1 ? { ok: false as const, error: 'rate_limited', message: 'Too many requests.', retry_after: 3 } : done);
     });
-    const result = sendCommand({ kind: 'focus', request_id: 'r-6' }, deps({ viaRest }));
+    const result = sendCommand({ kind: 'focus', request_id: 'r-6s' }, deps({ viaSocket, random: () => 0 }));
     await vi.runAllTimersAsync();
-    await result;
-    expect(times[1]! - times[0]!).toBe(7000);
+    expect(await result).toEqual(done);
+    expect(times[1]! - times[0]!).toBe(3000);
   });
 
   it('reports a 502 hangup as hangup_uncertain, never as done, and does not retry it', async () => {

@@ -7,16 +7,18 @@ import type { EngineCommand, HeartbeatRequest } from '../../../shared/schemas/en
 import { batchRows } from '../../store/batch-rows.js';
 import type { Sql } from '../../store/index.js';
 
-/** A command the engine acked as done for the first time (device effects follow for simulated engines). */
+/** A command the engine acked for the first time (device effects follow for simulated engines, if it was done). */
 export interface FirstAck {
   command_id: number;
   kind: EngineCommand['kind'];
   call_id: string | null;
   digits: string | null;
+  /** the window carried it out (else it reported it failed) */
+  done: boolean;
 }
 
 /** A row of the ack UPDATE. */
-export interface AckedRow extends FirstAck {
+export interface AckedRow extends Omit<FirstAck, 'done'> {
   acks: number;
   status: string;
 }
@@ -57,11 +59,11 @@ export function ackUpdate(from: string, at: string, extra = ''): string {
     RETURNING c.engine_id, c.id AS command_id, c.kind, c.call_id, c.digits, c.acks, c.status`;
 }
 
-/** The commands done by these acks for the first time. */
+/** The commands these acks acked for the first time. */
 export function firstAcks(rows: AckedRow[]): FirstAck[] {
   return rows
-    .filter((row) => row.acks === 1 && row.status === 'done')
-    .map((row) => ({ command_id: Number(row.command_id), kind: row.kind, call_id: row.call_id, digits: row.digits }));
+    .filter((row) => row.acks === 1)
+    .map((row) => ({ command_id: Number(row.command_id), kind: row.kind, call_id: row.call_id, digits: row.digits, done: row.status === 'done' }));
 }
 
 /**

@@ -16,7 +16,7 @@ import type { Db } from '../../store/index.js';
 import type { ResolvedAgent } from '../agents.js';
 import { createBusCache } from '../bus-cache.js';
 import type { Directory } from '../directory.js';
-import { parseCredential, secretMatches } from '../credentials.js';
+import { ownCopy, parseCredential, secretMatches } from '../credentials.js';
 import { assertIntegrationUsable, type IntegrationWithAccount } from '../integrations/repo.js';
 import type { EngineRow } from '../views.js';
 
@@ -52,7 +52,8 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Dire
   async function load(lookup: string): Promise<CachedEngineAuth | undefined> {
     const row = await engineByLookup(lookup);
     if (!row) return undefined;
-    const { secret_hash: secretHash, ...engine } = row;
+    const { secret_hash: stored, ...engine } = row;
+    const secretHash = ownCopy(stored);
     const integration = await directory.integration(engine.integration_id);
     let outcome: CachedEngineAuth['outcome'];
     try {

@@ -28,11 +28,21 @@ export interface HeartbeatResult {
   changes: Changes;
 }
 
+/**
+ * How a heartbeat came. Over the socket, a command pushed moments ago may have its ack on the way,
+ * so only those overdue are handed over again. A window heartbeats over REST when its socket is down
+ * (or not yet up, or did not answer its last heartbeat): a push may have gone to no one (while Redis
+ * is up a command counts as pushed wherever the window is), so every unacked command is handed over.
+ * The window carries out each command_id once, so one that did arrive costs a repeated delivery only.
+ */
+export type HeartbeatVia = 'socket' | 'rest';
+
 /** One engine's report, as the batch statement takes it. */
 interface Report {
   engineId: string;
   state: 'ready' | 'enabling';
   report: HeartbeatRequest;
+  via: HeartbeatVia;
 }
 
 /** What the batch statement returns for one engine. */
@@ -67,7 +77,7 @@ const report = (input: string) => `WITH input AS (
     ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
     ${ackUpdate('unnest($7::text[], $8::bigint[], $9::text[], $10::text[]) AS a(engine_id, id, result, error)', '$6::bigint', 'AND c.engine_id IN (SELECT id FROM engine)')}
-  ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND NOT EXISTS (SELECT 1 FROM unnest($7::text[], $8::bigint[]) AS x(engine_id, id) WHERE x.engine_id = widget_commands.engine_id AND x.id = widget_commands.id)')},
+  ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND NOT EXISTS (SELECT 1 FROM unnest($7::text[], $8::bigint[]) AS x(engine_id, id) WHERE x.engine_id = widget_commands.engine_id AND x.id = widget_commands.id)', 'SELECT unnest($11::text[])')},
   calls AS (
     SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${LIVE_STATUS_LIST})
     UNION ALL
@@ -106,6 +116,8 @@ async function reportAll(db: Db, reports: Report[], at: number): Promise<Reporte
     ...input.params,
     at,
     ...ackParams(reports.map((r) => ({ engineId: r.engineId, acks: r.report.acks }))),
+    // $11: the engines whose report came over REST, handed every unacked command (HeartbeatVia)
+    reports.filter((r) => r.via === 'rest').map((r) => r.engineId),
   ]);
   const { engines, bumped, acked, calls } = rows!;
   const work = workByEngine(rows!);
@@ -188,10 +200,10 @@ async function reconcileCalls(db: Db, changes: Changes, rows: Array<CallRow & { 
 /** The heartbeat of the engine service: one engine's report, in a statement shared with the reports arriving meanwhile. */
 export function createHeartbeats(deps: { db: Db; clock: Clock; commands: Commands }) {
   const report = reportTogether(deps.db, deps.clock);
-  return async function engineHeartbeat(context: EngineContext, request: HeartbeatRequest): Promise<HeartbeatResult> {
+  return async function engineHeartbeat(context: EngineContext, request: HeartbeatRequest, via: HeartbeatVia): Promise<HeartbeatResult> {
     const changes = new Changes();
     const state = request.state === 'ready' && request.mic_ready ? 'ready' : 'enabling';
-    const row = await report({ engineId: context.engine.id, state, report: request });
+    const row = await report({ engineId: context.engine.id, state, report: request, via });
     const { engine, version, acked, calls } = row;
     if (!engine) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
     if (version !== null) changes.agentTouched(engine.integration_id, engine.member_id, version);

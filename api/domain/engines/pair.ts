@@ -45,7 +45,7 @@ export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; 
       const [onCall] = await sql.query('SELECT 1 FROM call_intents WHERE engine_id = $1 AND status = ANY($2) LIMIT 1', [previous.id, LIVE_STATUSES]);
       if (onCall) throw new C2CError('agent_busy', 'The agent\'s call window is on a call; a second window cannot replace it now.');
       await sql.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'replaced', version = version + 1 WHERE id = $1`, [previous.id, now]);
-      changes.engineClosed(previous.id);
+      changes.engineClosed(previous.id, 'replaced');
     }
     const [engine] = await sql.query<EngineRow>(
       `INSERT INTO engines (id, integration_id, member_id, lookup, secret_hash, client, simulated, created_at, last_seen_at)

@@ -22,7 +22,7 @@ import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
 import { applyAcks, type EngineAcks, type FirstAck } from './acks.js';
 import { markDroppedOffline, type Drop } from './dropped.js';
-import { createHeartbeats } from './heartbeat.js';
+import { createHeartbeats, type HeartbeatVia } from './heartbeat.js';
 import { pairEngine } from './pair.js';
 
 export interface EnginesDeps {
@@ -63,7 +63,7 @@ export function createEngines(deps: EnginesDeps) {
   async function deviceEffects(context: EngineContext, acks: FirstAck[]): Promise<void> {
     if (!context.engine.simulated) return;
     for (const ack of acks) {
-      if (!ack.call_id) continue;
+      if (!ack.done || !ack.call_id) continue;
       const [call] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [ack.call_id]);
       if (!call?.provider_call_sid) continue;
       if (ack.kind === 'answer') await providers.simulator.answer(call.provider_call_sid);
@@ -71,7 +71,7 @@ export function createEngines(deps: EnginesDeps) {
     }
   }
 
-  return {
+  const service = {
     authenticate: createEngineAuth(db, bus, clock, deps.directory),
 
     async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }) {
@@ -94,9 +94,10 @@ export function createEngines(deps: EnginesDeps) {
       return { provider: provider.name, token: token.token, identity, expiresAt: token.expiresAt };
     },
 
-    async heartbeat(context: EngineContext, report: HeartbeatRequest) {
-      const result = await engineHeartbeat(context, report);
+    async heartbeat(context: EngineContext, report: HeartbeatRequest, via: HeartbeatVia) {
+      const result = await engineHeartbeat(context, report, via);
       result.changes.publish(bus);
+      if (result.firstAcks.length > 0) service.onAcks?.('heartbeat', result.firstAcks.length);
       await deviceEffects(context, result.firstAcks);
       return result;
     },
@@ -104,6 +105,7 @@ export function createEngines(deps: EnginesDeps) {
     /** Results of commands the window received by push (the socket's `ack` event). */
     async ack(context: EngineContext, acks: HeartbeatRequest['acks']) {
       const first = await ackTogether({ engineId: context.engine.id, acks });
+      if (first.length > 0) service.onAcks?.('socket', first.length);
       await deviceEffects(context, first);
     },
 
@@ -145,14 +147,19 @@ export function createEngines(deps: EnginesDeps) {
         if (closed.length === 0) return;
         await sql.query('UPDATE call_intents SET orphaned = true WHERE engine_id = $1 AND status = ANY($2)', [context.engine.id, LIVE_STATUSES]);
         await changes.touchAgent(sql, context.engine.integration_id, context.engine.member_id);
-        changes.engineClosed(context.engine.id);
+        // the window's own words stay in close_reason; its sockets are told only that it closed
+        changes.engineClosed(context.engine.id, 'closed');
       });
       changes.publish(bus);
     },
 
     /** The engine's socket dropped at `at` and it has not been heard from since: offline, unless on a call (dropped.ts). */
     markDroppedOffline: (drop: Drop): Promise<void> => dropTogether(drop),
+
+    /** Called with the number of commands acked for the first time, by how the acks came (a heartbeat, or the socket's `ack` event). */
+    onAcks: undefined as ((via: 'heartbeat' | 'socket', count: number) => void) | undefined,
   };
+  return service;
 }
 
 export type Engines = ReturnType<typeof createEngines>;

@@ -42,15 +42,16 @@ const HANDED_COLUMNS = 'id, engine_id, kind, call_id, digits, available, deliver
 
 /**
  * Which commands a hand-over carries: every one not acked (`unacked`: the snapshot of a socket that
- * just connected), those not acked in time (`due`: a heartbeat, which does not repeat a command
- * whose ack may still be on the way), or only new ones (`new`: a push).
+ * just connected), those not acked in time (`due`: a heartbeat over the socket, which does not
+ * repeat a command whose ack may still be on the way), or only new ones (`new`: a push).
  */
 export type HandOver = 'unacked' | 'due' | 'new';
 
-const handedWhere = (handOver: HandOver, at: string): string =>
+/** `allUnackedOf` (SQL for engine ids): engines whose every unacked command a `due` hand-over carries. */
+const handedWhere = (handOver: HandOver, at: string, allUnackedOf?: string): string =>
   ({
     unacked: `status IN ('queued', 'delivered')`,
-    due: `(status = 'queued' OR (status = 'delivered' AND delivered_at <= ${at} - ${LIMITS.redeliverAfterMs}))`,
+    due: `(status = 'queued' OR (status = 'delivered' AND (delivered_at <= ${at} - ${LIMITS.redeliverAfterMs}${allUnackedOf ? ` OR engine_id IN (${allUnackedOf})` : ''})))`,
     new: `status = 'queued'`,
   })[handOver];
 
@@ -58,13 +59,14 @@ const handedWhere = (handOver: HandOver, at: string): string =>
  * CTEs `handed` (the engines' commands of the hand-over, each counted as handed over once more)
  * and `dial` (their agents' queued calls, `handed_to` naming the engine), for the engines and time
  * named by the SQL given: `engines` goes inside `IN (…)`, a parameter or a subquery. `extra`
- * narrows `handed` (a statement that also acks commands leaves those out).
+ * narrows `handed` (a statement that also acks commands leaves those out); `allUnackedOf` widens a
+ * `due` hand-over to every unacked command of those engines (handedWhere).
  */
-export function workCtes(engines: string, at: string, handOver: HandOver, extra = ''): string {
+export function workCtes(engines: string, at: string, handOver: HandOver, extra = '', allUnackedOf?: string): string {
   return `handed AS (
     UPDATE widget_commands SET status = CASE WHEN status = 'queued' THEN 'delivered' ELSE status END,
       deliveries = deliveries + 1, delivered_at = coalesce(delivered_at, ${at})
-    WHERE engine_id IN (${engines}) AND ${handedWhere(handOver, at)} AND refused IS NULL ${extra}
+    WHERE engine_id IN (${engines}) AND ${handedWhere(handOver, at, allUnackedOf)} AND refused IS NULL ${extra}
     RETURNING ${HANDED_COLUMNS}
   ), dial AS (
     SELECT c.*, e.id AS handed_to FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id

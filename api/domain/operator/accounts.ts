@@ -9,6 +9,7 @@ import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
 import { isUniqueViolation } from '../../store/index.js';
 import { newId } from '../credentials.js';
+import { agentVersionBump } from '../agent-state.js';
 
 export interface OperatorDeps {
   db: Db;
@@ -141,18 +142,28 @@ export async function createMember(
   }
 }
 
-/** Enables or disables a member's calls, or removes the member; applies on the next request. */
+/**
+ * Enables or disables a member's calls, moves or removes the member; applies on the next request.
+ * What widgets show of the agent (its department, say) changes with it: the agent's WidgetState
+ * version goes up in every integration that has one, so polls see it (no 304) and sockets get it.
+ */
 export async function updateMember(
   { db, bus }: OperatorDeps,
   memberId: string,
   change: { enabled?: boolean; removed?: boolean; departmentId?: string | null },
 ): Promise<void> {
-  const rows = await db.query(
-    `UPDATE members SET enabled = coalesce($2, enabled), removed = coalesce($3, removed),
-       department_id = CASE WHEN $4::boolean THEN $5 ELSE department_id END
-     WHERE id = $1 RETURNING id`,
-    [memberId, change.enabled ?? null, change.removed ?? null, change.departmentId !== undefined, change.departmentId ?? null],
-  );
-  if (rows.length === 0) throw new OperatorError(`No member ${memberId}.`);
+  const agents = await db.tx(async (sql) => {
+    const rows = await sql.query(
+      `UPDATE members SET enabled = coalesce($2, enabled), removed = coalesce($3, removed),
+         department_id = CASE WHEN $4::boolean THEN $5 ELSE department_id END
+       WHERE id = $1 RETURNING id`,
+      [memberId, change.enabled ?? null, change.removed ?? null, change.departmentId !== undefined, change.departmentId ?? null],
+    );
+    if (rows.length === 0) throw new OperatorError(`No member ${memberId}.`);
+    // in key order, as every bump takes its rows (agentVersionBump), so two never deadlock
+    return sql.query<{ integration_id: string; version: number }>(agentVersionBump('SELECT integration_id, member_id FROM agent_versions WHERE member_id = $1'), [memberId]);
+  });
+  // The member first: caches of it drop before the new versions are read.
   bus.publish({ type: 'member', memberId });
+  for (const agent of agents) bus.publish({ type: 'agent', integrationId: agent.integration_id, memberId, version: agent.version });
 }

@@ -36,7 +36,7 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
       [integrationId, now],
     );
     for (const engine of engines) {
-      changes.engineClosed(engine.id);
+      changes.engineClosed(engine.id, 'integration_revoked');
       await changes.touchAgent(sql, integrationId, engine.member_id);
     }
     const calls = await sql.query<{ id: string }>('SELECT id FROM call_intents WHERE integration_id = $1 AND status = ANY($2)', [integrationId, LIVE_STATUSES]);

@@ -61,7 +61,7 @@ export const engineRoutes =
         },
       },
       async (request) => {
-        const result = await services.engines.heartbeat(engineOf(request), request.body);
+        const result = await services.engines.heartbeat(engineOf(request), request.body, 'rest');
         return heartbeatBody(result, services.clock.now());
       },
     );
