@@ -178,16 +178,29 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
       await other.connect();
       const lockWaits = async () =>
         Number((await other.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0].n);
+      // Node B catches up when it is back on Redis, and again when it hears that node A is (unless
+      // A was back first). The lock is held until both are back and every catch-up has given up.
+      const back = new Set<Bus>();
+      const unsubscribe = buses.map((bus) => bus.subscribe((message, { local }) => void (message.type === 'resync' && local && back.add(bus))));
       try {
         await other.query('BEGIN; LOCK TABLE agent_versions IN ACCESS EXCLUSIVE MODE');
         await redis.start();
-        await busesAre('up');
+        await waitFor(async () => (back.size === buses.length ? true : undefined), 'both nodes back on Redis');
         await waitFor(async () => ((await lockWaits()) > 0 ? true : undefined), 'the catch-up to wait on the lock');
-        await waitFor(async () => ((await lockWaits()) === 0 ? true : undefined), 'its read to give up');
+        // No read waits now, nor half a statement timeout later: a catch-up that follows another
+        // at once would by then be waiting on the lock.
+        await waitFor(async () => {
+          if ((await lockWaits()) > 0) return undefined;
+          await new Promise((resolve) => setTimeout(resolve, STATEMENT_TIMEOUT_MS / 2));
+          return (await lockWaits()) === 0 ? true : undefined;
+        }, 'its reads to give up');
       } finally {
+        for (const stop of unsubscribe) stop();
         await other.query('ROLLBACK');
         await other.end();
       }
+      const newer = (event: TestSocket['events'][number]) => event.event === 'state' && (event.payload as { version: number }).version > first.version;
+      expect(w.events.some(newer)).toBe(false);
       const caught = w.next('state', { where: (state) => state.version > first.version });
       await clock.advance(LIMITS.pollMs);
       expect(await caught).toMatchObject({ engine: { available: false } });
