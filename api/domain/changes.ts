@@ -23,7 +23,9 @@ export class Changes {
 
   /** Records a version bump the transaction made in a statement of its own (agentVersionBump). */
   agentTouched(integrationId: string, memberId: string, version: number): this {
-    this.#agents.set(`${integrationId}:${memberId}`, { integrationId, memberId, version });
+    const key = `${integrationId}:${memberId}`;
+    // The newest wins, whatever order bumps are recorded or merged in: nodes skip reading a version older than one they hold.
+    if (version > (this.#agents.get(key)?.version ?? 0)) this.#agents.set(key, { integrationId, memberId, version });
     return this;
   }
 
@@ -57,7 +59,7 @@ export class Changes {
   }
 
   merge(other: Changes): this {
-    for (const [key, value] of other.#agents) this.#agents.set(key, value);
+    for (const { integrationId, memberId, version } of other.#agents.values()) this.agentTouched(integrationId, memberId, version);
     for (const [id, work] of other.#engineWork) this.engineWork(id, work);
     for (const [id, why] of other.#enginesClosed) this.#enginesClosed.set(id, why);
     for (const [id, reason] of other.#sessions) this.#sessions.set(id, reason);

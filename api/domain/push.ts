@@ -34,6 +34,9 @@ export interface PushDeps {
   log?: (message: string, error?: unknown) => void;
 }
 
+/** Agents whose last pushed version a node remembers (a few MB at most). */
+const MAX_REMEMBERED_AGENTS = 50_000;
+
 export function createPusher(deps: PushDeps) {
   const { db, bus, clock } = deps;
 
@@ -56,12 +59,24 @@ export function createPusher(deps: PushDeps) {
     return state;
   }
 
-  async function pushState(integrationId: string, memberId: string): Promise<void> {
+  /**
+   * Per agent room, the newest version this node pushed. Each push reads the state as it runs, so
+   * changes in quick succession would each read, and send, the same newest version, and a slow read
+   * could send an older one after it. Clients keep the newest either way; this spares the fan-out.
+   * Versions only rise (agent_versions rows are never deleted); forgetting, when the map is full,
+   * risks no more than one repeat per agent.
+   */
+  const pushed = new Map<string, number>();
+
+  /** Pushes the agent's state, unless a push since the change of `version` has carried it. */
+  async function pushState(integrationId: string, memberId: string, version = Infinity): Promise<void> {
     const room = rooms.agent(integrationId, memberId);
-    if (!bus.mayHaveListeners(room)) return;
+    if (!bus.mayHaveListeners(room) || version <= (pushed.get(room) ?? 0)) return;
     const startedAt = performance.now();
     const state = await agentState(integrationId, memberId);
-    if (!state) return;
+    if (!state || state.version <= (pushed.get(room) ?? 0)) return;
+    if (pushed.size >= MAX_REMEMBERED_AGENTS) pushed.clear();
+    pushed.set(room, state.version);
     bus.io.to(room).emit('state', state);
     deps.observe?.('state', startedAt);
   }
@@ -96,7 +111,7 @@ export function createPusher(deps: PushDeps) {
     start() {
       return bus.subscribe((message, { local }) => {
         if (!local) return;
-        if (message.type === 'agent') run(pushState(message.integrationId, message.memberId));
+        if (message.type === 'agent') run(pushState(message.integrationId, message.memberId, message.version));
         if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId, message.work));
       });
     },

@@ -13,7 +13,7 @@ import { setCoverage } from '../../api/domain/operator/integrations.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { rooms } from '../../api/domain/push.js';
 import { storeDrivers } from '../helpers/env.js';
-import { command, heartbeat, readyAgent, requestCall } from '../helpers/flows.js';
+import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, type Client, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/processes.js';
@@ -63,6 +63,21 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(change.version).toBeGreaterThan(first.version);
     expect(change.engine.available).toBe(false);
     expect(change.session_expires_at).toBeUndefined();
+  });
+
+  it('sends changes made in quick succession as rising versions, each once', async () => {
+    const agent = await readyAgent(api, t);
+    const widget = open(agent.widgetToken);
+    const first = await widget.next('state');
+    // Changes at once: each one's push reads the state as it runs, so several read the newest.
+    const changes = Array.from({ length: 8 }, (_, i) => command(api, agent.widgetToken, { kind: 'availability', request_id: `burst-${i}`, available: i % 2 === 1 }));
+    for (const change of await Promise.all(changes)) expect(change.body).toMatchObject({ ok: true });
+    const newest = (await widgetState(api, agent.widgetToken)).body.version;
+    expect(newest).toBeGreaterThan(first.version + 1);
+    const versions = () => widget.events.filter((event) => event.event === 'state').map((event) => (event.payload as { version: number }).version);
+    await waitFor(async () => (versions().includes(newest) ? true : undefined), 'the newest state');
+    const pushed = versions().slice(1);
+    expect(pushed).toEqual([...new Set(pushed)].sort((x, y) => x - y));
   });
 
   it('takes widget commands over the socket with exactly the REST answer and dedupe', async () => {
