@@ -138,6 +138,22 @@ describe.each(storeDrivers())('POST /sessions on %s', (driver) => {
     await expectError(session({ ...valid(), agent: { type: 'email', value: t.outside.email } }), 403, 'agent_not_assigned');
   });
 
+  it('announces a coverage change only once it is committed, so a node that reads on hearing it reads the change', async () => {
+    const heard: Array<Promise<unknown>> = [];
+    const unsubscribe = h.services.bus.subscribe((message) => {
+      if (message.type === 'integration' && message.integrationId === t.integrationId) {
+        heard.push(h.services.db.query<{ coverage_mode: string }>('SELECT coverage_mode FROM integrations WHERE id = $1', [t.integrationId]).then(([row]) => row?.coverage_mode));
+      }
+    });
+    try {
+      await setCoverage(deps(), t.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [t.salesId] });
+      await setCoverage(deps(), t.integrationId, { mode: 'everyone', inheritFuture: true });
+    } finally {
+      unsubscribe();
+    }
+    expect(await Promise.all(heard)).toEqual(['departments', 'everyone']);
+  });
+
   it('refuses a disabled integration', async () => {
     await setIntegrationEnabled(deps(), t.integrationId, false);
     await expectError(session(valid()), 403, 'integration_disabled');

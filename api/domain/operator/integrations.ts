@@ -52,14 +52,24 @@ function policyColumns(settings: PolicySettings): Record<string, unknown> {
   return Object.fromEntries(Object.entries(columns).filter(([, value]) => value !== undefined));
 }
 
-/** Bumps every known agent's version of the integration and tells every node. */
-async function integrationChanged({ db, bus }: OperatorDeps, integrationId: string, sql: Sql = db): Promise<void> {
-  const agents = await sql.query<{ member_id: string; version: number }>(
-    'UPDATE agent_versions SET version = version + 1 WHERE integration_id = $1 RETURNING member_id, version',
-    [integrationId],
-  );
+type BumpedAgents = Array<{ member_id: string; version: number }>;
+
+/** Bumps every known agent's version of the integration (what its widgets show may have changed). */
+function bumpAgents(sql: Sql, integrationId: string): Promise<BumpedAgents> {
+  return sql.query('UPDATE agent_versions SET version = version + 1 WHERE integration_id = $1 RETURNING member_id, version', [integrationId]);
+}
+
+/**
+ * Tells every node, once the change is committed: a node that heard of it earlier could read the
+ * rows as they were and keep them (its caches, the state it pushes, the version it skips up to).
+ */
+function announce({ bus }: OperatorDeps, integrationId: string, agents: BumpedAgents): void {
   bus.publish({ type: 'integration', integrationId });
   for (const agent of agents) bus.publish({ type: 'agent', integrationId, memberId: agent.member_id, version: agent.version });
+}
+
+async function integrationChanged(deps: OperatorDeps, integrationId: string): Promise<void> {
+  announce(deps, integrationId, await bumpAgents(deps.db, integrationId));
 }
 
 async function update(deps: OperatorDeps, integrationId: string, columns: Record<string, unknown>): Promise<IntegrationRow> {
@@ -142,7 +152,7 @@ export async function setCoverage(
   integrationId: string,
   coverage: { mode: CoverageMode; inheritFuture: boolean; memberIds?: string[]; departmentIds?: string[] },
 ): Promise<void> {
-  await deps.db.tx(async (sql) => {
+  const agents = await deps.db.tx(async (sql) => {
     const rows = await sql.query(
       'UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = $3, coverage_set_at = $4 WHERE id = $1 RETURNING id',
       [integrationId, coverage.mode, coverage.inheritFuture, deps.clock.now()],
@@ -160,8 +170,9 @@ export async function setCoverage(
         [integrationId, memberId],
       );
     }
-    await integrationChanged(deps, integrationId, sql);
+    return bumpAgents(sql, integrationId);
   });
+  announce(deps, integrationId, agents);
 }
 
 /** Per-member overrides (merged into the existing ones; null removes a key). */
