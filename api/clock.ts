@@ -46,6 +46,16 @@ export const systemClock: Clock = {
   after: (ms, fn) => new SystemTimer(ms, fn),
 };
 
+/**
+ * Real time that never steps (an NTP correction, a VM resumed from a snapshot): epoch time as of
+ * the process's start plus a monotonic count since. For measuring intervals, as the Redis liveness
+ * probes do, where a wall clock stepped back would hide a silence and one stepped forward invent one.
+ */
+export const steadyClock: Clock = {
+  now: () => performance.timeOrigin + performance.now(),
+  after: systemClock.after,
+};
+
 interface Scheduled {
   at: number;
   seq: number;

@@ -20,7 +20,7 @@ export function createMetrics(bus: Bus, db: Db) {
     registers: [registry],
   });
   const acks = new Counter({ name: 'c2c_command_acks_total', help: 'Commands acked by engines for the first time, by how the ack came (heartbeat, or the socket ack event)', labelNames: ['via'] as const, registers: [registry] });
-  const redeliveries = new Counter({ name: 'c2c_command_redeliveries_total', help: 'Commands handed to an engine again because no ack came', registers: [registry] });
+  const redeliveries = new Counter({ name: 'c2c_command_redeliveries_total', help: 'Commands handed to an engine again, no ack having come for an earlier hand-over: in a reconnect snapshot, a socket heartbeat once the ack is overdue, or any REST heartbeat (a window on the polling fallback is handed every unacked command)', registers: [registry] });
   const socketRefusals = new Counter({
     name: 'c2c_socket_refusals_total',
     help: 'Socket handshakes refused, by error code (a surge of unauthorized or rate_limited is a client looping or a flood)',

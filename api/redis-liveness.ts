@@ -11,20 +11,25 @@
  * waits behind a long reply, or behind messages a busy node has not read yet, is late, but Redis is
  * talking: that connection is kept.) ioredis then reconnects as after any drop; the bus is down until
  * Redis answers again (a new connection stays short of `ready` until Redis answers its ready
- * check), and then every node resyncs. Redis answers a PING in well under a millisecond, so only a
- * Redis blocked for seconds (a long script, say) is cut when it is merely busy; that costs a
- * reconnect and a resync, not a message the store does not hold.
+ * check), and then every node resyncs. Redis answers a PING in well under a millisecond, but one
+ * running a long script or module command answers nothing until it ends, or until its own
+ * busy-reply-threshold (5 s by default) makes it answer BUSY: the bound is twice that, so a Redis
+ * that is merely busy is not cut, and every node does not resync at once for it.
  *
- * The probe runs on real time by default, as ioredis's own connect timeout and reconnect backoff
- * do, not on the service's clock: tests move that clock in leaps, running its timers with no I/O in
- * between, and no PING can be answered inside a leap. A test that checks the probe drives it with a
- * clock of its own.
+ * A new connection that Redis took but never answered (it froze as it accepted, or the network
+ * began dropping packets) is closed by the same bound: ioredis's connect timeout ends with the TCP
+ * handshake, and its ready check would otherwise wait as long as the kernel keeps the connection.
+ *
+ * The probe runs on real time that never steps (steadyClock) by default, as ioredis's own connect
+ * timeout and reconnect backoff do, not on the service's clock: tests move that clock in leaps,
+ * running its timers with no I/O in between, and no PING can be answered inside a leap. A test
+ * that checks the probe drives it with a clock of its own.
  */
 import type { Redis } from 'ioredis';
 import type { Clock, Timer } from './clock.js';
 
 export const PROBE_EVERY_MS = 1000;
-export const SILENT_AFTER_MS = 5000;
+export const SILENT_AFTER_MS = 10_000;
 
 interface Probe {
   sentAt: number;
@@ -53,20 +58,22 @@ export function closeWhenSilent(client: Redis, clock: Clock): () => void {
     // Only the silent connection: a PING re-sent on the next one must not close that one.
     if (client.stream === overdue.stream) overdue.stream.destroy();
   };
+  const judgeHandshake = (stream: Redis['stream']) => {
+    if (client.status === 'connect' && client.stream === stream && clock.now() - heardAt >= SILENT_AFTER_MS) stream.destroy();
+  };
+  // Judged once Node has read what the connection holds: a node whose own event loop stalled runs
+  // its overdue timers before it reads an answer that arrived meanwhile. The second setImmediate
+  // comes after the event loop has polled for I/O at least once; the first may not.
+  const afterReading = <T>(judgement: (subject: T) => void, subject: T): void => void setImmediate(() => setImmediate(judgement, subject));
   const tick = () => {
     if (stopped) return;
     next = clock.after(PROBE_EVERY_MS, tick);
     // A PING sent on a connection that has since closed says nothing of this one. A client that
     // does not resend what was on its way (the rate counters') never settles it either.
     if (waiting && waiting.stream !== client.stream) waiting = undefined;
-    if (waiting && clock.now() - waiting.sentAt >= SILENT_AFTER_MS) {
-      // Judged once Node has read what the connection holds: a node whose own event loop stalled
-      // runs its overdue timers before it reads an answer that arrived meanwhile. The second
-      // setImmediate comes after the event loop has polled for I/O at least once; the first may not.
-      const overdue = waiting;
-      setImmediate(() => setImmediate(judge, overdue));
-      return;
-    }
+    if (waiting && clock.now() - waiting.sentAt >= SILENT_AFTER_MS) return afterReading(judge, waiting);
+    // Connected, with ioredis's ready check (no PING can go before it) unanswered since.
+    if (client.status === 'connect' && clock.now() - heardAt >= SILENT_AFTER_MS) return afterReading(judgeHandshake, client.stream);
     if (!waiting && client.status === 'ready') {
       const probe: Probe = { sentAt: clock.now(), stream: client.stream };
       waiting = probe;

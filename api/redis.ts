@@ -11,7 +11,7 @@
  * promise rejects unhandled when a client disconnects with commands queued.
  */
 import { Redis } from 'ioredis';
-import { systemClock, type Clock } from './clock.js';
+import { steadyClock, type Clock } from './clock.js';
 import { closeWhenSilent } from './redis-liveness.js';
 
 export interface ClientOptions {
@@ -37,7 +37,7 @@ export function redisClient(url: string, name: string, options: ClientOptions = 
     lazyConnect: false,
   });
   client.on('error', () => {});
-  const stopProbing = closeWhenSilent(client, options.clock ?? systemClock);
+  const stopProbing = closeWhenSilent(client, options.clock ?? steadyClock);
   const disconnect = client.disconnect.bind(client);
   client.disconnect = (reconnect = false) => {
     if (!reconnect) stopProbing();

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
-import { systemClock, type Clock, type Timer } from '../clock.js';
+import { steadyClock, systemClock, type Clock, type Timer } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
 import { closeIo, createSocketServer } from './socket-server.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
@@ -34,7 +34,7 @@ interface Envelope {
  * `clock` is the service's; `probeClock` the one its connections' liveness probes run on
  * (api/redis-liveness.ts): real time unless a test drives it.
  */
-export async function createRedisBus(url: string, clock: Clock = systemClock, probeClock: Clock = systemClock): Promise<Bus> {
+export async function createRedisBus(url: string, clock: Clock = systemClock, probeClock: Clock = steadyClock): Promise<Bus> {
   const node = randomBytes(8).toString('hex');
   const pub = await connectedRedis(url, 'c2c-bus-pub', { clock: probeClock });
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.

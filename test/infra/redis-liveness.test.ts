@@ -79,6 +79,25 @@ describe.skipIf(!redisUrl())('a Redis connection whose Redis stops answering', (
     }
   }, 30_000);
 
+  it('closes a new connection whose ready check a frozen Redis never answers, and goes on trying', async () => {
+    await connect();
+    redis.pause();
+    await clock.advance(PROBE_EVERY_MS + SILENT_AFTER_MS);
+    await waitFor(async () => (closes > 0 ? true : undefined), 'the silent connection to close');
+    // The paused server's kernel still completes the TCP handshake: the client is connected, and
+    // waits on its ready check (ioredis's connect timeout ended with the handshake).
+    await waitFor(async () => (client.status === 'connect' ? true : undefined), 'a new connection', 10_000);
+    await clock.advance(SILENT_AFTER_MS - PROBE_EVERY_MS);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(closes).toBe(1);
+    await clock.advance(2 * PROBE_EVERY_MS);
+    await waitFor(async () => (closes > 1 ? true : undefined), 'the unanswered connection to close', 5000);
+
+    redis.resume();
+    await ready();
+    expect(await client.ping()).toBe('PONG');
+  }, 30_000);
+
   it('goes on probing after a drop took a PING with it that a client which does not resend never settles', async () => {
     // as the rate counters' connection (api/ratelimit/index.ts)
     await connect({ resendInFlight: false });
