@@ -3,6 +3,7 @@
  * integration covers, and never creates one. Checks run in this order, each with its code:
  * identifier_mode → agent_unknown / agent_ambiguous → agent_not_assigned → agent_disabled.
  */
+import { hash } from 'node:crypto';
 import { C2CError } from '../../shared/errors.js';
 import type { AgentRef } from '../../shared/types.js';
 import { batchRows } from '../store/batch-rows.js';
@@ -22,6 +23,12 @@ export interface ResolvedAgent {
   effective: EffectivePolicy;
   /** how the integrator names this member: the e-mail, or in uuid mode its mapped or stable UUID */
   identifier: string;
+  /**
+   * A digest of what widgets are shown of the agent (its policy, name, identifier and department),
+   * made once per load: part of the WidgetState's ETag (api/domain/widget-states.ts), since a node
+   * that has not yet heard of a change to these can render them old under a new version.
+   */
+  shown: string;
 }
 
 const MEMBER_COLUMNS = `m.id, m.account_id, m.email, m.uuid::text AS uuid, m.name, m.enabled, m.removed,
@@ -105,5 +112,6 @@ function checkAgent(integration: IntegrationRow, row: MemberWithCoverage): Resol
   const effective = effectivePolicy(integration, link ?? null);
   if (!member.enabled || !effective.callsEnabled) throw new C2CError('agent_disabled');
   const identifier = integration.identifier_mode === 'email' ? member.email : (link?.integrator_uuid ?? member.uuid);
-  return { member, link: link ?? null, effective, identifier };
+  const shown = hash('sha1', JSON.stringify([effective.policy, member.name, identifier, integration.identifier_mode, member.department_name]), 'base64url').slice(0, 10);
+  return { member, link: link ?? null, effective, identifier, shown };
 }

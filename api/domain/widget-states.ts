@@ -62,9 +62,14 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     async forWidget(widget: WidgetContext): Promise<WidgetState> {
       return render(widget, await load(widget.integration.id, widget.agent.member.id));
     },
-    /** An entity tag for conditional polls: the state changes only with the version or the session. */
+    /**
+     * An entity tag for conditional polls: the state changes with the version, the session, and
+     * what is shown of the agent. A change to the agent's policy or name bumps the version too, but
+     * a node whose caches have not yet heard of it renders the new version with the old agent: its
+     * tag then differs from the one rendered once they have.
+     */
     etag(widget: WidgetContext, data: AgentStateData): string {
-      return `"${data.version}.${widget.session.expires_at}.${realtime.available ? 1 : 0}"`;
+      return `"${data.version}.${widget.session.expires_at}.${realtime.available ? 1 : 0}.${widget.agent.shown}"`;
     },
   };
 }

@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
-import { command, readyAgent, requestCall } from '../helpers/flows.js';
+import { command, launchTicket, openSession, readyAgent, requestCall } from '../helpers/flows.js';
+import { openTestDatabase } from '../helpers/databases.js';
+import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe.each(storeDrivers())('the poll path on %s', (driver) => {
@@ -60,5 +62,38 @@ describe.each(storeDrivers())('the poll path on %s', (driver) => {
     expect(seen).toEqual(['queued', 'ringing', 'connected']);
     await api.post(`/calls/${requested.body.request_id}/hangup`, undefined, { auth: t.serverKey });
     expect((await poll(agent.widgetToken)).body.call.status).toBe('completed');
+  });
+});
+
+describe.each(storeDrivers())('the poll path of a node that hears of a change late, on %s', (driver) => {
+  it("answers 200, not 304, once it has heard of a policy change it first rendered under the new version with the agent's old policy", async () => {
+    // Two nodes on one store, each with its own bus: what node Y announces reaches node X only when
+    // the test delivers it, as Redis would a moment later.
+    const database = await openTestDatabase(driver);
+    const x = await createHarness(driver, {}, { database });
+    const y = await createHarness(driver, {}, { database, clock: x.clock });
+    try {
+      const t = await seedTenant(y.services);
+      const token = await openSession(client(y.app), t);
+      const onX = client(x.app);
+      // Node X checks the token (its directory now holds the agent) without reading the state.
+      await launchTicket(onX, token);
+      await setPolicy({ db: y.services.db, bus: y.services.bus, clock: y.clock }, t.integrationId, { outbound: false });
+
+      const poll = (etag?: string) => onX.get('/widget/state', { auth: token, origin: ORIGIN, headers: etag ? { 'if-none-match': etag } : {} });
+      const early = await poll();
+      expect(early.status).toBe(200);
+      expect(early.body.policy.outbound).toBe(true);
+      x.services.bus.publish({ type: 'integration', integrationId: t.integrationId });
+      const heard = await poll(String(early.headers.etag));
+      expect(heard.status).toBe(200);
+      expect(heard.body.version).toBe(early.body.version);
+      expect(heard.body.policy.outbound).toBe(false);
+      expect((await poll(String(heard.headers.etag))).status).toBe(304);
+    } finally {
+      await y.close();
+      await x.close();
+      await database.drop();
+    }
   });
 });
