@@ -1,19 +1,55 @@
 /** Real processes for multi-node suites: service nodes (`c2c serve --role …`) and a private Redis. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, createServer } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const BIN = join(import.meta.dirname, '..', '..', 'bin', 'c2c.js');
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * The kernel's ephemeral ports (Linux), from which it picks the local port of every outgoing
+ * connection and of every listen(0): a port we hand out for a server to listen on later is taken
+ * from below them, so that the many connections the suites open (to PostgreSQL, Redis, their own
+ * servers) cannot take it meanwhile. Elsewhere (a laptop), the range is unknown: undefined.
+ */
+function ephemeralPorts(): { low: number } | undefined {
+  try {
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    return low && low > 20_000 ? { low } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+const EPHEMERAL = ephemeralPorts();
+
+/** Whether a server can listen on the port now (then closed again), or, for 0, the port the kernel gave it. */
+function tryListen(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+    server.once('error', () => resolve(undefined));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as { port: number };
+      server.close(() => resolve(bound));
     });
-    server.on('error', reject);
   });
+}
+
+/**
+ * A port for a server that must know it before it listens (it is in its own configuration, or
+ * given to a child process). Between this answer and that listen, anything may take the port; on
+ * Linux the pick comes from below the ephemeral range (10000 up to it), where only another such
+ * pick can, at random.
+ */
+export async function freePort(): Promise<number> {
+  if (EPHEMERAL) {
+    for (let attempt = 0; attempt < 50; attempt += 1) {
+      const port = 10_000 + Math.floor(Math.random() * (EPHEMERAL.low - 10_000));
+      if ((await tryListen(port)) !== undefined) return port;
+    }
+  }
+  const port = await tryListen(0);
+  if (port === undefined) throw new Error('no free port');
+  return port;
 }
 
 export async function waitFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
