@@ -67,6 +67,8 @@ class FakeServer {
   claims: Record<string, () => { status: number; body: unknown }> = {};
   hangup: () => { status: number; body: unknown } = () => ({ status: 200, body: { ok: true, call: call('completed', { ended_at: SERVER_NOW_S, duration: 12 }) } });
   heartbeatStatus = 200;
+  /** seconds, for a 429 heartbeat answer's Retry-After */
+  heartbeatRetryAfter = 0;
   voiceTtlS = 3600;
 
   answer(extra: Partial<HeartbeatResponse> = {}): HeartbeatResponse {
@@ -77,8 +79,11 @@ class FakeServer {
     return this.requests.filter((r) => r.path === '/engine/heartbeat').map((r) => r.body);
   }
 
-  respond(path: string, body: any): { status: number; body: unknown } {
+  respond(path: string, body: any): { status: number; body: unknown; headers?: Record<string, string> } {
     if (path === '/engine/heartbeat') {
+      if (this.heartbeatStatus === 429) {
+        return { status: 429, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' }, headers: { 'retry-after': String(this.heartbeatRetryAfter) } };
+      }
       if (this.heartbeatStatus !== 200) return { status: this.heartbeatStatus, body: { ok: false, error: 'unauthorized', message: 'This call window was closed or replaced by a newer one.' } };
       return { status: 200, body: this.answer(this.queue.shift()) };
     }
@@ -94,7 +99,7 @@ class FakeServer {
     const body = init?.body ? JSON.parse(String(init.body)) : undefined;
     this.requests.push({ path, body, headers: (init?.headers ?? {}) as Record<string, string>, keepalive: init?.keepalive === true });
     const result = this.respond(path, body);
-    return new Response(JSON.stringify(result.body), { status: result.status });
+    return new Response(JSON.stringify(result.body), { status: result.status, headers: result.headers });
   });
 }
 
@@ -395,6 +400,24 @@ describe('Engine', () => {
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats().at(-1)!.call_id).toBeNull();
     expect(instance.model()).toMatchObject({ state: 'ready', call: { status: 'ended', live: false } });
+  });
+
+  it('sends no heartbeat, tick or immediate, for as long as a rate-limited refusal asked, then carries on', async () => {
+    // the socket stays down: heartbeats go over REST, every heartbeat_fallback_ms
+    const { server, socket } = await engine();
+    server.heartbeatStatus = 429;
+    server.heartbeatRetryAfter = 20;
+    await vi.advanceTimersByTimeAsync(3000);
+    const refused = server.heartbeats().length;
+    server.heartbeatStatus = 200;
+    // the fallback period is 3 s: six ticks fall inside the wait, and a push's immediate beat too
+    socket.work({ commands: [] });
+    await vi.advanceTimersByTimeAsync(19_000);
+    expect(server.heartbeats()).toHaveLength(refused);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats()).toHaveLength(refused + 1);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats()).toHaveLength(refused + 2);
   });
 
   it('stops when a heartbeat is refused with 401', async () => {

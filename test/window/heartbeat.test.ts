@@ -68,6 +68,35 @@ describe('HeartbeatScheduler', () => {
     expect(send).toHaveBeenCalledTimes(1);
   });
 
+  it('sends nothing during a hold, not even the beat asked for while the refused one was in flight, and ticks again after it', async () => {
+    let sent = 0;
+    let refuse = true;
+    const hb: HeartbeatScheduler = new HeartbeatScheduler({
+      ticker: new TimerTicker(),
+      send: async () => {
+        sent += 1;
+        await Promise.resolve(); // the answer comes later
+        // the server refuses it as rate-limited: wait 10 s
+        if (refuse) hb.holdFor(10_000);
+      },
+      heartbeatMs: 15_000,
+      fallbackMs: 3000,
+    });
+    hb.start();
+    const first = hb.beat();
+    void hb.beat(); // asked for while the first is in flight
+    await first;
+    expect(sent).toBe(1);
+    refuse = false;
+    await hb.beat();
+    await vi.advanceTimersByTimeAsync(9999); // ticks at 3, 6 and 9 s fall inside the hold
+    expect(sent).toBe(1);
+    await vi.advanceTimersByTimeAsync(2001); // the tick at 12 s
+    expect(sent).toBe(2);
+    await hb.beat();
+    expect(sent).toBe(3);
+  });
+
   it('never has two heartbeats in flight: an immediate beat during one is sent once, after it', async () => {
     let release!: () => void;
     const send = vi.fn(() => new Promise<void>((resolve) => (release = resolve)));

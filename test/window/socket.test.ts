@@ -120,14 +120,17 @@ describe('EngineSocket', () => {
     expect(handlers.onFinal).not.toHaveBeenCalled();
   });
 
-  it('sends heartbeats and acks over the socket; an error envelope becomes an ApiError', async () => {
+  it('sends heartbeats and acks over the socket; an error envelope becomes an ApiError, with the wait a rate-limited one asked for', async () => {
     const { io, socket } = open();
     io.connected = true;
     io.reply = async (event) => (event === 'heartbeat' ? { ok: false, error: 'unauthorized', message: 'closed' } : { ok: true });
     const report = { state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] } as const;
     const failure = await socket.heartbeat({ ...report, acks: [] }).catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(ApiError);
-    expect(failure).toMatchObject({ status: 401, code: 'unauthorized' });
+    expect(failure).toMatchObject({ status: 401, code: 'unauthorized', retryAfterMs: 0 });
+    io.reply = async () => ({ ok: false, error: 'rate_limited', message: 'Too many requests.', retry_after: 7 });
+    expect(await socket.heartbeat({ ...report, acks: [] }).catch((error: unknown) => error)).toMatchObject({ status: 429, code: 'rate_limited', retryAfterMs: 7000 });
+    io.reply = async (event) => (event === 'heartbeat' ? { ok: false, error: 'unauthorized', message: 'closed' } : { ok: true });
     expect(await socket.ack([{ command_id: 1, result: 'done' }])).toBe(true);
     expect(io.emitted.at(-1)).toEqual({ event: 'ack', args: [[{ command_id: 1, result: 'done' }]] });
     io.reply = async () => {

@@ -45,10 +45,18 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: ErrorCode | 'unreachable' | 'unknown',
     message: string,
+    /** how long the server asked for before trying again (REST's Retry-After, a socket answer's retry_after), in ms; 0 if it did not say */
+    readonly retryAfterMs = 0,
   ) {
     super(message);
     this.name = 'ApiError';
   }
+}
+
+/** Seconds the server asked a client to wait, in ms (0 for none, or for anything that is not a positive number). */
+export function waitMs(seconds: unknown): number {
+  const value = typeof seconds === 'string' && seconds.trim() !== '' ? Number(seconds) : seconds;
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value * 1000 : 0;
 }
 
 export type Fetch = typeof fetch;
@@ -108,6 +116,6 @@ export class EngineApi {
     const payload = (await response.json().catch(() => null)) as { ok?: boolean; error?: string; message?: string } | null;
     if (response.ok && payload?.ok) return payload as T;
     const code = (typeof payload?.error === 'string' ? payload.error : 'unknown') as ApiError['code'];
-    throw new ApiError(response.status, code, payload?.message ?? `The service answered ${response.status}.`);
+    throw new ApiError(response.status, code, payload?.message ?? `The service answered ${response.status}.`, waitMs(response.headers.get('retry-after')));
   }
 }

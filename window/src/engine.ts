@@ -80,7 +80,7 @@ export class Engine {
     this.#deps = deps;
     deps.api.token = paired.engine_token;
     this.#runner = new CommandRunner((command) => this.#execute(command));
-    this.#scheduler = new HeartbeatScheduler({ ticker: deps.ticker, send: () => this.#beat(), heartbeatMs: paired.heartbeat_ms, fallbackMs: paired.heartbeat_fallback_ms });
+    this.#scheduler = new HeartbeatScheduler({ ticker: deps.ticker, send: () => this.#beat(), heartbeatMs: paired.heartbeat_ms, fallbackMs: paired.heartbeat_fallback_ms, now: deps.now });
     this.#dialer = new Dialer({
       claim: (id) => deps.api.claim(id),
       canClaim: () => !this.#stopped && this.#ready() && this.#calls.reportId === null,
@@ -258,6 +258,7 @@ export class Engine {
       answer = await this.#exchange(report);
     } catch (error) {
       if (isFinal(error)) return this.#stop(error.code, error.message);
+      if (error instanceof ApiError && error.status === 429) this.#scheduler.holdFor(error.retryAfterMs);
       this.#problems.connection = true;
       return this.#changed();
     }

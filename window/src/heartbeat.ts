@@ -21,6 +21,8 @@ export interface HeartbeatOptions {
   send: () => Promise<void>;
   heartbeatMs: number;
   fallbackMs: number;
+  /** the local clock (ms), for holds */
+  now?: () => number;
 }
 
 export class HeartbeatScheduler {
@@ -34,12 +36,15 @@ export class HeartbeatScheduler {
   #interval = 0;
   #inFlight: Promise<void> | null = null;
   #again = false;
+  readonly #now: () => number;
+  #heldUntil = 0;
 
   constructor(options: HeartbeatOptions) {
     this.#ticker = options.ticker;
     this.#send = options.send;
     this.#heartbeatMs = options.heartbeatMs;
     this.#fallbackMs = options.fallbackMs;
+    this.#now = options.now ?? (() => Date.now());
     this.#ticker.onTick = () => void this.beat();
   }
 
@@ -76,9 +81,20 @@ export class HeartbeatScheduler {
     this.#apply();
   }
 
+  /**
+   * The server refused a heartbeat as rate-limited and said how long to wait: until then no beat
+   * goes, neither tick nor immediate one, since each refused one counts against the limit again.
+   * The first tick after it carries everything (a heartbeat reports state, not events). The tick
+   * comes from the Worker, whose timers a background tab throttles far less than a timeout of the
+   * page's own.
+   */
+  holdFor(ms: number): void {
+    this.#heldUntil = Math.max(this.#heldUntil, this.#now() + ms);
+  }
+
   /** Sends a heartbeat now; if one is in flight, one more follows it (never two at once). */
   beat(): Promise<void> {
-    if (!this.#running) return Promise.resolve();
+    if (!this.#running || this.#now() < this.#heldUntil) return Promise.resolve();
     if (this.#inFlight) {
       this.#again = true;
       return this.#inFlight;
@@ -87,7 +103,7 @@ export class HeartbeatScheduler {
       do {
         this.#again = false;
         await this.#send();
-      } while (this.#again && this.#running);
+      } while (this.#again && this.#running && this.#now() >= this.#heldUntil);
     };
     this.#inFlight = run().finally(() => {
       this.#inFlight = null;
