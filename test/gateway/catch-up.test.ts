@@ -18,7 +18,7 @@ import { command, openSession, readyAgent, type Agent } from '../helpers/flows.j
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { freePort, spawnRedis, waitFor } from '../helpers/processes.js';
-import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
+import { openSocket, request, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 /** On PostgreSQL, statements give up after this: a test holds a lock there. */
@@ -75,7 +75,7 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
 
   it('sends its sockets what other nodes changed, read from the store every poll_ms, and each state once', async () => {
     const w = widget();
-    const first = await w.next('state');
+    const first = await snapshotOf(w);
     const e = engine();
     await e.next('work');
     // A second session of the agent, to be revoked on node A during the outage.
@@ -118,7 +118,7 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
 
   it('catches up as soon as Redis is back, after an outage shorter than poll_ms', async () => {
     const w = widget();
-    const first = await w.next('state');
+    const first = await snapshotOf(w);
     await redis.stop();
     await busesAre('down');
     expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'blip', available: false })).body).toMatchObject({ ok: true });
@@ -150,7 +150,7 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
 
   it('catches up when Redis stops answering without closing its connections', async () => {
     const w = widget();
-    const first = await w.next('state');
+    const first = await snapshotOf(w);
     // Paused, Redis keeps every connection open and answers nothing: only the probes can tell.
     redis.pause();
     expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'frozen', available: false })).body).toMatchObject({ ok: true });
@@ -168,7 +168,7 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
   if (driver === 'pg') {
     it('makes the catch-up again when the store could not answer it', async () => {
       const w = widget();
-      const first = await w.next('state');
+      const first = await snapshotOf(w);
       await redis.stop();
       await busesAre('down');
       expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'stuck', available: false })).body).toMatchObject({ ok: true });

@@ -60,3 +60,12 @@ export function openSocket(url: string, token: string, origin: string | undefine
 export function request<T = any>(socket: Socket, event: string, payload: unknown, timeoutMs = 5000): Promise<T> {
   return socket.timeout(timeoutMs).emitWithAck(event, payload) as Promise<T>;
 }
+
+/**
+ * A widget socket's snapshot: the state sent on connect, the one with session_expires_at (pushes
+ * omit it). Pushes of changes made just before the socket opened may arrive before or after it, by
+ * design (clients keep the newest version); every change made after it has a newer version.
+ */
+export function snapshotOf<T = any>(socket: TestSocket): Promise<T> {
+  return socket.next<T>('state', { where: (state) => (state as { session_expires_at?: number }).session_expires_at !== undefined });
+}

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { createPgDatabase } from '../helpers/databases.js';
 import { postgresUrl, redisUrl } from '../helpers/env.js';
 import { freePort, healthy, spawnNode, spawnRedis, waitFor, type NodeProcess } from '../helpers/processes.js';
-import { openSocket, type TestSocket } from '../helpers/sockets.js';
+import { openSocket, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 
 const canRun = Boolean(postgresUrl() && redisUrl());
 
@@ -131,7 +131,7 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     const agent = await newAgent();
     const onA = widgetSocket(aUrl, agent);
     const onB = widgetSocket(bUrl, agent);
-    const [firstA, firstB] = await Promise.all([onA.next('state'), onB.next('state')]);
+    const [firstA, firstB] = await Promise.all([snapshotOf(onA), snapshotOf(onB)]);
     const changedA = onA.next('state', { where: (s: any) => s.version > firstA.version });
     const changedB = onB.next('state', { where: (s: any) => s.version > firstB.version });
     await widgetCommand(agent, { kind: 'availability', request_id: 'away', available: false });
