@@ -39,6 +39,15 @@ export interface EngineWork {
  */
 export type SocketRefusal = ErrorEnvelope & { retry_after?: number };
 
+/**
+ * How long a refusal asks a client to wait, in ms: its `retry_after`, or REST's Retry-After header
+ * (both seconds). 0 when it gives none, or anything but a positive number.
+ */
+export function retryAfterMs(seconds: unknown): number {
+  const value = typeof seconds === 'string' && seconds.trim() !== '' ? Number(seconds) : seconds;
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value * 1000 : 0;
+}
+
 export type Reply<T> = (result: T | SocketRefusal) => void;
 
 export interface WidgetServerEvents {

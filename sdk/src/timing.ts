@@ -31,12 +31,6 @@ export function spreadWait(waitMs: number, random: () => number = Math.random): 
   return waitMs + Math.floor(random() * Math.min(waitMs, 30_000));
 }
 
-/** How long a refusal asks the client to wait before it tries again (`retry_after`, seconds), in ms; 0 if it does not say. */
-export function retryAfterMs(end: { retry_after?: unknown } | undefined): number {
-  const seconds = end?.retry_after;
-  return typeof seconds === 'number' && Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
-}
-
 /** The refresh margin: 60 s before expiry, or 20 % of the remaining time when that is shorter. */
 export const REFRESH_MARGIN_MS = 60_000;
 export const REFRESH_SHARE = 0.2;

@@ -9,7 +9,8 @@ import type { Command, CommandResult, ErrorEnvelope, Realtime, SocketEnd, Widget
 import { SdkError, isFatal, isRejection, isTransient, type HttpAnswer } from './http.js';
 import type { TransportStatus } from './machine.js';
 import type { SessionKeeper } from './session.js';
-import { fullJitter, retryAfterMs, spreadWait, type Clock, type TimerHandle } from './timing.js';
+import { retryAfterMs } from '../../shared/events.js';
+import { fullJitter, spreadWait, type Clock, type TimerHandle } from './timing.js';
 
 /** The part of a socket.io-client Socket the SDK uses (tests pass a fake). */
 export interface MiniSocket {
@@ -132,7 +133,7 @@ export class Transport {
       this.planned = false;
       if (this.stopped) return;
       const data = err?.data;
-      const wait = retryAfterMs(data);
+      const wait = retryAfterMs(data?.retry_after);
       if (wait > 0) this.notBefore = this.d.clock.now() + wait;
       if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect(wait);
       // Poll now unless polling is already under way (failed reconnects must not poll faster than poll_ms).

@@ -4,6 +4,7 @@
  * `unreachable`. The engine token goes in the Authorization header, never in a URL.
  */
 import type { ErrorCode } from '../../shared/errors.js';
+import { retryAfterMs } from '../../shared/events.js';
 import type { DialRequest, EngineCommand, HeartbeatRequest, HeartbeatResponse } from '../../shared/schemas/engine-api.js';
 import type { Call, Engine, Policy, Realtime, WidgetAgent } from '../../shared/types.js';
 import type { ConnectParams } from './drivers/types.js';
@@ -51,12 +52,6 @@ export class ApiError extends Error {
     super(message);
     this.name = 'ApiError';
   }
-}
-
-/** Seconds the server asked a client to wait, in ms (0 for none, or for anything that is not a positive number). */
-export function waitMs(seconds: unknown): number {
-  const value = typeof seconds === 'string' && seconds.trim() !== '' ? Number(seconds) : seconds;
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value * 1000 : 0;
 }
 
 export type Fetch = typeof fetch;
@@ -116,6 +111,6 @@ export class EngineApi {
     const payload = (await response.json().catch(() => null)) as { ok?: boolean; error?: string; message?: string } | null;
     if (response.ok && payload?.ok) return payload as T;
     const code = (typeof payload?.error === 'string' ? payload.error : 'unknown') as ApiError['code'];
-    throw new ApiError(response.status, code, payload?.message ?? `The service answered ${response.status}.`, waitMs(response.headers.get('retry-after')));
+    throw new ApiError(response.status, code, payload?.message ?? `The service answered ${response.status}.`, retryAfterMs(response.headers.get('retry-after')));
   }
 }

@@ -5,9 +5,9 @@
  * reconnects with full-jitter backoff. Pushes only accelerate: the heartbeat carries the same work.
  */
 import type { Socket } from 'socket.io-client';
-import type { EngineClientEvents, EngineServerEvents, EngineWork, SocketEnd, SocketRefusal } from '../../shared/events.js';
+import { retryAfterMs, type EngineClientEvents, type EngineServerEvents, type EngineWork, type SocketEnd, type SocketRefusal } from '../../shared/events.js';
 import type { Realtime } from '../../shared/types.js';
-import { ApiError, waitMs, type CommandAck, type HeartbeatRequest, type HeartbeatResponse } from './api.js';
+import { ApiError, type CommandAck, type HeartbeatRequest, type HeartbeatResponse } from './api.js';
 
 export type EngineSocketIo = Socket<EngineServerEvents, EngineClientEvents>;
 
@@ -56,7 +56,7 @@ export class EngineSocket {
       if (data?.final) return this.#final({ code: data.code ?? 'unauthorized', final: true, message: data.message ?? error.message });
       // A refusal by the server's middleware is not retried by socket.io; transport errors are.
       // A rate-limited one says how long to wait (retry_after, seconds).
-      if (!socket.active) this.#reconnectLater(waitMs(data?.retry_after));
+      if (!socket.active) this.#reconnectLater(retryAfterMs(data?.retry_after));
     });
     socket.on('work', (work) => handlers.onWork(work));
     socket.on('ended', (end) => {
@@ -71,7 +71,7 @@ export class EngineSocket {
   /** POST /engine/heartbeat over the socket; rejects like the REST call would. */
   async heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse> {
     const answer = (await this.#socket.timeout(REPLY_TIMEOUT_MS).emitWithAck('heartbeat', report)) as HeartbeatResponse | SocketRefusal;
-    if (!answer.ok) throw new ApiError(STATUS_OF[answer.error] ?? 500, answer.error, answer.message, waitMs(answer.retry_after));
+    if (!answer.ok) throw new ApiError(STATUS_OF[answer.error] ?? 500, answer.error, answer.message, retryAfterMs(answer.retry_after));
     return answer;
   }
 
