@@ -137,7 +137,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   /** Opens the call window (inside a user gesture), or brings the live one forward. */
   enableCalls(): boolean {
     if (this.detached) return false;
-    const agent = this.session.session?.agent.identifier;
+    // A sessionEndpoint may answer only widget_token and expires_at: the agent then comes from the state.
+    const agent = (this.snapshots.state?.agent ?? this.session.session?.agent)?.identifier;
     this.openTab = null;
     const opened = launchCallWindow({
       open: this.d.open,
@@ -145,6 +146,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       storageKey: agent ? `c2c.window.${this.options.integrationId}.${agent}` : null,
       windowMode: this.options.windowMode ?? 'popup',
       engineLive: !!this.engineView()?.live,
+      launching: this.launch.isActive(),
       now: this.d.clock.now(),
       fallbackAt: this.focusFallbackAt,
       onFallback: (at) => {

@@ -90,6 +90,13 @@ export interface Session {
   realtime: Realtime;
 }
 
+/**
+ * What the integrator's sessionEndpoint answers: POST /sessions' Session forwarded unchanged, of
+ * which the spec requires only widget_token and expires_at (a backend may trim the rest). The SDK
+ * reads the other fields only as a first guess, until the first WidgetState.
+ */
+export type IntegratorSession = Pick<Session, 'widget_token' | 'expires_at'> & Partial<Omit<Session, 'widget_token' | 'expires_at'>>;
+
 /** GET /widget/state; a pushed state may lack session_expires_at. */
 export interface WidgetState {
   ok: true;

@@ -19,6 +19,8 @@ export interface LaunchDeps {
   windowMode: 'popup' | 'tab';
   /** the agent's engine is live according to the last snapshot */
   engineLive: boolean;
+  /** a window this widget opened is still on its way (LaunchTracker) */
+  launching: boolean;
   now: number;
   /** when this widget last fell back to the focus command (ms), and how to record it */
   fallbackAt: number;
@@ -71,15 +73,18 @@ export function launchCallWindow(d: LaunchDeps): boolean {
   } catch {
     win = null;
   }
-  if (win && isCallWindow(win)) {
-    win.focus();
+  const found = win !== null && isCallWindow(win);
+  if (found) {
+    win!.focus();
     if (d.engineLive) d.focusCommand();
-    return true;
-  }
-  if (win) {
+    // A call window whose engine is not live is either still pairing (a launch under way) or has
+    // stopped (reloaded, its ticket refused, its engine ended) and asks to be opened again from
+    // the widget: it is given a new ticket, which it takes from its fragment (window/src/main.ts).
+    if (d.engineLive || d.launching) return true;
+  } else if (win) {
     placeholder(win);
-    d.onLaunching(win);
   }
+  if (win) d.onLaunching(win);
   d.ticket().then(
     (ticket) => {
       try {
@@ -89,11 +94,11 @@ export function launchCallWindow(d: LaunchDeps): boolean {
       }
       if (!win) return d.onBlocked(ticket);
       if (win.closed) return;
-      win.name = ticket.window_name;
+      if (!found) win.name = ticket.window_name; // a found window has it (and is another origin's)
       win.location.replace(ticket.window_url);
     },
     (error: unknown) => {
-      win?.close();
+      if (!found) win?.close(); // the agent's own window stays
       d.onError(error instanceof SdkError ? error : new SdkError('unreachable', String(error)));
     },
   );

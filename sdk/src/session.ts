@@ -3,7 +3,7 @@
  * token is refreshed before it expires (POST /widget/refresh); a rejected token makes the SDK ask
  * sessionEndpoint once more, and a second refusal is final (unauthorized).
  */
-import type { Session } from './contract.js';
+import type { IntegratorSession } from './contract.js';
 import { SdkError, isFatal, isTransient, postIntegrator, type FetchLike, type HttpAnswer } from './http.js';
 import type { SessionStatus } from './machine.js';
 import { fullJitter, refreshDelayMs, type Clock, type TimerHandle } from './timing.js';
@@ -21,7 +21,7 @@ export interface SessionDeps {
   serverNowMs: () => number;
   onStatus: (status: SessionStatus, error?: SdkError) => void;
   /** a new token is in use (after a refresh or a new session) */
-  onToken: (session: Session | null) => void;
+  onToken: (session: IntegratorSession | null) => void;
 }
 
 /**
@@ -38,7 +38,7 @@ export class SessionKeeper {
   status: SessionStatus = 'none';
   token: string | null = null;
   expiresAt: number | null = null;
-  session: Session | null = null;
+  session: IntegratorSession | null = null;
   private reasked = false;
   private renewing: Promise<boolean> | null = null;
   private refreshTimer: TimerHandle | undefined;
@@ -126,7 +126,7 @@ export class SessionKeeper {
   private async obtain(): Promise<boolean> {
     for (let attempt = 0; !this.stopped; attempt++) {
       try {
-        const answer = await postIntegrator<Session>(
+        const answer = await postIntegrator<IntegratorSession>(
           this.d.fetch,
           this.d.sessionEndpoint,
           { integration_id: this.d.integrationId, origin: this.d.origin },

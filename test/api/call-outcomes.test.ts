@@ -305,6 +305,21 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       expect((await requestCall(api, t)).status).toBe(202);
     });
 
+    it('agent_not_ready while the window has a microphone but its voice line is not up (enabling)', async () => {
+      const t = await seedTenant(h.services);
+      const agent = await pairOnly(t, t.agent.email, true);
+      const beat = await heartbeat(api, agent.engineToken, { state: 'enabling', mic_ready: true });
+      expect(beat.body.engine).toMatchObject({ state: 'enabling', mic_ready: true, live: true });
+      // The window claims calls only once ready: an intent accepted now could only wait and expire.
+      const refused = await requestCall(api, t);
+      await expectError(refused, 409, 'agent_not_ready');
+      expect(refused.body.message).toContain('voice line');
+      expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(0);
+
+      await heartbeat(api, agent.engineToken, { state: 'ready', mic_ready: true });
+      expect((await requestCall(api, t)).status).toBe(202);
+    });
+
     it('agent_busy while the agent has a queued call', async () => {
       const t = await seedTenant(h.services);
       await readyAgent(api, t);

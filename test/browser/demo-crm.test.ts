@@ -221,6 +221,24 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(polls.filter((t) => t > quietFrom).length).toBeLessThanOrEqual(1);
   });
 
+  it('gives a reloaded call window a new ticket from Enable calls, in that same window', async () => {
+    const context = await newContext();
+    const page = await openCrm(context);
+    const window = await enableCalls(context, page);
+    // A reload closes the engine (pagehide), and the page that comes back has no ticket.
+    await window.reload();
+    await expect.poll(() => window.locator('[data-testid=w-message]').textContent(), { timeout: 15_000 }).toContain('Open the call window again from the widget');
+    await expect.poll(() => widgetState(page), { timeout: 20_000 }).toBe('offline');
+    const opened: Page[] = [];
+    context.on('page', (p) => void opened.push(p));
+    await page.locator('[data-testid=c2c-enable]').click();
+    await expect.poll(() => widgetState(page), { timeout: 20_000 }).toBe('ready');
+    expect(opened).toHaveLength(0); // the window the agent already has, not a second one
+    expect(window.url()).toMatch(/\/click2call\/window$/); // the new ticket left the address bar too
+    await expect.poll(() => window.locator('[data-testid=w-message]').textContent()).not.toContain('Open the call window again');
+    expect(await serverEngineState()).toBe('ready');
+  });
+
   it('orphans the call when the window closes mid-call, and the page can still hang it up', async () => {
     const context = await newContext();
     const page = await openCrm(context);

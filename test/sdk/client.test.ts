@@ -700,6 +700,69 @@ describe('enableCalls', () => {
     expect(service.sockets[0]!.sent[0]!.payload).toMatchObject({ kind: 'focus' });
   });
 
+  it('gives a call window that stopped a new ticket, in that window, and only brings forward one still pairing', async () => {
+    store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
+    service.set({ engine: null }); // the window was reloaded: its engine closed, it asks to be opened again
+    const stopped = {
+      closed: false,
+      focus: vi.fn(),
+      close: vi.fn(),
+      location: {
+        replace: vi.fn(),
+        get href(): never {
+          throw new DOMException('cross-origin', 'SecurityError');
+        },
+      },
+      set name(_: string) {
+        throw new DOMException('cross-origin', 'SecurityError');
+      },
+    };
+    openResult = (target) => (target === 'c2c_abcdef' ? stopped : blankWindow());
+    start();
+    await flush();
+    expect(widget.enableCalls()).toBe(true);
+    expect(opened.map((o) => o.target)).toEqual(['c2c_abcdef']);
+    expect(stopped.focus).toHaveBeenCalled();
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+    await flush();
+    expect(service.count('/widget/launch-ticket')).toBe(1);
+    expect(stopped.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
+    // Clicked again while that window pairs: brought forward, no second ticket.
+    expect(widget.enableCalls()).toBe(true);
+    await flush();
+    expect(service.count('/widget/launch-ticket')).toBe(1);
+    expect(stopped.focus).toHaveBeenCalledTimes(2);
+    expect(stopped.close).not.toHaveBeenCalled();
+  });
+
+  it('keeps the found window open when its new ticket cannot be had', async () => {
+    store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
+    service.set({ engine: null });
+    const stopped = { closed: false, focus: vi.fn(), close: vi.fn(), location: { href: 'https://c2c.example/click2call/window', replace: vi.fn() } };
+    openResult = () => stopped;
+    const refused = { status: 403, body: { ok: false, error: 'agent_disabled', message: 'This agent is switched off.' } };
+    service.script.set('/widget/launch-ticket', [refused, refused]); // refused again after a new session
+    start();
+    await flush();
+    widget.enableCalls();
+    await flush();
+    expect(stopped.close).not.toHaveBeenCalled();
+    expect(stopped.location.replace).not.toHaveBeenCalled();
+    expect(q('c2c-message').textContent).toContain('switched off');
+  });
+
+  it('works with a sessionEndpoint that answers only widget_token and expires_at', async () => {
+    service.set({ engine: null });
+    service.script.set('/crm/session', [{ status: 201, body: { widget_token: 'c2cw_min', expires_at: T0 + 1800 } }]);
+    start();
+    await flush();
+    expect(service.requests.find((r) => r.path === '/widget/state')?.headers.authorization).toBe('Bearer c2cw_min');
+    expect(widget.enableCalls()).toBe(true);
+    await flush();
+    // The agent came from the WidgetState: the window's name is remembered for that agent.
+    expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+  });
+
   it("offers an 'Open in new tab' link when the popup is blocked", async () => {
     service.set({ engine: null });
     openResult = () => null;
@@ -768,6 +831,16 @@ describe('the widget', () => {
     expect(socket.sent[0]!.payload).toMatchObject({ kind: 'answer', ref: 'ci_1' });
     expect(q('c2c-call-status').textContent).toBe('Answering…');
     expect(visible('c2c-answer')).toBe(false);
+  });
+
+  it('offers Hang up, not Answer or Decline, for an incoming call the window lost', async () => {
+    service.set({ call: call('incoming', { direction: 'inbound', orphaned: true }), engine: engine({ state: 'closed', live: false }) });
+    start();
+    await flush();
+    expect(q('c2c-call-status').textContent).toContain('lost this call');
+    expect(visible('c2c-answer')).toBe(false);
+    expect(visible('c2c-decline')).toBe(false);
+    expect(visible('c2c-hangup')).toBe(true);
   });
 
   it('hides what the policy does not allow and shows the keypad only for dtmf', async () => {

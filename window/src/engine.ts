@@ -143,6 +143,11 @@ export class Engine {
     return () => this.#listeners.delete(listener);
   }
 
+  /** True once the engine ended for good (a final refusal or ending): the window then needs a new ticket. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
   /** True while the window holds or rings a call (the page warns before unload then). */
   get onCall(): boolean {
     return this.#calls.reportId !== null;

@@ -64,20 +64,31 @@ async function run(): Promise<void> {
     return view.render(notPaired('error', MESSAGES.bootFailed, null));
   }
   // Read and strip the fragment before anything else can be slow or fail.
-  const ticket = takeTicket(window.location, window.history);
+  let ticket = takeTicket(window.location, window.history);
   const api = new EngineApi(boot.apiBaseUrl);
   const storage = sessionStore();
   const guard = unloadGuard();
+  let pairing = false;
+  /** a ticket that arrived while a pairing was under way: used if that pairing fails */
+  let waiting: string | null = null;
+  let stopShowing = (): unknown => undefined;
 
   const attempt = async (): Promise<void> => {
+    pairing = true;
     view.render(notPaired('pairing', null, null));
     const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated').catch(
       () => ({ ok: false, message: MESSAGES.unreachable, retry: true }) as const,
     );
+    pairing = false;
     if (!result.ok) {
+      if (waiting) {
+        [ticket, waiting] = [waiting, null];
+        return attempt();
+      }
       retry = result.retry ? () => void attempt() : () => {};
       return view.render(notPaired('error', result.message, result.retry ? 'Try again' : null));
     }
+    waiting = null;
     const running = new Engine(result.paired, {
       api,
       storage,
@@ -91,19 +102,33 @@ async function run(): Promise<void> {
     });
     engine = running;
     retry = () => void running.retryMic();
-    running.onChange((model) => {
+    stopShowing(); // a stopped engine this one follows shows nothing more
+    stopShowing = running.onChange((model) => {
       view.render(model);
       guard(running.onCall);
     });
-    window.addEventListener('pagehide', (event) => {
-      if (!event.persisted) running.unload();
-    });
-    window.addEventListener('pageshow', (event) => {
-      if (event.persisted) running.resume();
-    });
-    void watchMicPermission(navigator.permissions, (state) => running.micPermission(state));
     await running.start(result.first);
   };
+
+  window.addEventListener('pagehide', (event) => {
+    if (!event.persisted) engine?.unload();
+  });
+  window.addEventListener('pageshow', (event) => {
+    if (event.persisted) engine?.resume();
+  });
+  void watchMicPermission(navigator.permissions, (state) => engine?.micPermission(state));
+  // Enable calls in a widget gives a window that runs no engine (its ticket refused, a reload's
+  // pairing closed, its engine ended for good) a new ticket by navigating it to window_url. Only
+  // the fragment changes, so the ticket arrives here, not as a new page. A running engine keeps
+  // going: the ticket is dropped unused, and expires.
+  window.addEventListener('hashchange', () => {
+    const fresh = takeTicket(window.location, window.history);
+    if (!fresh || (engine && !engine.stopped)) return;
+    if (pairing) return void (waiting = fresh);
+    ticket = fresh;
+    engine = null;
+    void attempt();
+  });
   await attempt();
 }
 

@@ -1,5 +1,5 @@
 /**
- * The last checks of POST /calls (spec section 4): the agent has a live engine with a microphone
+ * The last checks of POST /calls (spec section 4): the agent has a ready engine with a microphone
  * and is not on another call. A queued intent counts as a call: an agent gets one call at a time.
  */
 import { C2CError } from '../../../shared/errors.js';
@@ -14,6 +14,9 @@ export async function checkAgentEngine(sql: Sql, integrationId: string, memberId
   );
   if (!engine) throw new C2CError('agent_offline');
   if (!engine.mic_ready) throw new C2CError('agent_not_ready');
+  // A microphone but not ready: the window's voice connection is not up yet, and a window claims
+  // calls only once ready, so an intent accepted now could wait out its 60 s and expire.
+  if (engine.state !== 'ready') throw new C2CError('agent_not_ready', "The agent's call window is still connecting its voice line.");
   const [live] = await sql.query(
     'SELECT 1 FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = ANY($3) LIMIT 1',
     [integrationId, memberId, LIVE_STATUSES],

@@ -131,7 +131,8 @@ export class Widget {
     const live = isLive(v.call) && v.state !== 'unauthorized' && v.state !== 'error' ? v.call : null;
     const controls = v.policy?.controls ?? [];
     const connected = live?.status === 'connected' && v.pending !== 'ending';
-    const incoming = live?.status === 'incoming' && !v.pending;
+    // An orphaned call rings nowhere: it can only be ended (Hang up), not answered.
+    const incoming = live?.status === 'incoming' && !v.pending && !live.orphaned;
     const engineLive = !!v.engine?.live;
 
     n.panel!.dataset.state = v.state;
