@@ -60,13 +60,16 @@ function isCallWindow(win: Window): boolean {
 export function launchCallWindow(d: LaunchDeps): boolean {
   const features = d.windowMode === 'popup' ? POPUP_FEATURES : undefined;
   const known = read(d.storage, d.storageKey);
-  if (!known && d.engineLive && d.now - d.fallbackAt > FOCUS_FALLBACK_MS) {
-    // A live window this page cannot name (opened from another origin or profile): ask it to
-    // come forward. Asked again soon after, the agent does not see it: open one here instead.
+  // A live window this page cannot reach gets the focus command instead. Asked again soon after,
+  // the agent does not see it: open one here then (it replaces the other).
+  const fallBack = d.engineLive && d.now - d.fallbackAt > FOCUS_FALLBACK_MS;
+  const focusElsewhere = () => {
     d.onFallback(d.now);
     d.focusCommand();
     return true;
-  }
+  };
+  // Not named here: opened from another origin, profile, or before storage knew it.
+  if (!known && fallBack) return focusElsewhere();
   let win: Window | null;
   try {
     win = d.open('', known ?? '_blank', features);
@@ -74,6 +77,13 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     win = null;
   }
   const found = win !== null && isCallWindow(win);
+  if (!found && known && fallBack) {
+    // The name opened a new, blank window (or none: a blocker refuses new windows, not named
+    // ones that exist): the live one belongs to a tab this one cannot reach by name (browsers look
+    // names up only among windows related by opening). No replacement, and no link to one.
+    win?.close();
+    return focusElsewhere();
+  }
   if (found) {
     win!.focus();
     if (d.engineLive) d.focusCommand();

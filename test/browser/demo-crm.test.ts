@@ -239,6 +239,30 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(await serverEngineState()).toBe('ready');
   });
 
+  it('from a tab that cannot reach the live window by name, asks it forward instead of replacing it', async () => {
+    const context = await newContext();
+    const page = await openCrm(context);
+    await enableCalls(context, page);
+    const engines = async () => (await stack.node.services.db.query<{ id: string }>('SELECT id FROM engines WHERE integration_id = $1', [stack.demo.integration_id])).map((r) => r.id);
+    const before = await engines();
+    // A tab the agent opened (not by script) is unrelated to the popup: the popup's name does not reach it.
+    const other = await openCrm(context);
+    await expect.poll(() => widgetState(other), { timeout: 15_000 }).toBe('ready');
+    await other.evaluate(() => {
+      const button = document.createElement('button');
+      button.id = 'enable-here';
+      button.textContent = 'enable';
+      button.onclick = () => (window as any).ServiceClick2Call.enableCalls();
+      document.body.appendChild(button);
+    });
+    await other.locator('#enable-here').click(); // a real user gesture
+    await expect.poll(() => other.locator('[data-testid=c2c-message]').textContent(), { timeout: 10_000 }).toContain('open elsewhere');
+    await new Promise((resolve) => setTimeout(resolve, 1000)); // a replacement would pair by now
+    expect(await engines()).toEqual(before);
+    expect(await serverEngineState()).toBe('ready');
+    expect(await widgetState(page)).toBe('ready');
+  });
+
   it('orphans the call when the window closes mid-call, and the page can still hang it up', async () => {
     const context = await newContext();
     const page = await openCrm(context);

@@ -781,6 +781,27 @@ describe('enableCalls', () => {
     expect(q('c2c-state').dataset.state).toBe('enabling');
   });
 
+  it('falls back to the focus command for a live window its name does not reach (opened from an unrelated tab)', async () => {
+    store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
+    const blank = blankWindow(); // what open('', name) gives when no related window has that name
+    openResult = () => blank;
+    start();
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    expect(widget.enableCalls()).toBe(true);
+    expect(blank.close).toHaveBeenCalled();
+    await flush();
+    expect(service.count('/widget/launch-ticket')).toBe(0); // no replacement
+    expect(service.sockets[0]!.sent[0]!.payload).toMatchObject({ kind: 'focus' });
+    expect(q('c2c-message').textContent).toContain('open elsewhere');
+    // Asked again at once: the agent does not see that window, so one opens here after all.
+    await vi.advanceTimersByTimeAsync(2000);
+    expect(widget.enableCalls()).toBe(true);
+    await flush();
+    expect(service.count('/widget/launch-ticket')).toBe(1);
+    expect(opened.at(-1)!.win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
+  });
+
   it('falls back to the focus command for a live window it cannot name', async () => {
     start();
     await flush();
