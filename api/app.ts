@@ -11,7 +11,8 @@ import { C2CError } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
 import { trustOf } from './http/client-address.js';
 import { useApiCors } from './http/cors.js';
-import { registerErrorHandling, sendError } from './http/errors.js';
+import { frameworkError, registerErrorHandling, sendError } from './http/errors.js';
+import { acceptEmptyJsonBodies, refuseUnstorableInput } from './http/inputs.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
 import { serverKeyRoutes } from './routes/server/index.js';
@@ -38,6 +39,9 @@ export const LOG_REDACT = [
   '*.token',
 ];
 
+/** The longest a client may take to send a whole request (its largest body is 64 KB). */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
   const logger =
     options.logger === false ? false : { level: services.config.logLevel, redact: LOG_REDACT, ...(typeof options.logger === 'object' ? options.logger : {}) };
@@ -46,6 +50,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // the gateway's sockets take their client address with the same function (http/client-address.ts)
     trustProxy: trustOf(services.config.trustProxy),
     bodyLimit: LIMITS.requestMaxBytes,
+    // A client that stops sending mid-request (a Content-Length it never fills) is answered 408 and
+    // let go, instead of holding a connection for ever (fastify's default is no limit). This counts
+    // receiving the request only, never the time a route takes to answer.
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    frameworkErrors: frameworkError,
     return503OnClosing: true,
     forceCloseConnections: true,
     // Polls and heartbeats arrive by the thousand; request lines are logged only when debugging.
@@ -56,6 +65,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  acceptEmptyJsonBodies(app);
+  refuseUnstorableInput(app);
   // Optionally shed load with a retryable 503 rather than queue requests behind a stalled event loop.
   if (services.config.maxEventLoopDelayMs > 0) {
     await app.register(underPressure, {

@@ -13,6 +13,7 @@ import { heartbeatBody } from '../api/domain/engines/responses.js';
 import { rooms } from '../api/domain/push.js';
 import type { Services } from '../api/services.js';
 import { z } from 'zod';
+import { unstorable } from '../shared/schemas/storable.js';
 import type { SocketLimits } from './limits.js';
 import { endFor, reauthenticate, type EngineSocketData, type SocketData, type WidgetSocketData } from './handshake.js';
 
@@ -38,6 +39,8 @@ function toEnvelope(error: unknown): SocketRefusal {
 }
 
 function parse<T>(schema: z.ZodType<T>, value: unknown): T {
+  const why = unstorable(value);
+  if (why) throw new C2CError('invalid_request', `The payload cannot be taken: ${why}.`);
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -51,8 +51,6 @@ function fromFastify(request: FastifyRequest, error: FastifyError): C2CError | n
   switch (error.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new C2CError('invalid_request', 'The body must be JSON (Content-Type: application/json).');
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new C2CError('invalid_request', 'The JSON body is empty.');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new C2CError('invalid_request', 'The body is not valid JSON.');
@@ -69,6 +67,15 @@ function fromFastify(request: FastifyRequest, error: FastifyError): C2CError | n
 export function sendError(reply: FastifyReply, error: C2CError): FastifyReply {
   if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter));
   return reply.code(error.status).type('application/json; charset=utf-8').send(error.toJSON());
+}
+
+/**
+ * Errors fastify meets before any route or hook (its `frameworkErrors` option): a path whose
+ * percent-encoding is broken, or a parameter longer than the router takes. Neither can name
+ * anything, so they are answered as an unknown address, without echoing the path.
+ */
+export function frameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  void sendError(reply, new C2CError('not_found', error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'No such resource: a part of the path is too long.' : 'No such resource: the path is not validly encoded.'));
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {

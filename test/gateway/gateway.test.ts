@@ -95,6 +95,9 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(rest.body).toEqual(first);
     expect(await request(widget.socket, 'command', { kind: 'mute', request_id: 'sock-2' })).toMatchObject({ ok: false, error: 'invalid_state' });
     expect(await request(widget.socket, 'command', { kind: 'dance', request_id: 'sock-3' })).toMatchObject({ ok: false, error: 'invalid_request' });
+    // What the store cannot hold is refused as REST refuses it, not failed as internal_error.
+    const nul = await request(widget.socket, 'command', { kind: 'focus', request_id: 'sock-\u0000' });
+    expect(nul).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('NUL') });
   });
 
   it('lets go of the handshake and of the room named by its id once connected (a browser sends kilobytes of headers), and goes on serving the socket', async () => {

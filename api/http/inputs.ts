@@ -1,0 +1,27 @@
+/**
+ * What every route takes before its own schema runs.
+ * - An empty body sent as `application/json` is no body: many HTTP clients label every POST so,
+ *   and the routes the spec gives no body (a call's hangup, refresh, revoke, launch-ticket) must not
+ *   refuse it. A route that needs a body still refuses its absence through its schema.
+ * - What no store can take is refused (shared/schemas/storable.ts): a NUL character in a path
+ *   parameter, query or body, or a body nested too deep. Provider webhooks included, whose bodies
+ *   are form fields.
+ */
+import type { FastifyInstance } from 'fastify';
+import { C2CError } from '../../shared/errors.js';
+import { unstorable } from '../../shared/schemas/storable.js';
+
+export function acceptEmptyJsonBodies(app: FastifyInstance): void {
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
+    body === '' ? done(null, undefined) : json(request, body as string, done),
+  );
+}
+
+export function refuseUnstorableInput(app: FastifyInstance): void {
+  app.addHook('preValidation', async (request) => {
+    const why = unstorable(request.params) ?? unstorable(request.query) ?? unstorable(request.body);
+    if (why) throw new C2CError('invalid_request', `The request cannot be taken: ${why}.`);
+  });
+}

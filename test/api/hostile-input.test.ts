@@ -1,0 +1,95 @@
+/**
+ * Input that no schema names but every route must refuse cleanly (the envelope, a catalogue code,
+ * never a 500 or a hang): NUL characters anywhere, JSON nested thousands deep, broken or overlong
+ * paths; and what HTTP clients commonly send that must not be refused (an empty body labelled JSON).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REQUEST_TIMEOUT_MS } from '../../api/app.js';
+import { API_PREFIX } from '../../api/config.js';
+import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { command, openSession, readyAgent, requestCall } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant, US_NUMBER, type Tenant } from '../helpers/tenant.js';
+
+const NUL = '\u0000';
+
+describe.each(storeDrivers())('hostile input on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+  const intents = async () => (await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1', [t.integrationId]))[0]!.n;
+  const refusedForNul = async (reply: Parameters<typeof expectError>[0]) => {
+    const refused = await expectError(reply, 422, 'invalid_request');
+    expect(refused.body.message).toContain('NUL');
+  };
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  it('refuses a NUL character in a body, a key, a path parameter or a query, as invalid_request, storing nothing', async () => {
+    const call = { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, phone_number: US_NUMBER };
+    await refusedForNul(api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: `a${NUL}@acme.example` }, origin: ORIGIN }, { auth: t.serverKey }));
+    await refusedForNul(api.post('/calls', { ...call, contact_reference: `crm${NUL}1` }, { auth: t.serverKey }));
+    await refusedForNul(api.post('/calls', { ...call, metadata: { [`k${NUL}`]: 1 } }, { auth: t.serverKey }));
+    await refusedForNul(api.get(`/calls/${encodeURIComponent(NUL)}`, { auth: t.serverKey }));
+    await refusedForNul(api.post(`/calls/${encodeURIComponent(`ci_${NUL}`)}/hangup`, undefined, { auth: t.serverKey }));
+    expect(await intents()).toBe(0);
+
+    const widgetToken = await openSession(api, t);
+    await refusedForNul(command(api, widgetToken, { kind: 'focus', request_id: `r${NUL}` }));
+    await refusedForNul(api.get(`/widget/state?x=${encodeURIComponent(NUL)}`, { auth: widgetToken, origin: ORIGIN }));
+
+    // Unauthenticated provider webhooks: refused before anything is looked up.
+    const form = (body: string) => ({ raw: body, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    await refusedForNul(api.post(`/${PROVIDER_PATHS.voice}`, undefined, form('To=ci_x&Biz=%00&CallerId=1')));
+    await refusedForNul(api.post(`/${PROVIDER_PATHS.status}?intent=%00`, undefined, form('CallSid=CA1&CallStatus=ringing')));
+  });
+
+  it('refuses JSON nested thousands deep as invalid_request, not a stack overflow', async () => {
+    const deep = `${'['.repeat(5000)}1${']'.repeat(5000)}`; // 10 KB: within the body limit
+    const body = `{"integration_id":"${t.integrationId}","agent":{"type":"email","value":"${t.agent.email}"},"phone_number":"${US_NUMBER}","metadata":{"a":${deep}}}`;
+    const refused = await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: body, headers: { 'content-type': 'application/json' } }), 422, 'invalid_request');
+    expect(refused.body.message).toContain('nested');
+    // Metadata as deep as the contract allows is judged by its size, as before.
+    const allowed = { a: JSON.parse(`${'['.repeat(29)}1${']'.repeat(29)}`) };
+    const answer = await api.post('/calls', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, phone_number: US_NUMBER, metadata: allowed }, { auth: t.serverKey });
+    expect(answer.body.error).toBe('agent_offline');
+    expect(await intents()).toBe(0);
+  });
+
+  it('answers a broken or overlong path as an unknown address, in the envelope, without echoing it', async () => {
+    const bad = await h.app.inject({ method: 'GET', url: `${API_PREFIX}/calls/%ZZ`, headers: { authorization: `Bearer ${t.serverKey}` } });
+    expect(bad.statusCode).toBe(404);
+    expect(bad.json()).toMatchObject({ ok: false, error: 'not_found' });
+    const long = 'x'.repeat(5000);
+    const overlong = await h.app.inject({ method: 'GET', url: `${API_PREFIX}/calls/${long}`, headers: { authorization: `Bearer ${t.serverKey}` } });
+    expect(overlong.statusCode).toBe(404);
+    expect(overlong.json()).toMatchObject({ ok: false, error: 'not_found' });
+    expect(overlong.body).not.toContain(long);
+  });
+
+  it('takes an empty body labelled application/json as no body where the spec gives none, and refuses it where one is needed', async () => {
+    const json = { 'content-type': 'application/json' };
+    const agent = await readyAgent(api, t);
+    const queued = await requestCall(api, t);
+    expect(queued.status).toBe(202);
+    const hungUp = await api.post(`/calls/${queued.body.call_id}/hangup`, undefined, { auth: t.serverKey, raw: '', headers: json });
+    expect(hungUp.status, JSON.stringify(hungUp.body)).toBe(200);
+    const ticket = await api.post('/widget/launch-ticket', undefined, { auth: agent.widgetToken, origin: ORIGIN, raw: '', headers: json });
+    expect(ticket.status, JSON.stringify(ticket.body)).toBe(200);
+    await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: '', headers: json }), 422, 'invalid_request');
+  });
+
+  it('lets go of a request whose body never arrives: the server bounds receiving one', () => {
+    // Node's http server answers 408 and closes once a request has not fully arrived within this;
+    // fastify's default is no bound, which let a short body behind a long Content-Length hang.
+    expect(h.app.server.requestTimeout).toBe(REQUEST_TIMEOUT_MS);
+    expect(REQUEST_TIMEOUT_MS).toBeGreaterThan(0);
+  });
+});
