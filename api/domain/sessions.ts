@@ -30,6 +30,8 @@ export interface WidgetSessionRow {
   expires_at: number;
   revoked_at: number | null;
   end_reason: string | null;
+  /** the id of the session's first token: every token refreshed from it shares it (revoke ends them all) */
+  family_id: string;
 }
 
 /** An authenticated widget request: who, where, and under which policy. */
@@ -68,14 +70,15 @@ export class WidgetTokenExpired extends C2CError {
 export function createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds }: SessionsDeps) {
   const ttlMs = widgetTokenTtlSeconds * 1000;
 
-  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string) {
+  /** A new token: of a new session, or (`familyId`) of the session it was refreshed from. */
+  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string, familyId?: string) {
     const credential = mintCredential('widgetToken');
     const now = clock.now();
     const id = newId(ID_PREFIX.widgetSession);
     await sql.query(
-      `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs],
+      `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at, family_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs, familyId ?? id],
     );
     await sql.query(
       'INSERT INTO agent_versions (integration_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
@@ -143,25 +146,28 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       return { session, integration: context.integration, agent: context.outcome.agent };
     },
 
-    /** POST /widget/refresh: a new token for the same agent and origin; the old one lingers briefly. */
+    /**
+     * POST /widget/refresh: a new token of the same session (agent, origin); the old one lingers
+     * briefly. A token refreshed again during that grace (a client whose first answer was lost)
+     * gets another: all stay one session, which a revoke ends whole.
+     */
     async refresh(context: WidgetContext) {
       const { session } = context;
       return db.tx(async (sql) => {
-        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin);
+        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, session.family_id);
         const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;
         await sql.query('UPDATE widget_sessions SET expires_at = LEAST(expires_at, $2) WHERE id = $1', [session.id, graceEnd]);
         return fresh;
       }).finally(() => bus.publish({ type: 'session', sessionId: session.id, reason: 'refreshed' }));
     },
 
-    /** POST /widget/revoke: ends this widget session (not the call). */
-    async revoke(sessionId: string, reason = 'revoked') {
-      await db.query('UPDATE widget_sessions SET revoked_at = $2, end_reason = $3 WHERE id = $1 AND revoked_at IS NULL', [
-        sessionId,
-        clock.now(),
-        reason,
-      ]);
-      bus.publish({ type: 'session', sessionId, reason });
+    /** POST /widget/revoke: ends this widget session, every token refreshed from or to this one (not the call). */
+    async revoke(session: Pick<WidgetSessionRow, 'id' | 'family_id'>, reason = 'revoked') {
+      const ended = await db.query<{ id: string }>(
+        'UPDATE widget_sessions SET revoked_at = $2, end_reason = $3 WHERE family_id = $1 AND revoked_at IS NULL RETURNING id',
+        [session.family_id, clock.now(), reason],
+      );
+      for (const sessionId of new Set([session.id, ...ended.map((row) => row.id)])) bus.publish({ type: 'session', sessionId, reason });
     },
   };
 }

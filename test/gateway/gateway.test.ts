@@ -274,12 +274,14 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await ended).toMatchObject({ code: 'token_expired', final: false });
   });
 
-  it('ends a widget whose session is revoked mid-connection, with a final reason', async () => {
+  it('ends a widget whose session is revoked mid-connection, with a final reason, whichever of its tokens was used', async () => {
     const agent = await readyAgent(api, t);
-    const widget = open(agent.widgetToken);
+    const refreshed = await api.post('/widget/refresh', undefined, { auth: agent.widgetToken, origin: ORIGIN });
+    const widget = open(refreshed.body.widget_token);
     await widget.next('state');
     const ended = widget.next('ended');
     const disconnected = widget.next('disconnect');
+    // Revoked with the token it was refreshed from (still in its grace): the session is one.
     await api.post('/widget/revoke', undefined, { auth: agent.widgetToken, origin: ORIGIN });
     expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
     expect(await disconnected).toBe('io server disconnect');

@@ -37,7 +37,7 @@ export const widgetSessionRoutes =
         },
       },
       async (request) => {
-        await services.sessions.revoke(widgetOf(request).session.id);
+        await services.sessions.revoke(widgetOf(request).session);
         return { ok: true as const, revoked: true as const };
       },
     );
