@@ -21,7 +21,7 @@ import type { ServerOptions } from 'socket.io';
 import type { HttpRequest as UwsRequest, HttpResponse } from 'uWebSockets.js';
 import { createOriginPolicy } from '../api/http/cors.js';
 import type { Services } from '../api/services.js';
-import { engineOriginAllowed } from './handshake.js';
+import { engineOriginAllowed } from '../api/domain/engines/origins.js';
 
 /** What engine.io hands these hooks: the uWS request, with its headers copied and its response. */
 interface EngineRequest {
@@ -50,7 +50,7 @@ export function gatewayCors(services: Services): GatewayCors {
   const widgetOrigins = createOriginPolicy(services);
   const answers = new Map<string, boolean>();
   const check = async (origin: string): Promise<boolean> => {
-    const allowed = engineOriginAllowed(services, origin) || (await widgetOrigins(origin).catch(() => false));
+    const allowed = engineOriginAllowed(services.config, origin) || (await widgetOrigins(origin).catch(() => false));
     if (answers.size >= MAX_ORIGINS) answers.clear();
     answers.set(origin, allowed);
     return allowed;

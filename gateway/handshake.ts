@@ -9,11 +9,11 @@
 import type { Socket } from 'socket.io';
 import { C2CError, type ErrorCode } from '../shared/errors.js';
 import type { ConnectRefusal, SocketEnd } from '../shared/events.js';
-import { parseOrigin } from '../shared/origin.js';
 import { CREDENTIAL_PREFIX } from '../shared/prefixes.js';
 import { clientAddressOf } from '../api/http/client-address.js';
 import { isBadCredential } from '../api/ratelimit/refusals.js';
 import type { Services } from '../api/services.js';
+import { assertEngineOrigin } from '../api/domain/engines/origins.js';
 import type { SocketLimits } from './limits.js';
 
 export interface WidgetSocketData {
@@ -46,12 +46,6 @@ export function endFor(error: unknown): SocketEnd {
   const end: SocketEnd = { code: known.code, final: !RETRYABLE.has(known.code), message: known.message };
   if (known.retryAfter !== undefined) end.retry_after = known.retryAfter;
   return end;
-}
-
-/** An engine may connect from the service's own pages and from this installation's extensions. */
-export function engineOriginAllowed(services: Services, origin: string | undefined): boolean {
-  if (origin === undefined) return false;
-  return parseOrigin(origin) === services.config.siteUrl || services.config.extensionOrigins.includes(origin);
 }
 
 /**
@@ -139,9 +133,9 @@ async function credentialOf(services: Services, socket: Socket, ip: string): Pro
     } satisfies WidgetSocketData;
   }
   if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.engineToken)) {
-    if (!engineOriginAllowed(services, origin)) {
-      throw new C2CError('origin_not_allowed', "An engine connects only from the service's own pages or an allowed extension.");
-    }
+    // A browser always sends Origin with a WebSocket upgrade or a long-polling request.
+    if (origin === undefined) throw new C2CError('origin_not_allowed', "An engine connects only from the service's own pages or an allowed extension.");
+    assertEngineOrigin(services.config, origin);
     const context = await services.engines.authenticate(token);
     return { kind: 'engine', token, engineId: context.engine.id, integrationId: context.integration.id, memberId: context.agent.member.id } satisfies EngineSocketData;
   }

@@ -17,7 +17,7 @@ import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness, type Reply } from '../helpers/harness.js';
-import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, widgetState, type Agent } from '../helpers/flows.js';
+import { command, heartbeat, launchTicket, openSession, READY, readyAgent, requestCall, widgetState, type Agent } from '../helpers/flows.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
@@ -394,4 +394,39 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     // A claimed intent can never be claimed again.
     await expectError(claim(ids[0]!), 404, 'not_found');
   }, 300_000);
+});
+
+describe.each(storeDrivers())('where engines may run, over REST, on %s', (driver) => {
+  const OURS = 'chrome-extension://abcdefghijklmnopabcdefghijklmnop';
+  const FOREIGN = 'chrome-extension://ponmlkjihgfedcbaponmlkjihgfedcba';
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+
+  beforeAll(async () => {
+    h = await createHarness(driver, { extensionOrigins: [OURS] });
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  it("pairs and serves engines from the service's pages, this installation's extensions and non-browser callers; refuses other extensions and sites", async () => {
+    const pairFrom = async (origin?: string) => {
+      const ticket = await launchTicket(api, await openSession(api, t));
+      return api.post('/engine/pair', { ticket, simulated: true, client: 'extension' }, origin ? { origin } : {});
+    };
+    const foreign = await expectError(pairFrom(FOREIGN), 403, 'origin_not_allowed');
+    expect(foreign.body.message).toBe('This extension is not allowed on this server.');
+    await expectError(pairFrom('https://evil.example'), 403, 'origin_not_allowed');
+
+    for (const origin of [OURS, h.config.siteUrl, undefined]) {
+      const paired = await pairFrom(origin);
+      expect(paired.status, `${origin}: ${JSON.stringify(paired.body)}`).toBe(201);
+    }
+    // The last engine's token: every engine route checks where the request comes from.
+    const agent = await readyAgent(api, t);
+    await expectError(api.post('/engine/heartbeat', READY, { auth: agent.engineToken, origin: FOREIGN }), 403, 'origin_not_allowed');
+    await expectError(api.post('/engine/voice-token', undefined, { auth: agent.engineToken, origin: FOREIGN }), 403, 'origin_not_allowed');
+    expect((await api.post('/engine/heartbeat', READY, { auth: agent.engineToken, origin: OURS })).status).toBe(200);
+  });
 });
