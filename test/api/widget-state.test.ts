@@ -45,6 +45,17 @@ describe.each(storeDrivers())('the poll path on %s', (driver) => {
     expect(changed.headers.etag).not.toBe(etag);
   });
 
+  it('compares If-None-Match as HTTP does: a weakened tag, any tag of a list, or * answers 304; other tags 200', async () => {
+    const agent = await readyAgent(api, t);
+    const etag = String((await poll(agent.widgetToken)).headers.etag);
+    for (const header of [`W/${etag}`, `"stale", ${etag}`, ` W/"stale" ,W/${etag} `, '*']) {
+      expect((await poll(agent.widgetToken, header)).status, header).toBe(304);
+    }
+    for (const header of ['"stale"', `W/"stale", "${etag.slice(1, -2)}"`, etag.slice(1, -1)]) {
+      expect((await poll(agent.widgetToken, header)).status, header).toBe(200);
+    }
+  });
+
   it('keeps the cached state exact: every change is visible on the very next poll', async () => {
     const agent = await readyAgent(api, t, t.agent.email);
     let last = (await poll(agent.widgetToken)).body.version as number;

@@ -8,6 +8,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { WidgetState } from '../../../shared/schemas/widget-api.js';
 import { widgetOf } from '../../http/auth.js';
+import { noneMatch } from '../../http/conditional.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { Services } from '../../services.js';
 
@@ -34,7 +35,7 @@ export const stateRoutes =
         const etag = services.widgetStates.etag(widget, data);
         reply.header('etag', etag).header('cache-control', 'no-cache');
         // A 304 carries no body at all (not even "null"): clients parse it by its headers alone.
-        if (request.headers['if-none-match'] === etag) return (reply as unknown as FastifyReply).code(304).send();
+        if (noneMatch(request.headers['if-none-match'], etag)) return (reply as unknown as FastifyReply).code(304).send();
         return services.widgetStates.render(widget, data);
       },
     );
