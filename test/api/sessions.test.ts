@@ -138,6 +138,23 @@ describe.each(storeDrivers())('POST /sessions on %s', (driver) => {
     await expectError(session({ ...valid(), agent: { type: 'email', value: t.outside.email } }), 403, 'agent_not_assigned');
   });
 
+  it("lets an integration name only its own account's members and departments, changing nothing otherwise", async () => {
+    const mine = await seedTenant(h.services);
+    const theirs = await seedTenant(h.services);
+    await expect(mapIntegratorUuid(deps(), mine.integrationId, theirs.agent.id, '7d0e…-uuid')).rejects.toThrow(/Not members of integration/);
+    await expect(setMemberOverrides(deps(), mine.integrationId, 'm_nobody', { outbound: false })).rejects.toThrow(/m_nobody/);
+    await expect(
+      setCoverage(deps(), mine.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [mine.salesId, theirs.supportId] }),
+    ).rejects.toThrow(/Not departments of integration/);
+    await expect(setCoverage(deps(), mine.integrationId, { mode: 'members', inheritFuture: false, memberIds: [theirs.agent.id] })).rejects.toThrow(/Not members/);
+    const rows = await h.services.db.query('SELECT 1 FROM integration_members WHERE integration_id = $1', [mine.integrationId]);
+    expect(rows).toHaveLength(0);
+    // Coverage is as seeded (Sales): the refused changes were not half made.
+    const sessionOf = (email: string) => session({ integration_id: mine.integrationId, agent: { type: 'email', value: email }, origin: ORIGIN }, mine.serverKey);
+    expect((await sessionOf(mine.agent.email)).status).toBe(201);
+    await expectError(sessionOf(mine.outside.email), 403, 'agent_not_assigned');
+  });
+
   it('announces a coverage change only once it is committed, so a node that reads on hearing it reads the change', async () => {
     const heard: Array<Promise<unknown>> = [];
     const unsubscribe = h.services.bus.subscribe((message) => {

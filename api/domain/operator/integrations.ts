@@ -147,6 +147,21 @@ export const setPolicy = (deps: OperatorDeps, integrationId: string, settings: P
   update(deps, integrationId, policyColumns(settings));
 
 /** Coverage: everyone, selected members or departments; whether future members inherit. */
+/**
+ * An integration names only its own account's members and departments: a stray id (a typo, or
+ * another account's member) is refused rather than written as a row that can never apply.
+ */
+async function assertOwn(sql: Sql, integrationId: string, table: 'members' | 'departments', ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  const rows = await sql.query<{ id: string }>(
+    `SELECT t.id FROM ${table} t JOIN integrations i ON i.account_id = t.account_id WHERE i.id = $1 AND t.id = ANY($2::text[])`,
+    [integrationId, [...ids]],
+  );
+  const own = new Set(rows.map((row) => row.id));
+  const stray = ids.filter((id) => !own.has(id));
+  if (stray.length > 0) throw new OperatorError(`Not ${table} of integration ${integrationId}'s account: ${stray.join(', ')}.`);
+}
+
 export async function setCoverage(
   deps: OperatorDeps,
   integrationId: string,
@@ -158,6 +173,8 @@ export async function setCoverage(
       [integrationId, coverage.mode, coverage.inheritFuture, deps.clock.now()],
     );
     if (rows.length === 0) throw new OperatorError(`No integration ${integrationId}.`);
+    await assertOwn(sql, integrationId, 'members', coverage.memberIds ?? []);
+    await assertOwn(sql, integrationId, 'departments', coverage.departmentIds ?? []);
     await sql.query('DELETE FROM integration_departments WHERE integration_id = $1', [integrationId]);
     for (const departmentId of coverage.departmentIds ?? []) {
       await sql.query('INSERT INTO integration_departments (integration_id, department_id) VALUES ($1, $2)', [integrationId, departmentId]);
@@ -177,6 +194,7 @@ export async function setCoverage(
 
 /** Per-member overrides (merged into the existing ones; null removes a key). */
 export async function setMemberOverrides(deps: OperatorDeps, integrationId: string, memberId: string, overrides: MemberOverrides): Promise<void> {
+  await assertOwn(deps.db, integrationId, 'members', [memberId]);
   await deps.db.query(
     `INSERT INTO integration_members (integration_id, member_id, overrides) VALUES ($1, $2, jsonb_strip_nulls($3::jsonb))
      ON CONFLICT (integration_id, member_id)
@@ -188,6 +206,7 @@ export async function setMemberOverrides(deps: OperatorDeps, integrationId: stri
 
 /** In uuid mode: the integrator's own UUID for a member (null removes the mapping). */
 export async function mapIntegratorUuid(deps: OperatorDeps, integrationId: string, memberId: string, integratorUuid: string | null): Promise<void> {
+  await assertOwn(deps.db, integrationId, 'members', [memberId]);
   await deps.db.query(
     `INSERT INTO integration_members (integration_id, member_id, integrator_uuid) VALUES ($1, $2, $3)
      ON CONFLICT (integration_id, member_id) DO UPDATE SET integrator_uuid = EXCLUDED.integrator_uuid`,
