@@ -30,9 +30,12 @@ export interface WidgetSessionRow {
   expires_at: number;
   revoked_at: number | null;
   end_reason: string | null;
-  /** the id of the session's first token: every token refreshed from it shares it (revoke ends them all) */
-  family_id: string;
+  /** on a token made by a refresh, the id of its session's first token (revoke ends them all); null on a first token */
+  family_id: string | null;
 }
+
+/** The id naming a token's session: its first token's. */
+const sessionOf = (row: Pick<WidgetSessionRow, 'id' | 'family_id'>) => row.family_id ?? row.id;
 
 /** An authenticated widget request: who, where, and under which policy. */
 export interface WidgetContext {
@@ -71,14 +74,14 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
   const ttlMs = widgetTokenTtlSeconds * 1000;
 
   /** A new token: of a new session, or (`familyId`) of the session it was refreshed from. */
-  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string, familyId?: string) {
+  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string, familyId: string | null = null) {
     const credential = mintCredential('widgetToken');
     const now = clock.now();
     const id = newId(ID_PREFIX.widgetSession);
     await sql.query(
       `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at, family_id)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs, familyId ?? id],
+      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs, familyId],
     );
     await sql.query(
       'INSERT INTO agent_versions (integration_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
@@ -153,8 +156,16 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
      */
     async refresh(context: WidgetContext) {
       const { session } = context;
+      const family = sessionOf(session);
       return db.tx(async (sql) => {
-        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, session.family_id);
+        // The session's first token is locked by a revoke too: a refresh either commits before a
+        // revoke (which then ends the new token as well) or sees the revoke and is refused, also
+        // on a node whose cached check has not heard of the revoke yet.
+        // The first token alone is locked (before anything else, as in a revoke: no deadlock).
+        const [first] = await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]);
+        const [own] = family === session.id ? [first] : await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1', [session.id]);
+        if (first?.revoked_at != null || own?.revoked_at != null) throw new C2CError('unauthorized', 'The widget session has ended.');
+        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, family);
         const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;
         await sql.query('UPDATE widget_sessions SET expires_at = LEAST(expires_at, $2) WHERE id = $1', [session.id, graceEnd]);
         return fresh;
@@ -163,10 +174,14 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
 
     /** POST /widget/revoke: ends this widget session, every token refreshed from or to this one (not the call). */
     async revoke(session: Pick<WidgetSessionRow, 'id' | 'family_id'>, reason = 'revoked') {
-      const ended = await db.query<{ id: string }>(
-        'UPDATE widget_sessions SET revoked_at = $2, end_reason = $3 WHERE family_id = $1 AND revoked_at IS NULL RETURNING id',
-        [session.family_id, clock.now(), reason],
-      );
+      const family = sessionOf(session);
+      const ended = await db.tx(async (sql) => {
+        await sql.query('SELECT 1 FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]); // see refresh
+        return sql.query<{ id: string }>(
+          'UPDATE widget_sessions SET revoked_at = $2, end_reason = $3 WHERE (id = $1 OR family_id = $1) AND revoked_at IS NULL RETURNING id',
+          [family, clock.now(), reason],
+        );
+      });
       for (const sessionId of new Set([session.id, ...ended.map((row) => row.id)])) bus.publish({ type: 'session', sessionId, reason });
     },
   };

@@ -146,7 +146,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       storageKey: agent ? `c2c.window.${this.options.integrationId}.${agent}` : null,
       windowMode: this.options.windowMode ?? 'popup',
       engineLive: !!this.engineView()?.live,
-      launching: this.launch.isActive(),
+      launchedAt: this.launch.startedAt(),
       now: this.d.clock.now(),
       fallbackAt: this.focusFallbackAt,
       onFallback: (at) => {
@@ -316,6 +316,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     if (this.openTab && engine?.live) this.openTab = null;
     this.callWatch.check(call);
     this.session.schedule(); // the server clock may have moved the refresh time
+    this.adoptDefaults();
     this.update();
   }
 
@@ -390,9 +391,12 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.widget = new Widget(this.options.container ?? document.body, position ?? 'bottom-right', lang, this.handlers, !this.options.container);
   }
 
-  /** The session names the integration's widget defaults: used where init() did not choose. */
+  /**
+   * The integration's widget defaults (language, position), used where init() did not choose: from
+   * the session, or from the state when a trimmed session answer left them out (or they changed).
+   */
   private adoptDefaults(): void {
-    const defaults = this.session.session?.policy?.widget;
+    const defaults = this.snapshots.state?.policy?.widget ?? this.session.session?.policy?.widget;
     if (!defaults || !this.widget) return;
     const language = this.options.language ?? defaults.language;
     const position = this.options.position ?? defaults.position;

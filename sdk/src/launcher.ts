@@ -19,8 +19,8 @@ export interface LaunchDeps {
   windowMode: 'popup' | 'tab';
   /** the agent's engine is live according to the last snapshot */
   engineLive: boolean;
-  /** a window this widget opened is still on its way (LaunchTracker) */
-  launching: boolean;
+  /** when the window this widget sent on its way (LaunchTracker) was sent; null when none is */
+  launchedAt: number | null;
   now: number;
   /** when this widget last fell back to the focus command (ms), and how to record it */
   fallbackAt: number;
@@ -36,6 +36,12 @@ export interface LaunchDeps {
 
 /** A second enableCalls() this soon after a focus-command fallback opens a window after all. */
 export const FOCUS_FALLBACK_MS = 10_000;
+
+/**
+ * A call window given a ticket this long ago whose engine is still not live did not pair (its
+ * ticket refused, say): another enableCalls() gives it another. Sooner, it is only brought forward.
+ */
+export const PAIRING_WAIT_MS = 10_000;
 
 const POPUP_FEATURES = 'popup,width=420,height=680';
 
@@ -90,7 +96,7 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     // A call window whose engine is not live is either still pairing (a launch under way) or has
     // stopped (reloaded, its ticket refused, its engine ended) and asks to be opened again from
     // the widget: it is given a new ticket, which it takes from its fragment (window/src/main.ts).
-    if (d.engineLive || d.launching) return true;
+    if (d.engineLive || (d.launchedAt !== null && d.now - d.launchedAt < PAIRING_WAIT_MS)) return true;
   } else if (win) {
     placeholder(win);
   }
@@ -130,6 +136,7 @@ export const LAUNCH_WAIT_MS = 60_000;
 /** Whether a window enableCalls() opened is still on its way: not ready yet, not closed, not too late. */
 export class LaunchTracker {
   private on = false;
+  private since = 0;
   private win: Window | null = null;
   private timer: TimerHandle | undefined;
 
@@ -142,6 +149,7 @@ export class LaunchTracker {
   start(win: Window | null): void {
     this.stop();
     this.on = true;
+    this.since = this.clock.now();
     this.win = win;
     this.timer = this.clock.after(LAUNCH_WAIT_MS, () => {
       this.stop();
@@ -153,6 +161,11 @@ export class LaunchTracker {
     this.on = false;
     this.win = null;
     this.clock.cancel(this.timer);
+  }
+
+  /** When the window on its way was sent (null when none is). */
+  startedAt(): number | null {
+    return this.isActive() ? this.since : null;
   }
 
   /** True while the window is on its way; a window closed by the agent ends it. */

@@ -1,6 +1,6 @@
 /** POST /sessions (spec section 4) and every session code of section 7, on each store driver. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMember } from '../../api/domain/operator/accounts.js';
+import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import {
   mapIntegratorUuid,
   setAllowAllOrigins,
@@ -147,6 +147,9 @@ describe.each(storeDrivers())('POST /sessions on %s', (driver) => {
       setCoverage(deps(), mine.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [mine.salesId, theirs.supportId] }),
     ).rejects.toThrow(/Not departments of integration/);
     await expect(setCoverage(deps(), mine.integrationId, { mode: 'members', inheritFuture: false, memberIds: [theirs.agent.id] })).rejects.toThrow(/Not members/);
+    // Members too belong to their own account's departments only.
+    await expect(createMember(deps(), { accountId: mine.accountId, email: 'x@acme.example', name: 'X', departmentId: theirs.salesId })).rejects.toThrow(/No department/);
+    await expect(updateMember(deps(), mine.agent.id, { departmentId: theirs.salesId })).rejects.toThrow(/No department/);
     const rows = await h.services.db.query('SELECT 1 FROM integration_members WHERE integration_id = $1', [mine.integrationId]);
     expect(rows).toHaveLength(0);
     // Coverage is as seeded (Sales): the refused changes were not half made.

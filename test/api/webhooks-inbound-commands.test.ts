@@ -622,29 +622,6 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect(viaFresh.body).toMatchObject({ ok: true, status: 'queued' });
   });
 
-  it('revokes the whole widget session: every token refreshed from it, one minted during a grace included', async () => {
-    const t = await seedTenant(h.services);
-    const first = await openSession(api, t);
-    const refresh = async (token: string) => {
-      const answer = await api.post('/widget/refresh', undefined, { auth: token, origin: 'https://crm.example.com' });
-      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-      return answer.body.widget_token as string;
-    };
-    const second = await refresh(first);
-    const forked = await refresh(first); // the first answer lost: asked again within the grace
-    const third = await refresh(second);
-    const other = await openSession(api, t); // another tab's session of the same agent
-    for (const token of [first, second, forked, third, other]) expect((await widgetState(api, token)).status).toBe(200);
-
-    // Logout from the page holding the newest token.
-    expect((await api.post('/widget/revoke', undefined, { auth: third, origin: 'https://crm.example.com' })).status).toBe(200);
-    for (const token of [first, second, forked, third]) {
-      await expectError(widgetState(api, token), 401, 'unauthorized');
-      await expectError(api.post('/widget/refresh', undefined, { auth: token, origin: 'https://crm.example.com' }), 401, 'unauthorized');
-    }
-    expect((await widgetState(api, other)).status).toBe(200); // a session of its own
-  });
-
   it('revokes the widget session: the token is then 401, the ongoing call stays connected', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);

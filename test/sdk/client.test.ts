@@ -732,6 +732,12 @@ describe('enableCalls', () => {
     await flush();
     expect(service.count('/widget/launch-ticket')).toBe(1);
     expect(stopped.focus).toHaveBeenCalledTimes(2);
+    // Ten seconds on and still no live engine, the pairing failed (its ticket refused, say): another.
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(widget.enableCalls()).toBe(true);
+    await flush();
+    expect(service.count('/widget/launch-ticket')).toBe(2);
+    expect(stopped.location.replace).toHaveBeenCalledTimes(2);
     expect(stopped.close).not.toHaveBeenCalled();
   });
 
@@ -761,6 +767,18 @@ describe('enableCalls', () => {
     await flush();
     // The agent came from the WidgetState: the window's name is remembered for that agent.
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+  });
+
+  it("takes the integration's widget defaults from the state when the session answer left them out", async () => {
+    service.policy = policy(['mute'], { widget: { position: 'top-left', language: 'fr' } });
+    service.script.set('/crm/session', [{ status: 201, body: { widget_token: 'c2cw_min', expires_at: T0 + 1800 } }]);
+    start();
+    await flush();
+    expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
+    const host = document.querySelector('[data-testid="c2c-host"]') as HTMLElement;
+    expect(host.style.top).toBe('16px');
+    expect(host.style.left).toBe('16px');
+    expect(document.querySelectorAll('[data-testid="c2c-host"]')).toHaveLength(1);
   });
 
   it("offers an 'Open in new tab' link when the popup is blocked", async () => {

@@ -375,13 +375,13 @@ describe('Engine', () => {
     expect(instance.model()).toMatchObject({ state: 'closed', message: { text: MESSAGES.replaced, tone: 'error' }, connection: null });
   });
 
-  it('goes on with heartbeats when only the socket is refused (origin_not_allowed)', async () => {
+  it('stops, saying why, when its origin is refused: REST refuses the same origins as the socket', async () => {
     const { server, socket, instance } = await engine();
-    socket.end({ code: 'origin_not_allowed', final: true, message: 'An engine connects only from the service pages.' });
+    socket.end({ code: 'origin_not_allowed', final: true, message: 'This extension is not allowed on this server.' });
     const count = server.heartbeats().length;
-    await vi.advanceTimersByTimeAsync(6000);
-    expect(server.heartbeats().length - count).toBe(2);
-    expect(instance.model()).toMatchObject({ state: 'ready', connection: 'polling', message: null });
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(server.heartbeats()).toHaveLength(count);
+    expect(instance.model()).toMatchObject({ state: 'closed', message: { text: 'This extension is not allowed on this server.', tone: 'error' } });
   });
 
   it('lets go of a call whose device leg ended, even while the server still lists it', async () => {

@@ -39,7 +39,9 @@ export interface EngineDeps {
 }
 
 /** Refusals after which this engine token will never work again. */
-const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown']);
+// origin_not_allowed: the window runs somewhere other than the service's own pages (or is another
+// extension), which REST and the gateway both refuse (api/domain/engines/origins.ts).
+const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown', 'origin_not_allowed']);
 const FINAL_MESSAGES: Record<string, string> = {
   replaced: MESSAGES.replaced,
   unauthorized: MESSAGES.unauthorized,
@@ -117,8 +119,7 @@ export class Engine {
         onUp: () => this.#setSocket(true),
         onDown: () => this.#setSocket(false),
         onWork: (work) => void this.#onWork(work.commands, work.dial_requests, true),
-        // A refused origin concerns the socket only: heartbeats over REST carry everything on their own.
-        onFinal: (end) => (end.code === 'origin_not_allowed' ? this.#setSocket(false) : this.#stop(end.code, end.message)),
+        onFinal: (end) => this.#stop(end.code, end.message),
       });
     }
     const driver = this.#deps.loadDriver(this.#paired).then(

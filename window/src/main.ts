@@ -65,7 +65,6 @@ async function run(): Promise<void> {
   }
   // Read and strip the fragment before anything else can be slow or fail.
   let ticket = takeTicket(window.location, window.history);
-  const api = new EngineApi(boot.apiBaseUrl);
   const storage = sessionStore();
   const guard = unloadGuard();
   let pairing = false;
@@ -75,6 +74,8 @@ async function run(): Promise<void> {
 
   const attempt = async (): Promise<void> => {
     pairing = true;
+    // Each pairing has its own client: the token a stopped engine held is never replaced under it.
+    const api = new EngineApi(boot.apiBaseUrl);
     view.render(notPaired('pairing', null, null));
     const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated').catch(
       () => ({ ok: false, message: MESSAGES.unreachable, retry: true }) as const,
@@ -102,7 +103,6 @@ async function run(): Promise<void> {
     });
     engine = running;
     retry = () => void running.retryMic();
-    stopShowing(); // a stopped engine this one follows shows nothing more
     stopShowing = running.onChange((model) => {
       view.render(model);
       guard(running.onCall);
@@ -127,6 +127,7 @@ async function run(): Promise<void> {
     if (pairing) return void (waiting = fresh);
     ticket = fresh;
     engine = null;
+    stopShowing(); // the stopped engine shows nothing more, whatever it finishes late
     void attempt();
   });
   await attempt();

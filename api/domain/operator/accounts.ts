@@ -6,7 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import type { Bus } from '../../bus/index.js';
 import type { Clock } from '../../clock.js';
-import type { Db } from '../../store/index.js';
+import type { Db, Sql } from '../../store/index.js';
 import { isUniqueViolation } from '../../store/index.js';
 import { newId } from '../credentials.js';
 import { agentVersionBump } from '../agent-state.js';
@@ -107,6 +107,13 @@ export interface MemberRecord {
   department_id: string | null;
 }
 
+/** A member's department is one of its own account's (another's would show that account's name in widgets). */
+async function assertDepartmentOfAccount(sql: Sql, accountId: string, departmentId: string | null | undefined): Promise<void> {
+  if (!departmentId) return;
+  const [row] = await sql.query('SELECT 1 FROM departments WHERE id = $1 AND account_id = $2', [departmentId, accountId]);
+  if (!row) throw new OperatorError(`No department ${departmentId} in account ${accountId}.`);
+}
+
 export async function createMember(
   { db, clock }: OperatorDeps,
   input: { id?: string; accountId: string; email: string; name: string; uuid?: string; departmentId?: string | null; enabled?: boolean },
@@ -119,6 +126,7 @@ export async function createMember(
   );
   if (!account) throw new OperatorError(`No account ${input.accountId}.`);
   if (account.kind === 'personal' && account.members > 0) throw new OperatorError('A personal account has exactly one member.');
+  await assertDepartmentOfAccount(db, input.accountId, input.departmentId);
   try {
     const [row] = await db.query<MemberRecord>(
       `INSERT INTO members (id, account_id, email, uuid, name, enabled, department_id, created_at)
@@ -153,6 +161,11 @@ export async function updateMember(
   change: { enabled?: boolean; removed?: boolean; departmentId?: string | null },
 ): Promise<void> {
   const agents = await db.tx(async (sql) => {
+    if (change.departmentId) {
+      const [member] = await sql.query<{ account_id: string }>('SELECT account_id FROM members WHERE id = $1', [memberId]);
+      if (!member) throw new OperatorError(`No member ${memberId}.`);
+      await assertDepartmentOfAccount(sql, member.account_id, change.departmentId);
+    }
     const rows = await sql.query(
       `UPDATE members SET enabled = coalesce($2, enabled), removed = coalesce($3, removed),
          department_id = CASE WHEN $4::boolean THEN $5 ELSE department_id END

@@ -1,0 +1,70 @@
+/**
+ * A widget session (spec sections 4 and 5): every token refreshed from its first one is the same
+ * session, which POST /widget/revoke (the SDK's endSession, for logout) ends whole, however the
+ * refreshes and the revoke interleave and whichever node serves them.
+ */
+import { describe, expect, it } from 'vitest';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { openTestDatabase } from '../helpers/databases.js';
+import { openSession, widgetState } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('widget sessions on %s', (driver) => {
+  /** Two nodes on one store, each with its own bus: what one announces reaches the other only when the test delivers it. */
+  async function twoNodes(run: (x: Harness, y: Harness) => Promise<void>): Promise<void> {
+    const database = await openTestDatabase(driver);
+    const x = await createHarness(driver, {}, { database });
+    const y = await createHarness(driver, {}, { database, clock: x.clock });
+    try {
+      await run(x, y);
+    } finally {
+      await y.close();
+      await x.close();
+      await database.drop();
+    }
+  }
+  const refreshOn = (api: Client, token: string) => api.post('/widget/refresh', undefined, { auth: token, origin: ORIGIN });
+
+  it('revokes the whole widget session: every token refreshed from it, one minted during a grace included', () =>
+    twoNodes(async (h) => {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const first = await openSession(api, t);
+      const refresh = async (token: string) => {
+        const answer = await api.post('/widget/refresh', undefined, { auth: token, origin: 'https://crm.example.com' });
+        expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+        return answer.body.widget_token as string;
+      };
+      const second = await refresh(first);
+      const forked = await refresh(first); // the first answer lost: asked again within the grace
+      const third = await refresh(second);
+      const other = await openSession(api, t); // another tab's session of the same agent
+      for (const token of [first, second, forked, third, other]) expect((await widgetState(api, token)).status).toBe(200);
+
+      // Logout from the page holding the newest token.
+      expect((await api.post('/widget/revoke', undefined, { auth: third, origin: 'https://crm.example.com' })).status).toBe(200);
+      for (const token of [first, second, forked, third]) {
+        await expectError(widgetState(api, token), 401, 'unauthorized');
+        await expectError(api.post('/widget/refresh', undefined, { auth: token, origin: 'https://crm.example.com' }), 401, 'unauthorized');
+      }
+      expect((await widgetState(api, other)).status).toBe(200); // a session of its own
+    }));
+
+  it('refuses a refresh on a node that has not heard of the revoke yet, so logout leaves no token behind', () =>
+    twoNodes(async (x, y) => {
+      const t = await seedTenant(y.services);
+      const onX = client(x.app);
+      const onY = client(y.app);
+      const token = await openSession(onY, t);
+      expect((await widgetState(onX, token)).status).toBe(200); // node X now holds the token's check in its cache
+      const refreshed = await refreshOn(onY, token);
+      expect(refreshed.status).toBe(200);
+      expect((await onY.post('/widget/revoke', undefined, { auth: refreshed.body.widget_token, origin: ORIGIN })).status).toBe(200);
+      // Node X has not heard of the refresh or the revoke: its cached check passes the old token
+      // (within its grace), the store does not let it mint another.
+      await expectError(refreshOn(onX, token), 401, 'unauthorized');
+      await expectError(widgetState(onY, refreshed.body.widget_token), 401, 'unauthorized');
+    }));
+});
