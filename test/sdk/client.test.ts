@@ -682,7 +682,13 @@ describe('enableCalls', () => {
     service.set({ engine: engine({ state: 'enabling', mic_ready: false }) });
     service.push();
     expect(q('c2c-state').dataset.state).toBe('no_mic');
+    expect(q('c2c-state').textContent).toBe('Microphone not ready');
     expect(visible('c2c-enable')).toBe(true);
+    // With the microphone granted, it is the window's voice line that is not up: said so.
+    service.set({ engine: engine({ state: 'enabling', mic_ready: true }) });
+    service.push();
+    expect(q('c2c-state').dataset.state).toBe('no_mic');
+    expect(q('c2c-state').textContent).toBe('Call window not ready');
   });
 
   it('brings a live window to the front instead of opening a second one', async () => {

@@ -22,6 +22,8 @@ export interface Texts {
   didNotStart: string;
   popupBlocked: string;
   elsewhere: string;
+  /** no_mic with the microphone granted: the window's voice line is what is not up yet */
+  voiceNotReady: string;
   errors: Record<string, string>;
 }
 
@@ -71,6 +73,7 @@ const en: Texts = {
   didNotStart: 'The call did not start',
   popupBlocked: 'The browser blocked the call window.',
   elsewhere: 'The call window is open elsewhere. Select Enable calls again to open it here.',
+  voiceNotReady: 'Call window not ready',
   errors: {
     hangup_uncertain: 'The hangup could not be confirmed; the call may still be up. Try again.',
     unreachable: 'The service could not be reached.',
@@ -126,6 +129,7 @@ const fr: Texts = {
   didNotStart: 'L’appel n’a pas démarré',
   popupBlocked: 'Le navigateur a bloqué la fenêtre d’appel.',
   elsewhere: 'La fenêtre d’appel est ouverte ailleurs. Choisissez à nouveau Activer les appels pour l’ouvrir ici.',
+  voiceNotReady: 'Fenêtre d’appel pas prête',
   errors: {
     hangup_uncertain: 'Le raccrochage n’a pas pu être confirmé ; l’appel est peut-être encore en cours. Réessayez.',
     unreachable: 'Le service est injoignable.',

@@ -137,7 +137,7 @@ export class Widget {
 
     n.panel!.dataset.state = v.state;
     n.state!.dataset.state = v.state;
-    setText(n.state!, t.states[v.state]);
+    setText(n.state!, v.state === 'no_mic' && v.engine?.mic_ready ? t.voiceNotReady : t.states[v.state]);
 
     show(n.call!, !!live);
     if (live) {
