@@ -158,10 +158,10 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       const { session } = context;
       const family = sessionOf(session);
       return db.tx(async (sql) => {
-        // The session's first token is locked by a revoke too: a refresh either commits before a
-        // revoke (which then ends the new token as well) or sees the revoke and is refused, also
-        // on a node whose cached check has not heard of the revoke yet.
-        // The first token alone is locked (before anything else, as in a revoke: no deadlock).
+        // The session's first token is locked, first, as a revoke locks it: a refresh either commits
+        // before a revoke (which then ends the new token as well) or sees the revoke and is refused,
+        // also on a node whose cached check has not heard of the revoke yet. Only that row is
+        // locked, in the same order as a revoke, so the two never deadlock.
         const [first] = await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]);
         const [own] = family === session.id ? [first] : await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1', [session.id]);
         if (first?.revoked_at != null || own?.revoked_at != null) throw new C2CError('unauthorized', 'The widget session has ended.');
