@@ -19,6 +19,12 @@ describe.skipIf(!redisUrl())('a Redis connection whose Redis stops answering', (
   let closes: number;
 
   const ready = () => waitFor(async () => (client.status === 'ready' ? true : undefined), 'the client to be ready', 10_000);
+  /** Redis freezes; a probe then goes unanswered for the bound, and the connection is closed (the `count`th time). */
+  const freezeUntilClosed = async (count: number, what: string, timeoutMs?: number) => {
+    redis.pause();
+    await clock.advance(PROBE_EVERY_MS + SILENT_AFTER_MS);
+    await waitFor(async () => (closes >= count ? true : undefined), what, timeoutMs);
+  };
 
   async function connect(options: { subscriber?: boolean; resendInFlight?: boolean } = {}) {
     const port = await freePort();
@@ -64,9 +70,7 @@ describe.skipIf(!redisUrl())('a Redis connection whose Redis stops answering', (
     const heard: string[] = [];
     client.on('message', (_channel: string, message: string) => heard.push(message));
     await client.subscribe('c2c-test:liveness');
-    redis.pause();
-    await clock.advance(PROBE_EVERY_MS + SILENT_AFTER_MS);
-    await waitFor(async () => (closes > 0 ? true : undefined), 'the silent subscriber to close');
+    await freezeUntilClosed(1, 'the silent subscriber to close');
 
     redis.resume();
     await ready();
@@ -81,9 +85,7 @@ describe.skipIf(!redisUrl())('a Redis connection whose Redis stops answering', (
 
   it('closes a new connection whose ready check a frozen Redis never answers, and goes on trying', async () => {
     await connect();
-    redis.pause();
-    await clock.advance(PROBE_EVERY_MS + SILENT_AFTER_MS);
-    await waitFor(async () => (closes > 0 ? true : undefined), 'the silent connection to close');
+    await freezeUntilClosed(1, 'the silent connection to close');
     // The paused server's kernel still completes the TCP handshake: the client is connected, and
     // waits on its ready check (ioredis's connect timeout ended with the handshake).
     await waitFor(async () => (client.status === 'connect' ? true : undefined), 'a new connection', 10_000);
@@ -109,9 +111,7 @@ describe.skipIf(!redisUrl())('a Redis connection whose Redis stops answering', (
     await redis.start();
     await ready();
     // Then it freezes: the new connection is found silent within the same bound.
-    redis.pause();
-    await clock.advance(PROBE_EVERY_MS + SILENT_AFTER_MS);
-    await waitFor(async () => (closes > 1 ? true : undefined), 'the silent connection to close', 5000);
+    await freezeUntilClosed(2, 'the silent connection to close', 5000);
   }, 30_000);
 
   it("does not close a connection whose answer came while the node's own event loop was stalled", async () => {

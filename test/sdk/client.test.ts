@@ -775,18 +775,6 @@ describe('enableCalls', () => {
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
   });
 
-  it("takes the integration's widget defaults from the state when the session answer left them out", async () => {
-    service.policy = policy(['mute'], { widget: { position: 'top-left', language: 'fr' } });
-    service.script.set('/crm/session', [{ status: 201, body: { widget_token: 'c2cw_min', expires_at: T0 + 1800 } }]);
-    start();
-    await flush();
-    expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
-    const host = document.querySelector('[data-testid="c2c-host"]') as HTMLElement;
-    expect(host.style.top).toBe('16px');
-    expect(host.style.left).toBe('16px');
-    expect(document.querySelectorAll('[data-testid="c2c-host"]')).toHaveLength(1);
-  });
-
   it("offers an 'Open in new tab' link when the popup is blocked", async () => {
     service.set({ engine: null });
     openResult = () => null;
@@ -914,8 +902,12 @@ describe('the widget', () => {
     expect(q('c2c-widget').getAttribute('lang')).toBe('fr');
   });
 
-  it('takes the integration defaults for language and position when init() does not choose', async () => {
+  it.each([
+    ['the session answer', null],
+    ['the state when the session answer left them out', { widget_token: 'c2cw_min', expires_at: T0 + 1800 }],
+  ])('takes the integration defaults for language and position from %s, when init() does not choose', async (_, trimmed) => {
     service.policy = policy(['mute'], { widget: { position: 'top-left', language: 'fr' } });
+    if (trimmed) service.script.set('/crm/session', [{ status: 201, body: trimmed }]);
     start();
     await flush();
     expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
