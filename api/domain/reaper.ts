@@ -6,7 +6,8 @@
  * - an engine silent for 90 s is offline, and its calls are ended through the provider (one whose
  *   socket dropped is offline sooner, unless on a call: engines/dropped.ts);
  * - a claimed intent whose provider leg never started fails after 60 s;
- * - once a minute, widget command records older than COMMAND_RETENTION_DAYS go (retention.ts).
+ * - once a minute, widget command records older than COMMAND_RETENTION_DAYS go, and once an hour,
+ *   widget tokens and launch tickets dead for a day (retention.ts).
  */
 import { LIMITS } from '../../shared/limits.js';
 import type { Bus } from '../bus/index.js';
@@ -17,7 +18,7 @@ import { Changes } from './changes.js';
 import { LIVE_STATUSES } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { finishCall } from './calls/lifecycle.js';
-import { PRUNE_EVERY_MS, pruneCommands } from './retention.js';
+import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
 
 export interface ReaperDeps {
@@ -37,6 +38,7 @@ export function createReaper(deps: ReaperDeps) {
   let timer: Timer | undefined;
   let running: Promise<void> | undefined;
   let prunedAt = -Infinity;
+  let credentialsDueAt = -Infinity;
 
   async function expireQueued(changes: Changes, now: number) {
     const due = await db.query<{ id: string }>(`SELECT id FROM call_intents WHERE status = 'queued' AND expires_at <= $1`, [now]);
@@ -107,6 +109,11 @@ export function createReaper(deps: ReaperDeps) {
       if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
         prunedAt = now;
         await pruneCommands(db, now, deps.commandRetentionMs);
+      }
+      if (now >= credentialsDueAt) {
+        credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
+        const { more } = await pruneDeadCredentials(db, now);
+        if (more) credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
       }
     } finally {
       changes.publish(bus);

@@ -1,12 +1,19 @@
 /**
+ * What the store lets go of, run by the reaper (reaper.ts), in batches, one node at a time (an
+ * advisory lock per kind).
+ *
  * Retention of widget command records (COMMAND_RETENTION_DAYS; off unless set). A record is what
  * makes a request_id run once, so by default every record is kept and the promise holds forever.
  * A call centre at a thousand commands a second writes some 86 million a day, though, and an
  * operator may choose a window instead: records older than it are deleted, and a request_id older
  * than it could run again (set it far beyond any client's retries, which last seconds). A command
- * still waiting for a live call window is kept whatever its age.
+ * still waiting for a live call window is kept whatever its age. Once a minute.
  *
- * Run by the reaper once a minute, in batches, one node at a time (an advisory lock).
+ * Dead credentials (always): a widget token or launch ticket that expired over a day ago can never
+ * be accepted again, so its row (an id, an origin and a secret's hash) only costs space, and time in
+ * the statements that end every session of an integration or an agent. A page load makes a widget
+ * session and every 30 minutes it lives makes a token, so a call centre writes hundreds of thousands
+ * a day. The day left after expiry keeps a recent refusal explainable from the store. Once an hour.
  */
 import type { Db } from '../store/index.js';
 
@@ -41,4 +48,62 @@ export async function pruneCommands(db: Db, now: number, retentionMs: number): P
     if (!row || row.reached || row.deleted === 0) break;
   }
   return pruned;
+}
+
+export const PRUNE_CREDENTIALS_EVERY_MS = 3_600_000;
+/** after a pass that stopped at its bound (a backlog, as after an upgrade), the next comes this soon */
+export const PRUNE_CREDENTIALS_BACKLOG_MS = 60_000;
+/** how long a dead credential's row stays after it expired */
+export const DEAD_CREDENTIAL_KEPT_MS = 24 * 3_600_000;
+/** rows per statement, and statements per pass of each kind: some 0.6 s of a reaper tick when catching up */
+const CREDENTIAL_BATCH = 5_000;
+const CREDENTIAL_BATCHES_PER_PASS = 4;
+
+/**
+ * The widget tokens expired before $1. A session's first token (family_id null) also names the
+ * session that revoke ends whole (sessions.ts), so it stays while any token refreshed from it is
+ * younger; the others go with no such check. The launch tickets of a token go with it (ON DELETE
+ * CASCADE). There is no index on expires_at: the table is scanned once an hour, which costs less
+ * than keeping one up on every page load, and building one on a large live table would hold up
+ * logins while it ran (migrations run in one transaction, so not CONCURRENTLY).
+ */
+const PRUNE_WIDGET_TOKENS = `WITH dead AS (
+    SELECT s.id FROM widget_sessions s
+    WHERE s.expires_at < $1
+      AND (s.family_id IS NOT NULL
+        OR NOT EXISTS (SELECT 1 FROM widget_sessions r WHERE r.family_id = s.id AND r.expires_at >= $1))
+    LIMIT ${CREDENTIAL_BATCH}
+  ), gone AS (
+    DELETE FROM widget_sessions w USING dead d WHERE w.id = d.id RETURNING 1
+  ) SELECT count(*)::int AS deleted FROM gone`;
+
+/** Launch tickets expired before $1, those of a session still alive (refreshed for days) too. */
+const PRUNE_LAUNCH_TICKETS = `WITH gone AS (
+    DELETE FROM launch_tickets WHERE id IN (SELECT id FROM launch_tickets WHERE expires_at < $1 LIMIT ${CREDENTIAL_BATCH}) RETURNING 1
+  ) SELECT count(*)::int AS deleted FROM gone`;
+
+/**
+ * Deletes widget tokens and launch tickets that expired over a day ago, a bounded number of each
+ * per pass, so that a backlog (as after an upgrade: 20,000 of each a minute) does not hold up the
+ * reaper's other rules for long; `more` says a pass stopped at that bound.
+ */
+export async function pruneDeadCredentials(db: Db, now: number): Promise<{ pruned: number; more: boolean }> {
+  let pruned = 0;
+  let more = false;
+  // tickets first: those of live sessions go, and the sessions' cascade finds fewer
+  for (const [statement, lock] of [
+    [PRUNE_LAUNCH_TICKETS, 'c2c:prune-launch-tickets'],
+    [PRUNE_WIDGET_TOKENS, 'c2c:prune-widget-tokens'],
+  ] as const) {
+    for (let batch = 0; ; batch += 1) {
+      const [row] = await db.tx((sql) => sql.query<{ deleted: number }>(statement, [now - DEAD_CREDENTIAL_KEPT_MS]), { lock });
+      pruned += row?.deleted ?? 0;
+      if (!row || row.deleted < CREDENTIAL_BATCH) break;
+      if (batch + 1 === CREDENTIAL_BATCHES_PER_PASS) {
+        more = true;
+        break;
+      }
+    }
+  }
+  return { pruned, more };
 }
