@@ -15,7 +15,7 @@ import type { Clock, Timer } from '../clock.js';
 import type { Providers } from '../providers/index.js';
 import type { Db } from '../store/index.js';
 import { Changes } from './changes.js';
-import { LIVE_STATUSES } from './calls/checks.js';
+import { ON_ENGINE_STATUS_LIST } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { finishCall } from './calls/lifecycle.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCommands, pruneDeadCredentials } from './retention.js';
@@ -30,8 +30,6 @@ export interface ReaperDeps {
   commandRetentionMs?: number;
   log?: (message: string, error?: unknown) => void;
 }
-
-const ON_ENGINE = LIVE_STATUSES.filter((status) => status !== 'queued');
 
 export function createReaper(deps: ReaperDeps) {
   const { db, bus, clock } = deps;
@@ -49,9 +47,9 @@ export function createReaper(deps: ReaperDeps) {
     await db.tx(async (sql) => {
       const orphaned = await sql.query<{ integration_id: string; member_id: string }>(
         `UPDATE call_intents c SET orphaned = true FROM engines e
-         WHERE c.engine_id = e.id AND c.status = ANY($2) AND NOT c.orphaned AND e.last_seen_at <= $1
+         WHERE c.engine_id = e.id AND c.status IN (${ON_ENGINE_STATUS_LIST}) AND NOT c.orphaned AND e.last_seen_at <= $1
          RETURNING c.integration_id, c.member_id`,
-        [now - LIMITS.engineStaleSeconds * 1000, ON_ENGINE],
+        [now - LIMITS.engineStaleSeconds * 1000],
       );
       for (const row of orphaned) await changes.touchAgent(sql, row.integration_id, row.member_id);
     });
@@ -72,8 +70,8 @@ export function createReaper(deps: ReaperDeps) {
   async function endAbandoned(changes: Changes, now: number) {
     const abandoned = await db.query<CallRow>(
       `SELECT c.* FROM call_intents c JOIN engines e ON e.id = c.engine_id
-       WHERE c.status = ANY($2) AND e.last_seen_at <= $1`,
-      [now - LIMITS.engineOfflineAfterSeconds * 1000, ON_ENGINE],
+       WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1`,
+      [now - LIMITS.engineOfflineAfterSeconds * 1000],
     );
     for (const call of abandoned) {
       try {

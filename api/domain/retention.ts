@@ -67,7 +67,7 @@ const CREDENTIAL_BATCHES_PER_PASS = 4;
  * than keeping one up on every page load, and building one on a large live table would hold up
  * logins while it ran (migrations run in one transaction, so not CONCURRENTLY).
  */
-const PRUNE_WIDGET_TOKENS = `WITH dead AS (
+const PRUNE_WIDGET_TOKENS = `/* scans by design: once an hour */ WITH dead AS (
     SELECT s.id FROM widget_sessions s
     WHERE s.expires_at < $1
       AND (s.family_id IS NOT NULL
@@ -78,7 +78,7 @@ const PRUNE_WIDGET_TOKENS = `WITH dead AS (
   ) SELECT count(*)::int AS deleted FROM gone`;
 
 /** Launch tickets expired before $1, those of a session still alive (refreshed for days) too. */
-const PRUNE_LAUNCH_TICKETS = `WITH gone AS (
+const PRUNE_LAUNCH_TICKETS = `/* scans by design: once an hour */ WITH gone AS (
     DELETE FROM launch_tickets WHERE id IN (SELECT id FROM launch_tickets WHERE expires_at < $1 LIMIT ${CREDENTIAL_BATCH}) RETURNING 1
   ) SELECT count(*)::int AS deleted FROM gone`;
 

@@ -21,8 +21,18 @@ export interface CheckedCall {
 
 /** Statuses of intents that hold a call (or a claim on one) and count against limits. */
 export const LIVE_STATUSES = ['queued', 'claimed', 'dialing', 'ringing', 'connected', 'incoming'] as const;
-/** LIVE_STATUSES as SQL literals, for `status IN (…)`: unlike a parameter, a generic plan can then use the partial indexes on live calls. */
-export const LIVE_STATUS_LIST = LIVE_STATUSES.map((status) => `'${status}'`).join(', ');
+/** The live statuses in which a call window holds the call: all but `queued`. */
+export const ON_ENGINE_STATUSES = LIVE_STATUSES.filter((status) => status !== 'queued');
+
+/**
+ * The status lists as SQL literals, for `status IN (…)`. Never pass them as a parameter
+ * (`status = ANY($2)`): every statement runs on a generic plan (store/pg.ts), which cannot tell
+ * that a parameter's statuses match a partial index on live calls, and so reads every call ever
+ * made (test/store/query-plans.test.ts).
+ */
+const sqlList = (values: readonly string[]) => values.map((value) => `'${value}'`).join(', ');
+export const LIVE_STATUS_LIST = sqlList(LIVE_STATUSES);
+export const ON_ENGINE_STATUS_LIST = sqlList(ON_ENGINE_STATUSES);
 
 export async function checkCallRequest(sql: Sql, integration: IntegrationWithAccount, request: CallRequest): Promise<CheckedCall> {
   // integration
@@ -52,16 +62,16 @@ export async function checkCallRequest(sql: Sql, integration: IntegrationWithAcc
   if (perMinuteMicros === null) throw new C2CError('destination_not_allowed', 'No calling rate covers this destination.');
   const [account] = await sql.query<{ balance_micros: number; live_calls: number }>(
     `SELECT a.balance_micros,
-            (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status = ANY($2)) AS live_calls
+            (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST})) AS live_calls
      FROM accounts a WHERE a.id = $1`,
-    [integration.account_id, LIVE_STATUSES],
+    [integration.account_id],
   );
   if (!account || affordableSeconds(account.balance_micros, perMinuteMicros, account.live_calls + 1) < LIMITS.minAffordableCallSeconds) {
     throw new C2CError('insufficient_balance');
   }
   const [concurrent] = await sql.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1 AND status = ANY($2)',
-    [integration.id, LIVE_STATUSES],
+    `SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1 AND status IN (${LIVE_STATUS_LIST})`,
+    [integration.id],
   );
   if ((concurrent?.n ?? 0) >= integration.concurrency_limit) throw new C2CError('concurrency_limit');
 

@@ -9,7 +9,7 @@ import type { Db } from '../../store/index.js';
 import { affordableSeconds, timeLimitSeconds } from '../billing.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
-import { LIVE_STATUSES } from './checks.js';
+import { LIVE_STATUS_LIST } from './checks.js';
 
 export interface DialWebhook {
   callSid: string;
@@ -36,9 +36,9 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
 
     const [account] = await sql.query<{ balance_micros: number; live_calls: number }>(
       `SELECT a.balance_micros,
-              (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status = ANY($2) AND c.direction = 'outbound') AS live_calls
+              (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST}) AND c.direction = 'outbound') AS live_calls
        FROM accounts a WHERE a.id = $1`,
-      [call.account_id, LIVE_STATUSES],
+      [call.account_id],
     );
     const affordable = affordableSeconds(account?.balance_micros ?? 0, call.per_minute_micros, Math.max(1, account?.live_calls ?? 1));
     const limit = timeLimitSeconds(call.policy.max_call_seconds, affordable);

@@ -5,7 +5,7 @@
 import { C2CError } from '../../../shared/errors.js';
 import type { Sql } from '../../store/index.js';
 import type { EngineRow } from '../views.js';
-import { LIVE_STATUSES } from './checks.js';
+import { LIVE_STATUS_LIST } from './checks.js';
 
 export async function checkAgentEngine(sql: Sql, integrationId: string, memberId: string): Promise<EngineRow> {
   const [engine] = await sql.query<EngineRow>(
@@ -18,8 +18,8 @@ export async function checkAgentEngine(sql: Sql, integrationId: string, memberId
   // calls only once ready, so an intent accepted now could wait out its 60 s and expire.
   if (engine.state !== 'ready') throw new C2CError('agent_not_ready', "The agent's call window is still connecting its voice line.");
   const [live] = await sql.query(
-    'SELECT 1 FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = ANY($3) LIMIT 1',
-    [integrationId, memberId, LIVE_STATUSES],
+    `SELECT 1 FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status IN (${LIVE_STATUS_LIST}) LIMIT 1`,
+    [integrationId, memberId],
   );
   if (engine.busy || live) throw new C2CError('agent_busy');
   return engine;

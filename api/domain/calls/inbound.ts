@@ -19,7 +19,7 @@ import { newId } from '../credentials.js';
 import { assertIntegrationUsable, findIntegration } from '../integrations/repo.js';
 import { parseE164 } from '../phone.js';
 import type { CallRow, EngineRow } from '../views.js';
-import { LIVE_STATUSES } from './checks.js';
+import { LIVE_STATUS_LIST } from './checks.js';
 
 export interface InboundRequest {
   integrationId: string;
@@ -45,10 +45,10 @@ export async function injectInbound(
             (SELECT max(coalesce(c.ended_at, c.created_at)) FROM call_intents c WHERE c.engine_id = e.id) AS last_call_at
      FROM engines e JOIN members m ON m.id = e.member_id
      WHERE e.integration_id = $1 AND e.state = 'ready' AND e.mic_ready AND e.available AND e.registered AND NOT e.busy
-       AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status = ANY($2))
-       AND ($3::text IS NULL OR lower(m.email) = lower($3))
+       AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}))
+       AND ($2::text IS NULL OR lower(m.email) = lower($2))
      ORDER BY last_call_at ASC NULLS FIRST, e.created_at ASC`,
-    [integration.id, LIVE_STATUSES, request.memberEmail ?? null],
+    [integration.id, request.memberEmail ?? null],
   );
   let chosen: { engine: EngineRow; policy: CallRow['policy']; department: string | null } | undefined;
   for (const engine of candidates) {

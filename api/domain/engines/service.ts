@@ -13,7 +13,7 @@ import { loadProviderAccount, type Providers } from '../../providers/index.js';
 import { coalesce } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUSES } from '../calls/checks.js';
+import { LIVE_STATUS_LIST } from '../calls/checks.js';
 import { claimIntent } from '../calls/claim.js';
 import { hangupCall } from '../calls/hangup.js';
 import type { Commands } from '../commands/service.js';
@@ -126,9 +126,9 @@ export function createEngines(deps: EnginesDeps) {
     /** The window's own hang-up button: its live call (or the one named) ends through the provider. */
     async hangup(context: EngineContext, callId: string | undefined): Promise<CallRow | null> {
       const [call] = await db.query<CallRow>(
-        `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status = ANY($3)
-           AND ($4::text IS NULL OR id = $4) ORDER BY (engine_id = $5) DESC, created_at DESC LIMIT 1`,
-        [context.engine.integration_id, context.engine.member_id, LIVE_STATUSES, callId ?? null, context.engine.id],
+        `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status IN (${LIVE_STATUS_LIST})
+           AND ($3::text IS NULL OR id = $3) ORDER BY (engine_id = $4) DESC, created_at DESC LIMIT 1`,
+        [context.engine.integration_id, context.engine.member_id, callId ?? null, context.engine.id],
       );
       if (!call) return null;
       const ended = await hangupCall(deps, call.id, 'hangup');
@@ -145,7 +145,7 @@ export function createEngines(deps: EnginesDeps) {
           [context.engine.id, clock.now(), reason ?? 'closed'],
         );
         if (closed.length === 0) return;
-        await sql.query('UPDATE call_intents SET orphaned = true WHERE engine_id = $1 AND status = ANY($2)', [context.engine.id, LIVE_STATUSES]);
+        await sql.query(`UPDATE call_intents SET orphaned = true WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [context.engine.id]);
         await changes.touchAgent(sql, context.engine.integration_id, context.engine.member_id);
         // the window's own words stay in close_reason; its sockets are told only that it closed
         changes.engineClosed(context.engine.id, 'closed');

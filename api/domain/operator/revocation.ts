@@ -5,7 +5,7 @@
  */
 import type { Providers } from '../../providers/index.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUSES } from '../calls/checks.js';
+import { LIVE_STATUS_LIST } from '../calls/checks.js';
 import { hangupCall } from '../calls/hangup.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
 
@@ -24,9 +24,12 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
     const updated = await sql.query(`UPDATE integrations SET status = 'revoked', revoked_at = $2 WHERE id = $1 RETURNING id`, [integrationId, now]);
     if (updated.length === 0) throw new OperatorError(`No integration ${integrationId}.`);
     await sql.query('UPDATE server_keys SET revoked_at = $2 WHERE integration_id = $1 AND revoked_at IS NULL', [integrationId, now]);
+    // The tokens still alive: an expired one is refused anyway and has no socket to end. Reads
+    // every token of the integration kept (dead ones go a day after expiry: retention.ts).
     const sessions = await sql.query<{ id: string }>(
-      `UPDATE widget_sessions SET revoked_at = $2, end_reason = 'integration_revoked'
-       WHERE integration_id = $1 AND revoked_at IS NULL RETURNING id`,
+      `/* scans by design: every token of one integration, once */
+       UPDATE widget_sessions SET revoked_at = $2, end_reason = 'integration_revoked'
+       WHERE integration_id = $1 AND revoked_at IS NULL AND expires_at > $2 RETURNING id`,
       [integrationId, now],
     );
     for (const { id } of sessions) changes.sessionEnded(id, 'integration_revoked');
@@ -39,7 +42,7 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
       changes.engineClosed(engine.id, 'integration_revoked');
       await changes.touchAgent(sql, integrationId, engine.member_id);
     }
-    const calls = await sql.query<{ id: string }>('SELECT id FROM call_intents WHERE integration_id = $1 AND status = ANY($2)', [integrationId, LIVE_STATUSES]);
+    const calls = await sql.query<{ id: string }>(`SELECT id FROM call_intents WHERE integration_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [integrationId]);
     return { sessions: sessions.length, engines: engines.length, callIds: calls.map((c) => c.id) };
   });
   deps.bus.publish({ type: 'integration', integrationId });
