@@ -48,6 +48,13 @@ export const LIMITS = {
    * heartbeatFallbackMs.
    */
   engineDropGraceSeconds: 20,
+  /**
+   * decided: once a node's store failed a statement (an outage, a lock), its reaper judges no
+   * window's silence until the store has answered this long: windows could not report to a store
+   * that did not answer, so the silence was not theirs. Longer than heartbeatMs, so every live
+   * window has reported again by then.
+   */
+  storeRecoveryGraceSeconds: 20,
   /** decided: an engine silent this long no longer holds its calls: they are flagged orphaned */
   engineStaleSeconds: 30,
   /** decided: a heartbeat not mentioning a call orphans it only after this grace (the claim may be in flight) */

@@ -6,6 +6,9 @@
  * - an engine silent for 90 s is offline, and its calls are ended through the provider (one whose
  *   socket dropped is offline sooner, unless on a call: engines/dropped.ts);
  * - a claimed intent whose provider leg never started fails after 60 s;
+ * - the rules on silent engines wait while the store fails and for a grace after it answers again
+ *   (LIMITS.storeRecoveryGraceSeconds): a window cannot report to a store that does not answer, so
+ *   an outage of 90 s must not end every call when the store comes back;
  * - once a minute, widget command records older than COMMAND_RETENTION_DAYS go, and once an hour,
  *   widget tokens and launch tickets dead for a day (retention.ts).
  */
@@ -37,6 +40,21 @@ export function createReaper(deps: ReaperDeps) {
   let running: Promise<void> | undefined;
   let prunedAt = -Infinity;
   let credentialsDueAt = -Infinity;
+  let storeFailures = db.unavailableCount();
+  let storeFailedAt = -Infinity;
+
+  /** Whether windows' silence may be judged now: the store has answered for the whole grace. */
+  function silenceJudgeable(now: number): boolean {
+    const failures = db.unavailableCount();
+    if (failures !== storeFailures) {
+      if (now - storeFailedAt >= LIMITS.storeRecoveryGraceSeconds * 1000) {
+        deps.log?.(`the store failed ${failures - storeFailures} statement(s): silent windows are not judged until it has answered for ${LIMITS.storeRecoveryGraceSeconds} s`);
+      }
+      storeFailures = failures;
+      storeFailedAt = now;
+    }
+    return now - storeFailedAt >= LIMITS.storeRecoveryGraceSeconds * 1000;
+  }
 
   async function expireQueued(changes: Changes, now: number) {
     const due = await db.query<{ id: string }>(`SELECT id FROM call_intents WHERE status = 'queued' AND expires_at <= $1`, [now]);
@@ -100,9 +118,11 @@ export function createReaper(deps: ReaperDeps) {
     const now = clock.now();
     try {
       await expireQueued(changes, now);
-      await orphanStale(changes, now);
-      await markOffline(changes, now);
-      await endAbandoned(changes, now);
+      if (silenceJudgeable(now)) {
+        await orphanStale(changes, now);
+        await markOffline(changes, now);
+        await endAbandoned(changes, now);
+      }
       await failUnconnected(changes, now);
       if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
         prunedAt = now;

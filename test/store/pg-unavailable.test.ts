@@ -12,7 +12,8 @@ import { openPg } from '../../api/store/pg.js';
 import { C2CError } from '../../shared/errors.js';
 import { storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
-import { command, heartbeat, readyAgent, requestCall } from '../helpers/flows.js';
+import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
+import { LIMITS } from '../../shared/limits.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -222,5 +223,51 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
       await other.end();
     }
     expect((await state()).status).toBe(200);
+  });
+
+  it('ends no call and takes no window offline for the silence an outage imposed, and judges silence again once the store has answered a while', async () => {
+    const api = client(h.app);
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t);
+    const id = (requested.body as { request_id: string }).request_id;
+    await heartbeat(api, agent.engineToken);
+    expect((await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+    await heartbeat(api, agent.engineToken, { call_id: id });
+    await h.clock.advanceSeconds(3);
+    const call = async () => (await api.get(`/calls/${id}`, { auth: t.serverKey })).body as { status: string; orphaned: boolean };
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: false });
+
+    // The store stops answering for over 90 s (here: what touches engines): the window's heartbeats fail.
+    const other = await otherConnection(database.url!);
+    try {
+      await other.query('BEGIN; LOCK TABLE engines IN ACCESS EXCLUSIVE MODE');
+      for (let second = 0; second < 95; second += 19) {
+        await h.clock.advanceSeconds(19);
+        expect((await heartbeat(api, agent.engineToken, { call_id: id })).status).toBe(503);
+        // the reaper runs on: what it reads of the engines fails, the rest does its work
+        await h.services.reaper.tick().catch((error: unknown) => expect(error).toEqual(unavailable));
+      }
+      await other.query('ROLLBACK');
+    } finally {
+      await other.end();
+    }
+
+    // It answers again: the reaper runs before the window's next heartbeat, and judges no silence.
+    await h.services.reaper.tick();
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: false });
+    expect((await widgetState(api, agent.widgetToken)).body).toMatchObject({ engine: { state: 'ready' } });
+    await h.clock.advanceSeconds(LIMITS.heartbeatMs / 1000);
+    expect((await heartbeat(api, agent.engineToken, { call_id: id })).status).toBe(200);
+    await h.clock.advanceSeconds(LIMITS.storeRecoveryGraceSeconds - LIMITS.heartbeatMs / 1000);
+    await h.services.reaper.tick();
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: false });
+
+    // Past the grace, a window that falls silent is judged as ever: orphaned at 30 s, ended at 90 s.
+    await h.clock.advanceSeconds(LIMITS.engineStaleSeconds);
+    await h.services.reaper.tick();
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: true });
+    await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds - LIMITS.engineStaleSeconds);
+    await h.services.reaper.tick();
+    expect(await call()).toMatchObject({ status: 'completed' });
   });
 });
