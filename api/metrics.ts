@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, refused handshakes by code, pushes, acks, redeliveries, push latency, the bus's state, and the statements
+ * sockets by kind, refused handshakes by code, connections closed for not reading, pushes, acks, redeliveries, push latency, the bus's state, and the statements
  * that failed because the database was out of reach.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -25,6 +25,11 @@ export function createMetrics(bus: Bus, db: Db) {
     name: 'c2c_socket_refusals_total',
     help: 'Socket handshakes refused, by error code (a surge of unauthorized or rate_limited is a client looping or a flood)',
     labelNames: ['code'] as const,
+    registers: [registry],
+  });
+  const unreadOverflows = new Counter({
+    name: 'c2c_socket_unread_overflows_total',
+    help: 'Connections closed for leaving over 1000 packets unread (a long-polling client that never fetches its answers: gateway/guard.ts)',
     registers: [registry],
   });
   new Gauge({
@@ -54,6 +59,7 @@ export function createMetrics(bus: Bus, db: Db) {
     acks,
     redeliveries,
     socketRefusals,
+    unreadOverflows,
     observePush(kind: 'state' | 'work', startedAt: number) {
       pushes.inc({ kind });
       pushLatency.observe({ kind }, (performance.now() - startedAt) / 1000);

@@ -21,11 +21,18 @@ const Acks = z.array(CommandAck).max(100);
 
 type Reply = (result: unknown) => void;
 
-/** Answers a socket request like the REST endpoint would: the result, or the error envelope. */
-async function answer(reply: unknown, work: () => Promise<unknown>): Promise<void> {
-  const respond: Reply = typeof reply === 'function' ? (reply as Reply) : () => {};
+/**
+ * Answers a socket request like the REST endpoint would: the result, or the error envelope. An
+ * event carries one payload, then the acknowledgement callback when the client wants an answer
+ * (Socket.IO puts it last); more is refused unread rather than run with its answer lost.
+ */
+async function answer(args: unknown[], work: (payload: unknown) => Promise<unknown>): Promise<void> {
+  const last = args.at(-1);
+  const respond: Reply = typeof last === 'function' ? (last as Reply) : () => {};
+  const payloads = typeof last === 'function' ? args.length - 1 : args.length;
   try {
-    respond(await work());
+    if (payloads > 1) throw new C2CError('invalid_request', `An event takes one payload and an acknowledgement; this one had ${payloads} payloads.`);
+    respond(await work(payloads === 0 ? undefined : args[0]));
   } catch (error) {
     respond(toEnvelope(error));
   }
@@ -66,16 +73,16 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     return auth.context;
   };
 
-  function command(this: Socket, payload: unknown, reply: unknown) {
-    return answer(reply, async () => {
+  function command(this: Socket, ...args: unknown[]) {
+    return answer(args, async (payload) => {
       const context = await widgetContext(this.data as SocketData);
       await limits.widgetCommand((this.data as WidgetSocketData).ip);
       return services.commands.execute(context, parse(Command, payload));
     });
   }
 
-  function heartbeat(this: Socket, payload: unknown, reply: unknown) {
-    return answer(reply, async () => {
+  function heartbeat(this: Socket, ...args: unknown[]) {
+    return answer(args, async (payload) => {
       const context = await engineContext(this.data as SocketData);
       await limits.engineHeartbeat(context.engine.id);
       const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket');
@@ -83,8 +90,8 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     });
   }
 
-  function ack(this: Socket, payload: unknown, reply: unknown) {
-    return answer(reply, async () => {
+  function ack(this: Socket, ...args: unknown[]) {
+    return answer(args, async (payload) => {
       const context = await engineContext(this.data as SocketData);
       await limits.engineAcks(context.engine.id);
       const acks = parse(Acks, payload);

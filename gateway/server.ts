@@ -11,6 +11,7 @@ import type { Services } from '../api/services.js';
 import { keepCurrentThroughOutages } from './catch-up.js';
 import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
+import { closeUnread, guardEvents } from './guard.js';
 import { EngineDrops } from './drops.js';
 import { endExpiredTokens, watchEndings } from './endings.js';
 import { handshake, releaseHandshake, type SocketData } from './handshake.js';
@@ -48,10 +49,14 @@ export async function startGateway(services: Services, options: { port: number; 
   const limits = new SocketLimits(services);
   io.use(handshake(services, limits));
   const handle = socketHandlers(services, limits);
+  const guard = guardEvents(services.metrics);
   const local = new LocalSockets();
   const drops = new EngineDrops(services, local);
   // One listener for every socket's disconnect (Socket.IO calls it with the socket as `this`).
   function disconnected(this: Socket, reason: string): void {
+    // A client leaving the namespace but not the connection would hold it unseen (no socket to
+    // count, end or sweep), for as long as it answers pings: we use one namespace, so it goes too.
+    if (reason === 'client namespace disconnect') this.conn.close();
     local.remove(this);
     drops.dropped(this, reason);
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
@@ -65,11 +70,13 @@ export async function startGateway(services: Services, options: { port: number; 
     services.metrics.sockets.inc({ kind: (socket.data as SocketData).kind });
     local.add(socket);
     socket.on('disconnect', disconnected);
+    socket.onAny(guard);
     handle(socket);
   });
   const stopEndings = watchEndings(services, io, local);
   const stopExpiry = endExpiredTokens(services, io);
   const stopCatchUp = keepCurrentThroughOutages(services, io);
+  const stopUnread = closeUnread(io, services.clock, services.metrics);
 
   serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
@@ -87,6 +94,7 @@ export async function startGateway(services: Services, options: { port: number; 
       closing ??= (async () => {
         stopEndings();
         stopExpiry();
+        stopUnread();
         drops.stop();
         const caughtUp = stopCatchUp();
         uws.us_listen_socket_close(listenSocket);
