@@ -8,9 +8,12 @@
  * Users: commands, heartbeats, acks, WidgetState loads, engine snapshots, credential reads, agent
  * and integration checks, the platform switch, engines offline after a socket drop, the
  * rate-limit increments sent to Redis, the PING that confirms room subscriptions.
+ *
+ * A flush that fails because the store is out of reach fails every item waiting too, so a caller
+ * waits at most about one statement timeout for its 503, however many are queued.
  */
 import type { Clock } from '../clock.js';
-import type { Sql } from './db.js';
+import { isStoreUnavailable, type Sql } from './db.js';
 
 export type Flush<I, R> = (items: I[]) => Promise<R[]>;
 
@@ -54,7 +57,14 @@ export function coalesce<I, R>(flush: Flush<I, R>, options: CoalesceOptions = {}
         const results = await flush(batch.map((entry) => entry.item));
         batch.forEach((entry, index) => entry.resolve(results[index]!));
       } catch (error) {
-        if (options.isolate && batch.length > 1) await Promise.all(batch.map(alone));
+        if (isStoreUnavailable(error)) {
+          // The store is not answering: retrying each item alone, and then the items queued behind
+          // this flush, would each wait out a timeout of their own to learn the same, and callers
+          // would wait for several in a row. All fail now (none of them wrote anything), to retry.
+          const waiting = queue;
+          queue = [];
+          for (const entry of [...batch, ...waiting]) entry.reject(error);
+        } else if (options.isolate && batch.length > 1) await Promise.all(batch.map(alone));
         else for (const entry of batch) entry.reject(error);
       }
     }

@@ -45,5 +45,10 @@ export async function one<T = Row>(sql: Sql, text: string, params?: readonly unk
   return rows[0];
 }
 
+/** Whether an error is the database being out of reach or stuck (503 service_unavailable: the drivers' StoreUnavailable). */
+export function isStoreUnavailable(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'service_unavailable';
+}
+
 /** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS). */
 export const PG_TIMEOUT_DEFAULTS = { statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 } as const;

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../api/clock.js';
 import { coalesce } from '../../api/store/coalesce.js';
+import { StoreUnavailable } from '../../api/store/pg.js';
 
 function recording(fail?: (items: number[]) => boolean, isolate = false) {
   const batches: number[][] = [];
@@ -47,6 +48,27 @@ describe('coalesce', () => {
     const results = await Promise.allSettled([r.submit(1), r.submit(2), r.submit(3)]);
     expect(results.map((x) => (x.status === 'fulfilled' ? x.value : 'failed'))).toEqual([10, 'failed', 30]);
     expect(r.batches).toEqual([[1, 2, 3], [1], [2], [3]]);
+  });
+
+  it('fails every item at once when the store is out of reach: none alone, none queued behind waits out its own timeout', async () => {
+    const batches: number[][] = [];
+    let down = true;
+    let release: () => void = () => {};
+    const submit = coalesce<number, number>(async (items) => {
+      batches.push(items);
+      if (!down) return items.map((n) => n * 10);
+      await new Promise<void>((resolve) => (release = resolve)); // a statement stuck until its timeout
+      throw new StoreUnavailable(new Error('statement timeout'));
+    }, { max: 3, isolate: true });
+    const stuck = [submit(1), submit(2)];
+    await new Promise((resolve) => setImmediate(resolve));
+    const queued = [3, 4, 5, 6].map((n) => submit(n));
+    release();
+    const results = await Promise.allSettled([...stuck, ...queued]);
+    expect(results.map((x) => (x.status === 'rejected' ? (x.reason as { code: string }).code : x.value))).toEqual(Array(6).fill('service_unavailable'));
+    expect(batches).toEqual([[1, 2]]);
+    down = false;
+    expect(await submit(7)).toBe(70);
   });
 
   it('with gather, holds the first item of an idle queue for the given time, and what arrives meanwhile goes with it', async () => {
