@@ -55,8 +55,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // receiving the request only, never the time a route takes to answer.
     requestTimeout: REQUEST_TIMEOUT_MS,
     frameworkErrors: frameworkError,
+    // Stopping (serve.ts): idle kept-alive connections close at once, requests in flight finish
+    // (new ones on their connections get 503); serve.ts cuts what is still running after a bound.
     return503OnClosing: true,
-    forceCloseConnections: true,
+    forceCloseConnections: 'idle',
     // Polls and heartbeats arrive by the thousand; request lines are logged only when debugging.
     logController: new LogController({
       disableRequestLogging: services.config.logLevel !== 'debug' && services.config.logLevel !== 'trace',

@@ -17,6 +17,27 @@ import { openStore } from './store/index.js';
 
 export type Role = 'api' | 'gateway' | 'all';
 
+/**
+ * How long a stopping API lets requests in flight finish before it cuts their connections: under
+ * the 10 s a stopping process gives itself (cli/main.ts), and longer than any request takes while
+ * the store answers. One cut is told nothing, so this is for requests stuck on a store that does not.
+ */
+export const DRAIN_MS = 7_000;
+
+/** Stops taking requests, lets those in flight finish for up to `ms`, then cuts the rest. */
+async function drain(app: FastifyInstance, ms: number): Promise<void> {
+  // Closing closes the connections idle at that moment; one whose request finishes later stays
+  // open for its next request (keep-alive) and would hold the close up: it is closed once idle.
+  const idle = setInterval(() => app.server.closeIdleConnections(), 50);
+  const cut = setTimeout(() => app.server.closeAllConnections(), ms);
+  try {
+    await app.close();
+  } finally {
+    clearInterval(idle);
+    clearTimeout(cut);
+  }
+}
+
 export interface RunningNode {
   role: Role;
   services: Services;
@@ -94,8 +115,8 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
       services.reaper.start();
       cleanups.push(async () => {
         removeAdminFile();
-        await services.reaper.stop();
-        await app.close();
+        // the reaper's tick under way and the requests in flight finish before the store closes
+        await Promise.all([services.reaper.stop(), drain(app, DRAIN_MS)]);
       });
       if (options.demo) {
         const credentials = await announceDemo(services, config, app);

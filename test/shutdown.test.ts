@@ -1,0 +1,53 @@
+/**
+ * A node told to stop (SIGTERM: api/cli/main.ts → node.close(), api/serve.ts) lets the requests in
+ * flight finish and answers them, instead of cutting their connections; it takes no new ones, and
+ * closes its store only after. A request is held in flight by a lock on the table it writes.
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../api/config.js';
+import { startNode } from '../api/serve.js';
+import { createPgDatabase } from './helpers/databases.js';
+import { postgresUrl } from './helpers/env.js';
+import { waitFor } from './helpers/processes.js';
+import { ORIGIN, seedTenant } from './helpers/tenant.js';
+
+describe.skipIf(!postgresUrl())('a node told to stop', () => {
+  it('answers the requests in flight, takes no new ones, and then closes', async () => {
+    const database = await createPgDatabase();
+    const node = await startNode(loadConfig({ DATABASE_URL: database.url, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: '0', LOG_LEVEL: 'silent' }), { logger: false });
+    const other = new pg.Client({ connectionString: database.url });
+    await other.connect();
+    try {
+      const t = await seedTenant(node.services);
+      const sessions = `${node.url}/api/v1/click2call/sessions`;
+      const newSession = () =>
+        fetch(sessions, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${t.serverKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }),
+        });
+
+      await other.query('BEGIN; LOCK TABLE widget_sessions IN ACCESS EXCLUSIVE MODE');
+      const inFlight = newSession();
+      await waitFor(async () => {
+        const [row] = (await other.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows;
+        return row.n > 0 || undefined;
+      }, 'the request waiting on the lock', 5000);
+
+      const closed = node.close();
+      await expect(newSession().then((answer) => answer.status)).rejects.toThrow(); // not listening any more
+      await other.query('ROLLBACK');
+      const answered = await inFlight;
+      expect(answered.status).toBe(201);
+      expect((await answered.json()).widget_token).toMatch(/^c2cw_/);
+      await closed;
+      const [row] = (await other.query('SELECT count(*)::int AS n FROM widget_sessions')).rows;
+      expect(row.n).toBe(1);
+    } finally {
+      await other.end();
+      await node.close();
+      await database.drop();
+    }
+  });
+});
