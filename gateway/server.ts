@@ -19,6 +19,9 @@ import { SocketLimits } from './limits.js';
 import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
 
+/** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (its typings name the option only for listen(port, options, cb)) */
+const LISTEN_EXCLUSIVE_PORT = 1;
+
 export interface Gateway {
   port: number;
   native: boolean;
@@ -40,6 +43,17 @@ function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: 
 export async function startGateway(services: Services, options: { port: number; host: string }): Promise<Gateway> {
   const { uws, native } = loadUws(services.config.allowUwsFallback);
   const app = uws.App();
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    // uWS listens with SO_REUSEPORT by default: a second node started on a taken port would start
+    // without a word and take half of the new connections. Exclusive, it fails to start instead,
+    // before anything is wired to the shared Socket.IO server. What follows is wired in this same
+    // turn of the event loop, so no connection arrives before it.
+    const listen = app.listen.bind(app) as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
+    listen(options.host, options.port, LISTEN_EXCLUSIVE_PORT, (socket) =>
+      socket ? resolve(socket) : reject(new Error(`the gateway cannot listen on ${options.host}:${options.port} (is the port in use?)`)),
+    );
+  });
+  const port = uws.us_socket_local_port(listenSocket);
   const io = services.bus.io;
   // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS (cors.ts).
   const cors = gatewayCors(services);
@@ -81,10 +95,6 @@ export async function startGateway(services: Services, options: { port: number; 
   serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(options.host, options.port, (socket) => (socket ? resolve(socket) : reject(new Error(`the gateway cannot listen on ${options.host}:${options.port}`))));
-  });
-  const port = uws.us_socket_local_port(listenSocket);
 
   let closing: Promise<void> | undefined;
   return {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXPIRY_SWEEP_MS, recheck } from '../../gateway/endings.js';
 import type { WidgetSocketData } from '../../gateway/handshake.js';
 import { loadUws } from '../../gateway/uws.js';
+import { startGateway } from '../../gateway/server.js';
 import { LIMITS } from '../../shared/limits.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { setCoverage } from '../../api/domain/operator/integrations.js';
@@ -49,6 +50,10 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
   afterAll(async () => {
     for (const s of sockets) s.close();
     await live.close();
+  });
+
+  it('refuses to start on a port another gateway holds, rather than share it unannounced', async () => {
+    await expect(startGateway(h.services, { port: live.gateway.port, host: '127.0.0.1' })).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+ \(is the port in use\?\)/);
   });
 
   it('sends a widget the current state on connect, then every change, with rising versions', async () => {
