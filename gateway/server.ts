@@ -6,6 +6,7 @@
  */
 import type { Socket } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { C2CError } from '../shared/errors.js';
 import { SOCKET_PATH } from '../shared/events.js';
 import type { Services } from '../api/services.js';
 import { keepCurrentThroughOutages } from './catch-up.js';
@@ -35,7 +36,14 @@ function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: 
     res.onAborted(() => void (aborted = true));
     body().then(
       ({ type, text }) => !aborted && res.cork(() => res.writeHeader('content-type', type).end(text)),
-      () => !aborted && res.cork(() => res.writeStatus('503 Service Unavailable').end()),
+      (error: unknown) =>
+        !aborted &&
+        res.cork(() =>
+          res
+            .writeStatus('503 Service Unavailable')
+            .writeHeader('content-type', 'application/json')
+            .end(JSON.stringify(error instanceof C2CError ? error.toJSON() : new C2CError('service_unavailable').toJSON())),
+        ),
     );
   });
 }
@@ -92,7 +100,11 @@ export async function startGateway(services: Services, options: { port: number; 
   const stopCatchUp = keepCurrentThroughOutages(services, io);
   const stopUnread = closeUnread(io, services.clock, services.metrics);
 
-  serveText(app, '/healthz', async () => ({ type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, bus: services.bus.state() }) }));
+  // As the API's: a gateway whose store does not answer can neither take sockets nor serve their requests.
+  serveText(app, '/healthz', async () => {
+    await services.db.query('SELECT 1');
+    return { type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, store: services.db.driver, bus: services.bus.state() }) };
+  });
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
 
 

@@ -5,12 +5,18 @@
 import { Server, type ServerOptions } from 'socket.io';
 import { LIMITS } from '../../shared/limits.js';
 
+export const SOCKET_CONNECT_TIMEOUT_MS = 10_000;
+
 export function createSocketServer(options: Partial<ServerOptions> = {}): Server {
   return new Server({
     serveClient: false,
     // A socket message is no larger than a REST body may be (engine.io's default is 1 MB, which a
     // page could make the gateway buffer and parse for every message); larger closes the connection.
     maxHttpBufferSize: LIMITS.requestMaxBytes,
+    // A client sends its CONNECT (with its token) as soon as the transport is open; a connection
+    // that has not within this is closed. Socket.IO's default, 45 s, let anyone hold a descriptor
+    // that long per connection without presenting any credential.
+    connectTimeout: SOCKET_CONNECT_TIMEOUT_MS,
     ...options,
   });
 }

@@ -8,6 +8,7 @@ import { EXPIRY_SWEEP_MS, recheck } from '../../gateway/endings.js';
 import type { WidgetSocketData } from '../../gateway/handshake.js';
 import { loadUws } from '../../gateway/uws.js';
 import { startGateway } from '../../gateway/server.js';
+import { closeIo, createSocketServer } from '../../api/bus/socket-server.js';
 import { LIMITS } from '../../shared/limits.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { setCoverage } from '../../api/domain/operator/integrations.js';
@@ -24,6 +25,18 @@ import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 describe('uWebSockets.js', () => {
   it('loads its native binary (not the JavaScript fallback)', () => {
     expect(loadUws(false).native).toBe(true);
+  });
+});
+
+describe('Socket.IO', () => {
+  // Its timer is not on our clock, so this asserts the setting rather than waiting 10 s.
+  it('gives a connection 10 s to present its credential, not its default 45 s', () => {
+    const io = createSocketServer();
+    try {
+      expect(io.connectTimeout()).toBe(10_000);
+    } finally {
+      closeIo(io);
+    }
   });
 });
 

@@ -15,6 +15,7 @@ import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { LIMITS } from '../../shared/limits.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
+import { createGatewayHarness } from '../helpers/gateway.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 const unavailable = expect.objectContaining({ code: 'service_unavailable', status: 503 });
@@ -133,6 +134,29 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
     } finally {
       await other.end();
       await fresh.drop();
+    }
+  });
+});
+
+describe.skipIf(!storeDrivers().includes('pg'))('a gateway whose PostgreSQL does not answer', () => {
+  it('says so on /healthz (503, in the envelope), as the API does, and recovers with it', async () => {
+    const database = await openTestDatabase('pg', { pg: { max: 1, statementTimeoutMs: 1_000, connectTimeoutMs: 300 } });
+    const live = await createGatewayHarness('pg', {}, { database });
+    let release: () => void = () => {};
+    try {
+      const health = () => fetch(`${live.url}/healthz`);
+      expect(await (await health()).json()).toMatchObject({ ok: true, role: 'gateway', store: 'pg' });
+      const held = database.db.tx(() => new Promise<void>((resolve) => (release = resolve))); // the only connection
+      const refused = await health();
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toEqual({ ok: false, error: 'service_unavailable', message: 'The database is not answering; retry shortly.' });
+      release();
+      await held;
+      expect((await health()).status).toBe(200);
+    } finally {
+      release();
+      await live.close();
+      await database.drop();
     }
   });
 });
