@@ -256,7 +256,7 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
     await from(g, agent.widgetToken).next('state');
   });
 
-  it('refuse a second socket on a connection that carried one, close the connection, and count it against no one', async () => {
+  it('make no second socket on a connection that carried one (it closes when its socket leaves), and count it against no one', async () => {
     const f = '198.51.100.77';
     const ws = new WebSocket(`${live.url.replace(/^http/, 'ws')}/socket.io/?EIO=4&transport=websocket`, { headers: { origin: ORIGIN, 'x-forwarded-for': f } });
     const frames: string[] = [];
@@ -269,7 +269,7 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
     ws.send('41');
     ws.send(`40${JSON.stringify({ token: madeUp('c2cw_') })}`);
     await closed;
-    expect(JSON.parse(frames.find((frame) => frame.startsWith('44'))!.slice(2))).toMatchObject({ data: { code: 'invalid_request', final: false } });
+    expect(frames.filter((frame) => frame.startsWith('40{"sid"'))).toHaveLength(1); // the second CONNECT made nothing
     // Counted against neither the client nor the proxy in front (whose address the request, gone, would have left):
     // three refusals from each stay under the limit of 3, so a good token still passes.
     for (const address of [f, undefined]) {
