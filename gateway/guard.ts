@@ -19,11 +19,6 @@ import type { SocketData } from './handshake.js';
 export const MAX_UNREAD_PACKETS = 1000;
 export const UNREAD_SWEEP_MS = 1000;
 
-const EVENTS: Record<SocketData['kind'], ReadonlySet<string>> = {
-  widget: new Set(['command']),
-  engine: new Set(['heartbeat', 'ack']),
-};
-
 /** The engine.io connection under a socket, as far as these checks read it. */
 interface Connection {
   writeBuffer: unknown[];
@@ -35,9 +30,13 @@ function overflowing(connection: Connection): boolean {
   return connection.writeBuffer.length > MAX_UNREAD_PACKETS;
 }
 
+/** Socket.IO's own event on every socket: not one a client sends. */
+const RESERVED = new Set(['disconnect', 'disconnecting']);
+
 /**
  * Every event a socket sends passes here first (Socket.IO's onAny, shared by every socket and
- * called with the socket as `this`); the kind's own events go on to their handlers (connections.ts).
+ * called with the socket as `this`); those its kind has handlers for (connections.ts registers
+ * them) go on to them.
  */
 export function guardEvents(metrics: Metrics) {
   return function guard(this: Socket, event: string, ...args: unknown[]): void {
@@ -46,11 +45,12 @@ export function guardEvents(metrics: Metrics) {
       (this.conn as unknown as Connection).close(true);
       return;
     }
-    if (EVENTS[(this.data as SocketData).kind].has(event)) return;
+    if (this.listenerCount(event) > 0) return;
     const reply = args.at(-1);
     if (typeof reply === 'function') {
+      const events = this.eventNames().filter((name) => typeof name === 'string' && !RESERVED.has(name));
       const kind = (this.data as SocketData).kind;
-      reply(new C2CError('invalid_request', `A ${kind} socket has no event '${String(event).slice(0, 40)}'; it sends ${[...EVENTS[kind]].join(' and ')}.`).toJSON());
+      reply(new C2CError('invalid_request', `A ${kind} socket has no event '${String(event).slice(0, 40)}'; it sends ${events.join(' and ')}.`).toJSON());
     }
   };
 }

@@ -107,7 +107,6 @@ export async function startGateway(services: Services, options: { port: number; 
   });
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
 
-
   let closing: Promise<void> | undefined;
   return {
     port,

@@ -55,6 +55,13 @@ export const LIMITS = {
    * window has reported again by then.
    */
   storeRecoveryGraceSeconds: 20,
+  /**
+   * decided: a store that keeps failing now and then (a statement timing out every few seconds
+   * under load) would put that grace off for ever, and dead windows' calls would never end; once
+   * the reaper has run this long without judging silence, it judges anyway. Windows that live have
+   * reported in that time (most statements succeed).
+   */
+  storeTroubleMaxSeconds: 5 * 60,
   /** decided: an engine silent this long no longer holds its calls: they are flagged orphaned */
   engineStaleSeconds: 30,
   /** decided: a heartbeat not mentioning a call orphans it only after this grace (the claim may be in flight) */

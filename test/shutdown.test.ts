@@ -36,7 +36,8 @@ describe.skipIf(!postgresUrl())('a node told to stop', () => {
       }, 'the request waiting on the lock', 5000);
 
       const closed = node.close();
-      await expect(newSession().then((answer) => answer.status)).rejects.toThrow(); // not listening any more
+      await waitFor(async () => (node.app!.server.listening ? undefined : true), 'the API to stop listening', 5000);
+      await expect(newSession()).rejects.toThrow(); // no new connection is taken
       await other.query('ROLLBACK');
       const answered = await inFlight;
       expect(answered.status).toBe(201);

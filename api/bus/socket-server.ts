@@ -5,7 +5,7 @@
 import { Server, type ServerOptions } from 'socket.io';
 import { LIMITS } from '../../shared/limits.js';
 
-export const SOCKET_CONNECT_TIMEOUT_MS = 10_000;
+export const SOCKET_CONNECT_TIMEOUT_MS = 20_000;
 
 export function createSocketServer(options: Partial<ServerOptions> = {}): Server {
   return new Server({
@@ -14,8 +14,9 @@ export function createSocketServer(options: Partial<ServerOptions> = {}): Server
     // page could make the gateway buffer and parse for every message); larger closes the connection.
     maxHttpBufferSize: LIMITS.requestMaxBytes,
     // A client sends its CONNECT (with its token) as soon as the transport is open; a connection
-    // that has not within this is closed. Socket.IO's default, 45 s, let anyone hold a descriptor
-    // that long per connection without presenting any credential.
+    // not in the namespace within this (its token checked: up to 15 s on a store slow to answer,
+    // which then refuses it service_unavailable) is closed. Socket.IO's default, 45 s, let anyone
+    // hold a descriptor that long per connection without presenting any credential.
     connectTimeout: SOCKET_CONNECT_TIMEOUT_MS,
     ...options,
   });

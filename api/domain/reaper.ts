@@ -42,18 +42,31 @@ export function createReaper(deps: ReaperDeps) {
   let credentialsDueAt = -Infinity;
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
+  /** when this reaper first ran without judging silence, in the current run of such ticks */
+  let unjudgedSince: number | undefined;
 
-  /** Whether windows' silence may be judged now: the store has answered for the whole grace. */
+  /**
+   * Whether windows' silence may be judged now: the store has answered for the whole grace, or
+   * the reaper has put judging off for as long as it may (a store failing now and then).
+   */
   function silenceJudgeable(now: number): boolean {
     const failures = db.unavailableCount();
     if (failures !== storeFailures) {
-      if (now - storeFailedAt >= LIMITS.storeRecoveryGraceSeconds * 1000) {
-        deps.log?.(`the store failed ${failures - storeFailures} statement(s): silent windows are not judged until it has answered for ${LIMITS.storeRecoveryGraceSeconds} s`);
-      }
       storeFailures = failures;
       storeFailedAt = now;
     }
-    return now - storeFailedAt >= LIMITS.storeRecoveryGraceSeconds * 1000;
+    if (now - storeFailedAt >= LIMITS.storeRecoveryGraceSeconds * 1000) {
+      unjudgedSince = undefined;
+      return true;
+    }
+    if (unjudgedSince === undefined) {
+      unjudgedSince = now;
+      deps.log?.(`the store failed statements: silent windows are not judged until it has answered for ${LIMITS.storeRecoveryGraceSeconds} s`);
+    }
+    if (now - unjudgedSince < LIMITS.storeTroubleMaxSeconds * 1000) return false;
+    deps.log?.(`the store has kept failing statements for ${LIMITS.storeTroubleMaxSeconds} s: silent windows are judged again`);
+    unjudgedSince = now; // and again after as long, while the failures go on
+    return true;
   }
 
   async function expireQueued(changes: Changes, now: number) {
@@ -129,9 +142,10 @@ export function createReaper(deps: ReaperDeps) {
         await pruneCommands(db, now, deps.commandRetentionMs);
       }
       if (now >= credentialsDueAt) {
-        credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
+        // a pass that fails (the store) comes back as soon as a backlog's would
+        credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
         const { more } = await pruneDeadCredentials(db, now);
-        if (more) credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
+        if (!more) credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
       }
     } finally {
       changes.publish(bus);

@@ -177,8 +177,11 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       const family = sessionOf(session);
       const ended = await db.tx(async (sql) => {
         await sql.query('SELECT 1 FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]); // see refresh
+        // The first token always (a refresh reads the session's end there), the others while they
+        // live: an expired one is refused anyway, and is what the retention pass deletes.
         return sql.query<{ id: string }>(
-          'UPDATE widget_sessions SET revoked_at = $2, end_reason = $3 WHERE (id = $1 OR family_id = $1) AND revoked_at IS NULL RETURNING id',
+          `UPDATE widget_sessions SET revoked_at = $2, end_reason = $3
+           WHERE (id = $1 OR (family_id = $1 AND expires_at > $2)) AND revoked_at IS NULL RETURNING id`,
           [family, clock.now(), reason],
         );
       });

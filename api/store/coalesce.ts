@@ -10,10 +10,10 @@
  * rate-limit increments sent to Redis, the PING that confirms room subscriptions.
  *
  * A flush that fails because the store is out of reach fails every item waiting too, so a caller
- * waits at most about one statement timeout for its 503, however many are queued.
+ * waits for one timeout for its 503, not for several in a row.
  */
 import type { Clock } from '../clock.js';
-import { isStoreUnavailable, type Sql } from './db.js';
+import { isStoreOutOfReach, type Sql } from './db.js';
 
 export type Flush<I, R> = (items: I[]) => Promise<R[]>;
 
@@ -57,10 +57,13 @@ export function coalesce<I, R>(flush: Flush<I, R>, options: CoalesceOptions = {}
         const results = await flush(batch.map((entry) => entry.item));
         batch.forEach((entry, index) => entry.resolve(results[index]!));
       } catch (error) {
-        if (isStoreUnavailable(error)) {
-          // The store is not answering: retrying each item alone, and then the items queued behind
+        if (isStoreOutOfReach(error)) {
+          // The store is out of reach: retrying each item alone, and then the items queued behind
           // this flush, would each wait out a timeout of their own to learn the same, and callers
-          // would wait for several in a row. All fail now (none of them wrote anything), to retry.
+          // would wait for several in a row. All fail now with the 503 each would get, and retry
+          // (the batched writes are idempotent: request_ids, heartbeats, acks). A statement the
+          // server cancelled on its timeout is not this: it may be one item's row lock, so the
+          // items are tried alone as for any other failure.
           const waiting = queue;
           queue = [];
           for (const entry of [...batch, ...waiting]) entry.reject(error);

@@ -45,9 +45,14 @@ export async function one<T = Row>(sql: Sql, text: string, params?: readonly unk
   return rows[0];
 }
 
-/** Whether an error is the database being out of reach or stuck (503 service_unavailable: the drivers' StoreUnavailable). */
-export function isStoreUnavailable(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === 'service_unavailable';
+/**
+ * Whether an error is the database out of reach (the drivers' StoreUnavailable with outOfReach):
+ * no connection, no answer, a server going away. Not a statement it cancelled on its timeout, which
+ * may be one row's lock.
+ */
+export function isStoreOutOfReach(error: unknown): boolean {
+  const e = error as { code?: unknown; outOfReach?: unknown } | null;
+  return e?.code === 'service_unavailable' && e.outOfReach === true;
 }
 
 /** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS). */

@@ -39,10 +39,19 @@ const POOL_TIMEOUT = {} as const;
 
 /** The database being out of reach or stuck: 503 service_unavailable, retry shortly. */
 export class StoreUnavailable extends C2CError {
+  /**
+   * The database could not be reached or did not answer, as opposed to a statement it cancelled
+   * (its statement timeout: a lock wait, perhaps on one row): every statement now would fail alike.
+   */
+  readonly outOfReach: boolean;
   constructor(cause: unknown) {
     super('service_unavailable', 'The database is not answering; retry shortly.', { retryAfter: 1, cause });
+    this.outOfReach = (cause as { code?: unknown } | null)?.code !== STATEMENT_CANCELLED;
   }
 }
+
+/** SQLSTATE query_canceled: the statement timeout (or a cancel) ended the statement, not the connection. */
+const STATEMENT_CANCELLED = '57014';
 
 /** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting. */
 const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '53300', '57014', '57P01', '57P02', '57P03']);

@@ -58,7 +58,7 @@ describe('coalesce', () => {
       batches.push(items);
       if (!down) return items.map((n) => n * 10);
       await new Promise<void>((resolve) => (release = resolve)); // a statement stuck until its timeout
-      throw new StoreUnavailable(new Error('statement timeout'));
+      throw new StoreUnavailable(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
     }, { max: 3, isolate: true });
     const stuck = [submit(1), submit(2)];
     await new Promise((resolve) => setImmediate(resolve));
@@ -69,6 +69,18 @@ describe('coalesce', () => {
     expect(batches).toEqual([[1, 2]]);
     down = false;
     expect(await submit(7)).toBe(70);
+  });
+
+  it('tries each item alone when the server cancelled the statement on its timeout (perhaps one row locked)', async () => {
+    const batches: number[][] = [];
+    const submit = coalesce<number, number>(async (items) => {
+      batches.push(items);
+      if (items.includes(2)) throw new StoreUnavailable(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }));
+      return items.map((n) => n * 10);
+    }, { max: 3, isolate: true });
+    const results = await Promise.allSettled([submit(1), submit(2), submit(3)]);
+    expect(results.map((x) => (x.status === 'fulfilled' ? x.value : (x.reason as { code: string }).code))).toEqual([10, 'service_unavailable', 30]);
+    expect(batches).toEqual([[1, 2, 3], [1], [2], [3]]);
   });
 
   it('with gather, holds the first item of an idle queue for the given time, and what arrives meanwhile goes with it', async () => {

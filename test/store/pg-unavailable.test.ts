@@ -161,6 +161,48 @@ describe.skipIf(!storeDrivers().includes('pg'))('a gateway whose PostgreSQL does
   });
 });
 
+describe.skipIf(!storeDrivers().includes('pg'))('a store that keeps failing now and then', () => {
+  it('puts off judging silent windows for at most five minutes, then ends the calls of the dead ones', async () => {
+    // two connections, given up on after 100 ms: holding both makes the next statement fail at once
+    const database = await openTestDatabase('pg', { pg: { max: 2, connectTimeoutMs: 100 } });
+    const h = await createHarness('pg', {}, { database });
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const id = (await requestCall(api, t)).body.request_id as string;
+      await heartbeat(api, agent.engineToken);
+      expect((await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+      await heartbeat(api, agent.engineToken, { call_id: id });
+      await h.clock.advanceSeconds(3);
+      const status = async () => ((await api.get(`/calls/${id}`, { auth: t.serverKey })).body as { status: string }).status;
+      expect(await status()).toBe('connected');
+
+      // The window dies; the store fails a statement every 15 s, and answers the rest.
+      const failOnce = async () => {
+        const releases: Array<() => void> = [];
+        const held = [0, 1].map(() => database.db.tx(() => new Promise<void>((resolve) => releases.push(resolve))));
+        await expect(database.db.query('SELECT 1')).rejects.toEqual(unavailable);
+        for (const release of releases) release();
+        await Promise.all(held);
+      };
+      const endedAfter: number[] = [];
+      for (let second = 15; second <= 7 * 60; second += 15) {
+        await h.clock.advanceSeconds(15);
+        await failOnce();
+        await h.services.reaper.tick();
+        if ((await status()) !== 'connected') endedAfter.push(second);
+      }
+      // silent for 90 s it would have ended at once; it ends once judging has been put off for five minutes
+      expect(endedAfter[0]).toBeGreaterThan(LIMITS.storeTroubleMaxSeconds);
+      expect(endedAfter[0]).toBeLessThanOrEqual(LIMITS.storeTroubleMaxSeconds + 30);
+    } finally {
+      await h.close();
+      await database.drop();
+    }
+  });
+});
+
 describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stuck', () => {
   let database: TestDatabase;
   let h: Harness;

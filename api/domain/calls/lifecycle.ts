@@ -8,7 +8,7 @@ import type { Sql } from '../../store/index.js';
 import { chargeMicros } from '../billing.js';
 import type { Changes } from '../changes.js';
 import { callDurationSeconds, type CallRow } from '../views.js';
-import { LIVE_STATUSES } from './checks.js';
+import { LIVE_STATUS_LIST } from './checks.js';
 
 /** Progress order; a status never moves to a lower rank, and terminal ones never move. */
 export const STATUS_RANK: Record<CallStatus, number> = {
@@ -63,8 +63,8 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
   const [call] = await sql.query<CallRow>(
     `UPDATE call_intents SET status = $2, end_reason = $3, error = coalesce($4, error), ended_at = $5,
        answered_at = coalesce(answered_at, $6), orphaned = false
-     WHERE id = $1 AND status = ANY($7) RETURNING *`,
-    [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null, LIVE_STATUSES],
+     WHERE id = $1 AND status IN (${LIVE_STATUS_LIST}) RETURNING *`,
+    [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null],
   );
   if (!call) return undefined;
   const billed = call.status === 'completed' ? await bill(sql, call, nowMs) : call;
