@@ -181,20 +181,20 @@ export function printTable(targets: Target[]): void {
 
 const SECTION = '## Push (npm run bench:push)';
 
-/** Replaces (or appends) the push section of docs/performance.md, leaving other sections alone. */
-export function writeDocsSection(file: string, body: string): void {
-  const section = `${SECTION}\n\n${body.trim()}\n`;
+/** Replaces (or appends) one `## …` section of docs/performance.md (the push bench's unless another heading is given), leaving the others alone. */
+export function writeDocsSection(file: string, body: string, heading = SECTION): void {
+  const section = `${heading}\n\n${body.trim()}\n`;
   if (!existsSync(file)) {
     writeFileSync(file, `# Performance\n\nBenchmarks are separate commands (\`npm run bench:*\`), never timed assertions in tests. Each measures against a baseline run side by side in the same run, and writes JSON under \`loadtest/results/\`.\n\n${section}`);
     return;
   }
   const text = readFileSync(file, 'utf8');
-  const start = text.indexOf(SECTION);
+  const start = text.indexOf(heading);
   if (start === -1) {
     writeFileSync(file, `${text.trimEnd()}\n\n${section}`);
     return;
   }
-  const rest = text.slice(start + SECTION.length);
+  const rest = text.slice(start + heading.length);
   const next = rest.search(/\n## /);
   const after = next === -1 ? '' : rest.slice(next + 1);
   writeFileSync(file, `${text.slice(0, start)}${section}${after ? `\n${after}` : ''}`);
