@@ -24,6 +24,7 @@ import { createMember } from '../api/domain/operator/accounts.js';
 import { setPolicy } from '../api/domain/operator/integrations.js';
 import { issueTicket } from '../api/domain/tickets.js';
 import { startNode } from '../api/serve.js';
+import { historyOf, loadHistory } from '../test/helpers/history.js';
 import { ROOT, scratchDatabase, writeResult } from './lib/run.js';
 import { writeDocsSection } from './push/report.js';
 
@@ -95,41 +96,8 @@ async function main() {
     console.log(`  loading a history of ${CALLS} calls …`);
     const loadStart = performance.now();
     const member = await createMember(deps, { accountId: DEMO.accountId, email: 'history@demo.example', name: 'History', departmentId: DEMO.sales });
-    const now = clock.now();
-    const engines = Math.max(1, Math.floor(CALLS / 10));
-    const args = { integration: DEMO.integrationId, account: DEMO.accountId, member: member.id };
-    await admin.query(
-      `INSERT INTO engines (id, integration_id, member_id, lookup, secret_hash, state, created_at, last_seen_at, closed_at)
-       SELECT 'eng_h' || g, $1, $2, 'h' || g, '\\x00', 'closed', $3::bigint - g::bigint * 60000, $3::bigint - g::bigint * 60000, $3::bigint - g::bigint * 60000
-       FROM generate_series(1, $4::int) g`,
-      [args.integration, args.member, now, engines],
-    );
-    await admin.query(
-      `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, policy, engine_id,
-         created_at, expires_at, claimed_at, ended_at, provider_call_sid)
-       SELECT 'ci_h' || g, $1, $2, $3, 'outbound', 'completed', '+12025550123', '{}', 'eng_h' || (1 + g % $5::int),
-         $4::bigint - g::bigint * 1000, $4::bigint - g::bigint * 1000 + 60000, $4::bigint - g::bigint * 1000, $4::bigint - g::bigint * 1000 + 5000, 'CAh' || g
-       FROM generate_series(1, $6::int) g`,
-      [args.integration, args.account, args.member, now, engines, CALLS],
-    );
-    await admin.query(
-      `INSERT INTO widget_commands (integration_id, member_id, request_id, kind, engine_id, status, created_at)
-       SELECT $1, $2, 'h' || g, 'focus', 'eng_h' || (1 + g % $4::int), 'done', $3::bigint - g::bigint * 1000 FROM generate_series(1, $5::int) g`,
-      [args.integration, args.member, now, engines, Math.floor(CALLS / 5)],
-    );
-    // a day of widget sessions, expired but not yet a day past it (the retention pass keeps them)
-    await admin.query(
-      `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at)
-       SELECT 'ws_h' || g, $1, $2, $3, 'h' || g, '\\x00', $4::bigint - 3600000 - (g::bigint * 72000000 / $5::int), $4::bigint - 1800000 - (g::bigint * 72000000 / $5::int)
-       FROM generate_series(1, $5::int) g`,
-      [args.integration, args.member, origin, now, Math.floor(CALLS / 3)],
-    );
-    await admin.query(
-      `INSERT INTO launch_tickets (id, widget_session_id, integration_id, member_id, lookup, secret_hash, created_at, expires_at)
-       SELECT 'lt_h' || g, 'ws_h' || g, $1, $2, 'h' || g, '\\x00', $3::bigint - 7200000, $3::bigint - 6600000 FROM generate_series(1, $4::int, 5) g`,
-      [args.integration, args.member, now, Math.floor(CALLS / 3)],
-    );
-    await admin.query('ANALYZE');
+    const size = historyOf(CALLS);
+    await loadHistory(admin, { integrationId: DEMO.integrationId, accountId: DEMO.accountId, memberId: member.id, origin }, clock.now(), size);
     const loadSeconds = round3((performance.now() - loadStart) / 1000);
     console.log(`      loaded in ${loadSeconds} s; ${ROUNDS} rounds …`);
     const history = await measure();
@@ -143,7 +111,7 @@ async function main() {
     const when = new Date().toISOString().slice(0, 16).replace('T', ' ');
     const result = {
       when,
-      history: { calls: CALLS, engines, commands: Math.floor(CALLS / 5), widget_sessions: Math.floor(CALLS / 3), launch_tickets: Math.ceil(CALLS / 15) },
+      history: size,
       rounds: ROUNDS,
       empty,
       with_history: history,
@@ -166,7 +134,7 @@ async function main() {
         '',
         '| | empty store | with history | history ÷ empty | expected |',
         '|---|---|---|---|---|',
-        `| history | – | ${CALLS} calls, ${engines} windows, ${Math.floor(CALLS / 5)} commands, ${Math.floor(CALLS / 3)} widget sessions, ${Math.ceil(CALLS / 15)} launch tickets | | |`,
+        `| history | – | ${size.calls} calls, ${size.engines} windows, ${size.commands} commands, ${size.debits} debits, ${size.widgetSessions} widget sessions, ${size.launchTickets} launch tickets | | |`,
         `| a reaper tick (every API node, every second) | ${empty.reaper_tick_ms} ms | ${history.reaper_tick_ms} ms | ${ratios.reaper_tick}× | ≤ ${LIMIT}×: ${ratios.reaper_tick <= LIMIT ? 'met' : '**MISSED**'} |`,
         `| POST /calls, then POST /calls/{id}/hangup | ${empty.call_request_and_hangup_ms} ms | ${history.call_request_and_hangup_ms} ms | ${ratios.call_request_and_hangup}× | ≤ ${LIMIT}×: ${ratios.call_request_and_hangup <= LIMIT ? 'met' : '**MISSED**'} |`,
       ].join('\n'),

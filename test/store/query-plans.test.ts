@@ -17,7 +17,8 @@ import { postgresUrl } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { client, createHarness } from '../helpers/harness.js';
-import { ORIGIN, UK_NUMBER, seedTenant, type Tenant } from '../helpers/tenant.js';
+import { ORIGIN, UK_NUMBER, seedTenant } from '../helpers/tenant.js';
+import { historyOf, loadHistory } from '../helpers/history.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 
 /** The tables that grow with use; a statement may scan the others (a few rows each). */
@@ -41,49 +42,6 @@ function recording(db: Db, seen: Set<string>): Db {
     unavailableCount: () => db.unavailableCount(),
     close: () => db.close(),
   };
-}
-
-/** A year of another agent's use, written straight into the store. */
-async function history(admin: pg.Client, t: Tenant, now: number) {
-  const member = t.disabled.id; // any other member of the account: its rows are not the workload's
-  const args = [t.integrationId, t.accountId, member, now];
-  await admin.query(
-    `INSERT INTO engines (id, integration_id, member_id, lookup, secret_hash, state, created_at, last_seen_at, closed_at)
-     SELECT 'eng_h' || g, $1, $2, 'h' || g, '\\x00', 'closed', $3::bigint - g * 60000, $3::bigint - g * 60000, $3::bigint - g * 60000
-     FROM generate_series(1, 20000) g`,
-    [t.integrationId, member, now],
-  );
-  await admin.query(
-    `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, policy, engine_id,
-       created_at, expires_at, claimed_at, ended_at, provider_call_sid, idempotency_key)
-     SELECT 'ci_h' || g, $1, $2, $3, 'outbound', 'completed', '+12025550123', '{}', 'eng_h' || (1 + g % 20000),
-       $4::bigint - g * 1000, $4::bigint - g * 1000 + 60000, $4::bigint - g * 1000, $4::bigint - g * 1000 + 5000, 'CAh' || g, 'h' || g
-     FROM generate_series(1, 100000) g`,
-    args,
-  );
-  await admin.query(
-    `INSERT INTO widget_commands (integration_id, member_id, request_id, kind, engine_id, status, created_at)
-     SELECT $1, $2, 'h' || g, 'focus', 'eng_h' || (1 + g % 20000), 'done', $3::bigint - g * 1000 FROM generate_series(1, 100000) g`,
-    [t.integrationId, member, now],
-  );
-  await admin.query(
-    `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at)
-     SELECT 'ws_h' || g, $1, $2, 'https://crm.example.com', 'h' || g, '\\x00', $3::bigint - g * 1000, $3::bigint - g * 1000 + 1800000
-     FROM generate_series(1, 50000) g`,
-    [t.integrationId, member, now],
-  );
-  await admin.query(
-    `INSERT INTO launch_tickets (id, widget_session_id, integration_id, member_id, lookup, secret_hash, created_at, expires_at)
-     SELECT 'lt_h' || g, 'ws_h' || g, $1, $2, 'h' || g, '\\x00', $3::bigint - g * 1000, $3::bigint - g * 1000 + 600000
-     FROM generate_series(1, 50000, 5) g`,
-    [t.integrationId, member, now],
-  );
-  await admin.query(
-    `INSERT INTO wallet_ledger (account_id, call_id, amount_micros, reason, created_at)
-     SELECT $1, 'ci_h' || g, -1000, 'call', $2::bigint - g * 1000 FROM generate_series(1, 100000, 2) g`,
-    [t.accountId, now],
-  );
-  await admin.query('ANALYZE');
 }
 
 /** The history tables a statement's generic plan reads sequentially. */
@@ -116,7 +74,8 @@ describe.skipIf(!postgresUrl())('statement plans on a store with a long history 
     try {
       const api = client(h.app);
       const t = await seedTenant(h.services);
-      await history(admin, t, h.clock.now());
+      // any other member of the account: its rows are not the workload's
+      await loadHistory(admin, { integrationId: t.integrationId, accountId: t.accountId, memberId: t.disabled.id, origin: ORIGIN }, h.clock.now(), historyOf(100_000));
       await admin.query('SET plan_cache_mode = force_generic_plan');
       seen.clear(); // the seeding's statements are the operator's, not the workload's
 
