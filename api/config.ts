@@ -82,6 +82,8 @@ const EnvSchema = z.object({
   C2C_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).default(0),
   /** benchmarks only: multiplies every rate limit */
   C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
+  /** sockets one credential may hold on a gateway node (benchmarks hold thousands on one token) */
+  C2C_SOCKETS_PER_CREDENTIAL: z.coerce.number().int().min(1).default(LIMITS.socketsPerCredentialPerNode),
 });
 
 export interface Config {
@@ -116,6 +118,8 @@ export interface Config {
   /** whether PUBLIC_GATEWAY_URL was set: an API-only node then tells clients push is available */
   gatewayConfigured: boolean;
   rateLimitScale: number;
+  /** sockets one credential may hold on a gateway node (gateway/limits.ts) */
+  socketsPerCredential: number;
   maxEventLoopDelayMs: number;
 }
 
@@ -157,6 +161,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     extensionOrigins: (e.C2C_EXTENSION_IDS?.split(',') ?? []).map((id) => `chrome-extension://${id}`),
     gatewayConfigured: e.PUBLIC_GATEWAY_URL !== undefined,
     rateLimitScale: e.C2C_RATE_LIMIT_SCALE,
+    socketsPerCredential: e.C2C_SOCKETS_PER_CREDENTIAL,
     maxEventLoopDelayMs: e.C2C_MAX_EVENT_LOOP_DELAY_MS,
   };
   return { ...config, ...overrides };

@@ -45,7 +45,7 @@ export function createServices(infra: Infra) {
   const realtime: Realtime = { url: config.gatewayUrl, path: SOCKET_PATH, available: false };
   const widgetStates = createWidgetStates({ db, bus, clock, realtime });
   const commands = createCommands({ db, bus, clock, providers, widgetStates });
-  const engines = createEngines({ db, bus, clock, config, providers, commands, directory });
+  const engines = createEngines({ db, bus, clock, config, providers, commands, directory, log: infra.log });
   const commandRetentionMs = config.commandRetentionDays === undefined ? undefined : config.commandRetentionDays * 24 * 3600 * 1000;
   const reaper = createReaper({ db, bus, clock, providers, commandRetentionMs, log: infra.log });
   const metrics = createMetrics(bus, db);

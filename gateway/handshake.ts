@@ -4,7 +4,7 @@
  * only from the service's own pages or an allowed extension. A refusal reaches the client as
  * connect_error with data {code, final, message}: `final` means this credential will never work,
  * so the client must not retry with it. Refused handshakes count against their address's rate
- * limit (limits.ts).
+ * limit, and a credential holds a bounded number of sockets on a node (limits.ts).
  */
 import type { Socket } from 'socket.io';
 import { C2CError, type ErrorCode } from '../shared/errors.js';
@@ -15,6 +15,7 @@ import { isBadCredential } from '../api/ratelimit/refusals.js';
 import type { Services } from '../api/services.js';
 import { assertEngineOrigin } from '../api/domain/engines/origins.js';
 import type { SocketLimits } from './limits.js';
+import { ownerOf, type LocalSockets } from './local-sockets.js';
 
 export interface WidgetSocketData {
   kind: 'widget';
@@ -142,7 +143,7 @@ async function credentialOf(services: Services, socket: Socket, ip: string): Pro
   throw new C2CError('unauthorized', 'auth.token must be a widget token (c2cw_…) or an engine token (c2ce_…).');
 }
 
-export function handshake(services: Services, limits: SocketLimits) {
+export function handshake(services: Services, limits: SocketLimits, local: LocalSockets) {
   const refuse = (next: (error?: Error) => void, refusal: ConnectRefusal) => {
     services.metrics.socketRefusals.inc({ code: refusal.code });
     next(Object.assign(new Error(refusal.message), { data: refusal }));
@@ -174,7 +175,17 @@ export function handshake(services: Services, limits: SocketLimits) {
     } finally {
       await limits.handshakeDone(ip, refused);
     }
+    const owner = ownerOf(data);
+    let connected: () => void;
+    try {
+      connected = limits.admitSocket(owner, local.count(owner));
+    } catch (error) {
+      return refuse(next, endFor(error));
+    }
     socket.data = data;
     next();
+    // Socket.IO connects the socket on the next tick (a tick queued before this one), or drops it
+    // if its client left meanwhile: either way, by this one it is counted in `local` or gone.
+    process.nextTick(connected);
   };
 }

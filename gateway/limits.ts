@@ -9,9 +9,13 @@
  * that limit is refused before its token is read (api/ratelimit/refusals.ts). So is a handshake
  * from an address with too many being checked on this node at once, since none of those has been
  * counted yet: a flood of made-up tokens from one address so costs the store at most that limit
- * plus the handshakes in flight on each node, per window. Handshakes that pass count nothing, and
- * REST's traffic does not block them: a call centre's agents share one address, and all reconnect
- * within seconds after a gateway restart.
+ * plus the handshakes in flight on each node, per window. Handshakes that pass count against no
+ * rate (only against their credential's sockets, below), and REST's traffic does not block them:
+ * a call centre's agents share one address, and all reconnect within seconds after a gateway
+ * restart.
+ * Sockets: a credential holds at most config.socketsPerCredential on a node (by default
+ * LIMITS.socketsPerCredentialPerNode; not a rate, so C2C_RATE_LIMIT_SCALE leaves it alone), counted
+ * here without Redis (each node guards its own memory).
  * Like REST, nothing is counted while the counter (Redis) is unreachable.
  */
 import { LIMITS } from '../shared/limits.js';
@@ -22,10 +26,14 @@ import { RefusedCredentials } from '../api/ratelimit/refusals.js';
 
 /** What an address with too many handshakes in flight is told to wait. */
 const IN_FLIGHT_RETRY_MS = 1000;
+/** What a credential holding all the sockets it may is told to wait: a stale socket of its goes within its ping timeout. */
+const SOCKETS_HELD_RETRY_MS = 20_000;
 
 export class SocketLimits {
   /** per client address, its handshakes being checked (or their refusals counted) on this node */
   readonly #inFlight = new Map<string, number>();
+  /** per credential, its sockets past the handshake that are not yet connected (so not yet in LocalSockets) */
+  readonly #connecting = new Map<string, number>();
   readonly #refusals: RefusedCredentials;
 
   constructor(private readonly services: Services) {
@@ -69,6 +77,25 @@ export class SocketLimits {
       if (inFlight > 0) this.#inFlight.set(ip, inFlight);
       else this.#inFlight.delete(ip);
     }
+  }
+
+  /**
+   * After a handshake's credential passed: throws rate_limited if the credential (`owner`) holds
+   * all the sockets it may on this node, `held` connected and those still connecting; otherwise
+   * the socket is connecting until the returned function is called (once it is connected, and so
+   * counted in `held`, or gone).
+   */
+  admitSocket(owner: string, held: number): () => void {
+    const connecting = this.#connecting.get(owner) ?? 0;
+    if (held + connecting >= this.services.config.socketsPerCredential) {
+      throw rateLimited(SOCKETS_HELD_RETRY_MS, `This credential holds ${held + connecting} sockets on this node, the most it may; close one, or wait.`);
+    }
+    this.#connecting.set(owner, connecting + 1);
+    return () => {
+      const left = (this.#connecting.get(owner) ?? 1) - 1;
+      if (left > 0) this.#connecting.set(owner, left);
+      else this.#connecting.delete(owner);
+    };
   }
 
   async #count(key: string, perMinute: number): Promise<void> {

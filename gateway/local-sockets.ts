@@ -10,9 +10,13 @@ import type { SocketData } from './handshake.js';
 
 export type SocketKey = `session:${string}` | `engine:${string}` | `integration:${string}` | `member:${string}`;
 
+/** The key of the socket's credential: its widget session (one per token) or its engine. */
+export function ownerOf(data: SocketData): SocketKey {
+  return data.kind === 'widget' ? `session:${data.sessionId}` : `engine:${data.engineId}`;
+}
+
 export function keysOf(data: SocketData): SocketKey[] {
-  const owner: SocketKey = data.kind === 'widget' ? `session:${data.sessionId}` : `engine:${data.engineId}`;
-  return [owner, `integration:${data.integrationId}`, `member:${data.memberId}`];
+  return [ownerOf(data), `integration:${data.integrationId}`, `member:${data.memberId}`];
 }
 
 /** Up to this many sockets, a key's sockets are held in an array; beyond, in a Set. */
@@ -58,6 +62,14 @@ export class LocalSockets {
         if (held.length === 1) this.#byKey.set(key, held[0]!);
       }
     }
+  }
+
+  /** How many sockets hold the key. */
+  count(key: SocketKey): number {
+    const held = this.#byKey.get(key);
+    if (held === undefined) return 0;
+    if (held instanceof Set) return held.size;
+    return Array.isArray(held) ? held.length : 1;
   }
 
   /** A copy: ending sockets while iterating removes them from the index. */

@@ -48,20 +48,52 @@ function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: 
   });
 }
 
-export async function startGateway(services: Services, options: { port: number; host: string }): Promise<Gateway> {
-  const { uws, native } = loadUws(services.config.allowUwsFallback);
-  const app = uws.App();
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    // uWS listens with SO_REUSEPORT by default: a second node started on a taken port would start
-    // without a word and take half of the new connections. Exclusive, it fails to start instead,
-    // before anything is wired to the shared Socket.IO server. What follows is wired in this same
-    // turn of the event loop, so no connection arrives before it.
+/** Listens on the port alone: uWS otherwise listens with SO_REUSEPORT. */
+function listenExclusively(app: TemplatedApp, options: { port: number; host: string }): Promise<us_listen_socket> {
+  return new Promise<us_listen_socket>((resolve, reject) => {
+    // A second node started on a taken port would otherwise start without a word and take half of
+    // the new connections. Exclusive, it fails to start instead, before anything is wired to the
+    // shared Socket.IO server.
     const listen = app.listen.bind(app) as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
     listen(options.host, options.port, LISTEN_EXCLUSIVE_PORT, (socket) =>
       socket ? resolve(socket) : reject(new Error(`the gateway cannot listen on ${options.host}:${options.port} (is the port in use?)`)),
     );
   });
-  const port = uws.us_socket_local_port(listenSocket);
+}
+
+export async function startGateway(services: Services, options: { port: number; host: string }): Promise<Gateway> {
+  const { uws, native } = loadUws(services.config.allowUwsFallback);
+  const app = uws.App();
+  const listenSocket = await listenExclusively(app, options);
+  // Wired in this same turn of the event loop as the listen completed, so no connection arrives before it.
+  let wired: () => Promise<void>;
+  try {
+    wired = wire(services, app, native);
+  } catch (error) {
+    // The process exits on this. The port at least is given back to an embedder (a test) that goes
+    // on; what wiring did on the shared Socket.IO server before it threw is not undone.
+    uws.us_listen_socket_close(listenSocket);
+    throw error;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    port: uws.us_socket_local_port(listenSocket),
+    native,
+    close() {
+      closing ??= (async () => {
+        uws.us_listen_socket_close(listenSocket);
+        await wired();
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * Attaches Socket.IO and the gateway's routes to the app; returns what tells every socket to
+ * reconnect elsewhere and stops the node's timers (once a catch-up under way is done).
+ */
+function wire(services: Services, app: TemplatedApp, native: boolean): () => Promise<void> {
   const io = services.bus.io;
   // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS (cors.ts).
   const cors = gatewayCors(services);
@@ -69,10 +101,10 @@ export async function startGateway(services: Services, options: { port: number; 
   io.attachApp(app, { path: SOCKET_PATH, allowRequest: cors.allowRequest });
   io.engine.on('headers', cors.headers);
   const limits = new SocketLimits(services);
-  io.use(handshake(services, limits));
+  const local = new LocalSockets();
+  io.use(handshake(services, limits, local));
   const handle = socketHandlers(services, limits);
   const guard = guardEvents(services.metrics);
-  const local = new LocalSockets();
   const drops = new EngineDrops(services, local);
   // One listener for every socket's disconnect (Socket.IO calls it with the socket as `this`).
   function disconnected(this: Socket, reason: string): void {
@@ -107,25 +139,16 @@ export async function startGateway(services: Services, options: { port: number; 
   });
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
 
-  let closing: Promise<void> | undefined;
-  return {
-    port,
-    native,
-    close() {
-      closing ??= (async () => {
-        stopEndings();
-        stopExpiry();
-        stopUnread();
-        drops.stop();
-        const caughtUp = stopCatchUp();
-        uws.us_listen_socket_close(listenSocket);
-        for (const socket of io.of('/').sockets.values()) {
-          end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });
-        }
-        // Its sockets told, the node lets a catch-up under way finish before the store closes.
-        await caughtUp;
-      })();
-      return closing;
-    },
+  return async () => {
+    stopEndings();
+    stopExpiry();
+    stopUnread();
+    drops.stop();
+    const caughtUp = stopCatchUp();
+    for (const socket of io.of('/').sockets.values()) {
+      end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });
+    }
+    // Its sockets told, the node lets a catch-up under way finish before the store closes.
+    await caughtUp;
   };
 }

@@ -65,6 +65,7 @@ export const ERROR_CATALOGUE = {
     extension: true,
   },
   invalid_state: { status: 409, message: "The command does not fit the call's current state.", extension: true },
+  command_failed: { status: 409, message: 'The call window could not carry out the command.', extension: true },
   invalid_request: { status: 422, message: 'The request is malformed.', extension: true },
   not_found: { status: 404, message: 'Not found.', extension: true },
   signature_invalid: { status: 403, message: 'The provider signature is missing or invalid.', extension: true },

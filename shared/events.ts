@@ -74,3 +74,24 @@ export interface EngineClientEvents {
 
 /** The Socket.IO path on the gateway. */
 export const SOCKET_PATH = '/socket.io';
+
+/**
+ * The gateway pings every connection this often and closes one whose pong has not come this long
+ * after; a client closes its side when no ping came for both together. A connection that died
+ * without a word (a laptop changed networks, a NAT forgot it) so goes within 20 s, not Socket.IO's
+ * 45 s: until then its widget shows nothing new (it polls only while its socket is down) and its
+ * window gets no pushes. The cost: a ping and a pong per connection every 10 s.
+ */
+export const SOCKET_PING_INTERVAL_MS = 10_000;
+export const SOCKET_PING_TIMEOUT_MS = 10_000;
+
+/**
+ * A client whose request on the socket went unanswered takes the connection for dead only if it
+ * has heard nothing on it (not even a ping) for this long: a live connection carries a ping every
+ * SOCKET_PING_INTERVAL_MS, so a slow server, which still pings, never has its sockets closed (and
+ * reopened, adding to its load). The request itself goes over REST at once either way.
+ */
+export const SOCKET_SILENT_MS = SOCKET_PING_INTERVAL_MS + 2500;
+
+/** Window messages (the spec's window message nudge) make the widget poll, or the window heartbeat, at most this often. */
+export const NUDGE_MIN_MS = 1000;

@@ -38,6 +38,13 @@ export const LIMITS = {
   refusedCredentialsPerIpPerMinute: 600,
   /** decided: socket handshakes of one client address checked on a node at once (none of them counted yet) */
   handshakesInFlightPerIp: 200,
+  /**
+   * decided: sockets one credential (a widget token, an engine token) holds on a node at once. A
+   * page holds one, a token shared by a few tabs a few, and a client whose network flapped its
+   * stale ones until their ping timeout (at most 20 s). A handshake past it is refused
+   * rate_limited: one valid token could otherwise hold a node's memory and descriptors.
+   */
+  socketsPerCredentialPerNode: 20,
   /** decided: an engine token dies after this long without a heartbeat */
   engineTokenIdleSeconds: 24 * 60 * 60,
   /**

@@ -14,7 +14,9 @@ export type {
   Policy,
   Realtime,
   WidgetAgent,
+  PolicyWidget,
   WidgetDefaults,
+  WindowMode,
 } from './schemas/resources.js';
 export type { CallRequest, Session, SessionRequest } from './schemas/server-api.js';
 export type { Command, CommandKind, CommandResult, CommandStatus, WidgetState } from './schemas/widget-api.js';

@@ -4,6 +4,7 @@
  */
 import { Server, type ServerOptions } from 'socket.io';
 import { LIMITS } from '../../shared/limits.js';
+import { SOCKET_PING_INTERVAL_MS, SOCKET_PING_TIMEOUT_MS } from '../../shared/events.js';
 
 export const SOCKET_CONNECT_TIMEOUT_MS = 20_000;
 
@@ -18,6 +19,9 @@ export function createSocketServer(options: Partial<ServerOptions> = {}): Server
     // which then refuses it service_unavailable) is closed. Socket.IO's default, 45 s, let anyone
     // hold a descriptor that long per connection without presenting any credential.
     connectTimeout: SOCKET_CONNECT_TIMEOUT_MS,
+    // dead connections go within 20 s (shared/events.ts)
+    pingInterval: SOCKET_PING_INTERVAL_MS,
+    pingTimeout: SOCKET_PING_TIMEOUT_MS,
     ...options,
   });
 }

@@ -5,6 +5,7 @@
  */
 import { LIMITS } from '../../shared/limits.js';
 import type { Realtime, WidgetState } from '../../shared/types.js';
+import type { FailedCommand } from '../../shared/schemas/widget-api.js';
 import { seconds } from '../clock.js';
 import { batchRows } from '../store/batch-rows.js';
 import type { Sql } from '../store/index.js';
@@ -16,6 +17,7 @@ export interface AgentStateData {
   version: number;
   engine: EngineRow | null;
   call: CallRow | null;
+  failedCommand: FailedCommand | null;
 }
 
 /**
@@ -27,9 +29,9 @@ export async function loadAgentStates(sql: Sql, agents: Array<{ integrationId: s
     ['i', 'text', agents.map((a) => a.integrationId)],
     ['m', 'text', agents.map((a) => a.memberId)],
   ]);
-  const rows = await sql.query<{ version: number | null; engine: EngineRow | null; call: CallRow | null }>(
+  const rows = await sql.query<{ version: number | null; failed_command: FailedCommand | null; engine: EngineRow | null; call: CallRow | null }>(
     `SELECT
-       (SELECT version FROM agent_versions v WHERE v.integration_id = a.i AND v.member_id = a.m) AS version,
+       v.version, v.failed_command,
        coalesce(
          (SELECT ${engineJson('e')} FROM engines e WHERE e.integration_id = a.i AND e.member_id = a.m AND e.state <> 'closed'),
          (SELECT ${engineJson('e')} FROM engines e WHERE e.integration_id = a.i AND e.member_id = a.m ORDER BY e.created_at DESC LIMIT 1)
@@ -39,10 +41,10 @@ export async function loadAgentStates(sql: Sql, agents: Array<{ integrationId: s
             ORDER BY c.created_at DESC LIMIT 1),
          (SELECT ${callJson('c')} FROM call_intents c WHERE c.integration_id = a.i AND c.member_id = a.m ORDER BY c.created_at DESC LIMIT 1)
        ) AS call
-     FROM ${input.from} ORDER BY a.n`,
+     FROM ${input.from} LEFT JOIN agent_versions v ON v.integration_id = a.i AND v.member_id = a.m ORDER BY a.n`,
     input.params,
   );
-  return rows.map((row) => ({ version: row.version ?? 1, engine: row.engine ?? null, call: row.call ?? null }));
+  return rows.map((row) => ({ version: row.version ?? 1, engine: row.engine ?? null, call: row.call ?? null, failedCommand: row.failed_command ?? null }));
 }
 
 /** One agent's state (loadAgentStates). */
@@ -69,6 +71,7 @@ export function renderWidgetState(data: AgentStateData, context: RenderContext, 
     poll_ms: LIMITS.pollMs,
     session_expires_at: seconds(context.sessionExpiresAt),
     realtime: context.realtime,
+    failed_command: data.failedCommand,
   };
 }
 

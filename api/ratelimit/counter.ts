@@ -24,6 +24,6 @@ export interface RateCounter {
 }
 
 /** The catalogue's rate_limited for a hit over its limit, with the seconds left (REST's Retry-After, the socket's retry_after). */
-export function rateLimited(resetMs: number): C2CError {
-  return new C2CError('rate_limited', undefined, { retryAfter: Math.max(1, Math.ceil(resetMs / 1000)) });
+export function rateLimited(resetMs: number, message?: string): C2CError {
+  return new C2CError('rate_limited', message, { retryAfter: Math.max(1, Math.ceil(resetMs / 1000)) });
 }

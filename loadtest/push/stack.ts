@@ -51,6 +51,8 @@ export function serviceEnv(env: StackEnv, gatewayPort: number): NodeJS.ProcessEn
     REDIS_URL: env.redisUrl,
     PUBLIC_BASE_URL: `http://127.0.0.1:${env.apiPort}`,
     C2C_RATE_LIMIT_SCALE: '10000',
+    // part (b) holds its N broadcast sockets on one widget token
+    C2C_SOCKETS_PER_CREDENTIAL: '1000000',
     // the whole bench must fit in one widget token's life; the lifetime does not change any cost
     WIDGET_TOKEN_TTL_SECONDS: '14400',
     LOG_LEVEL: 'warn',

@@ -6,11 +6,11 @@
 import { LIMITS } from '../../shared/limits.js';
 import { CallWatch } from './call-watch.js';
 import { sendCommand, ACK_TIMEOUT_MS } from './commands.js';
-import { isLive, type Call, type Command, type CommandKind, type CommandResult, type Engine, type LaunchTicket, type WidgetState } from './contract.js';
-import { LocalEffects } from './effects.js';
+import { isLive, type Call, type Command, type CommandKind, type CommandResult, type Engine, type FailedCommand, type LaunchTicket, type WidgetState } from './contract.js';
+import { EFFECT_MS, LocalEffects } from './effects.js';
 import { Emitter } from './emitter.js';
 import { SdkError, isRejection, postIntegrator, widgetApi, type FetchLike } from './http.js';
-import { LaunchTracker, launchCallWindow, type WindowOpener } from './launcher.js';
+import { LaunchTracker, launchCallWindow, openedMode, type WindowOpener } from './launcher.js';
 import { StateMachine } from './machine.js';
 import { SessionKeeper } from './session.js';
 import { Snapshots } from './snapshots.js';
@@ -30,6 +30,8 @@ export interface ClientDeps {
   origin: string;
   /** the SDK script's origin, for the default apiBaseUrl */
   scriptOrigin: string | null;
+  /** where the SDK warns the integrator's developers (default console.warn) */
+  warn?: (message: string) => void;
 }
 
 const MESSAGE_MS = 10_000;
@@ -56,6 +58,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private started = false;
   private detached = false;
   private transportStarted = false;
+  private readonly warned = new Set<string>();
+  /** the call window this page opened or found, which window messages go to and come from */
+  private callWindow: Window | null = null;
+  /** commands sent that a call window has yet to carry out, by request_id: their kind and what undoes their effect */
+  private readonly awaiting = new Map<string, { kind: CommandKind; revert?: () => void; until: number; failed?: boolean; settled?: boolean }>();
 
   constructor(
     readonly options: InitOptions,
@@ -116,6 +123,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       this.say(problem, 0);
       this.session.status = 'error';
     } else void this.session.start();
+    if (typeof window !== 'undefined') window.addEventListener('message', this.onWindowMessage);
     this.update();
     return this;
   }
@@ -144,7 +152,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       open: this.d.open,
       storage: this.d.storage,
       storageKey: agent ? `c2c.window.${this.options.integrationId}.${agent}` : null,
-      windowMode: this.options.windowMode ?? 'popup',
+      windowMode: openedMode(this.options.windowMode, (this.snapshots.state?.policy ?? this.session.session?.policy)?.widget?.window_mode, (message) => this.warnOnce(message)),
       engineLive: !!this.engineView()?.live,
       launchedAt: this.launch.startedAt(),
       now: this.d.clock.now(),
@@ -155,6 +163,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       },
       ticket: () => this.ticket(),
       focusCommand: () => void this.command('focus').catch(() => {}),
+      onWindow: (win) => void (this.callWindow = win),
       onLaunching: (win) => {
         this.message = null;
         this.launch.start(win);
@@ -257,19 +266,31 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     if (isLive(call) && kind !== 'availability' && kind !== 'focus') command.ref = call.request_id;
     const revert = effect?.();
     this.update();
+    // Until the window has carried it out, it may yet report it could not (WidgetState.failed_command).
+    this.awaiting.set(command.request_id, { kind, revert, until: this.d.clock.now() + EFFECT_MS });
     try {
       if (!(await this.session.ready())) throw noSession();
-      return await sendCommand(command, {
+      const result = await sendCommand(command, {
         clock: this.d.clock,
         viaSocket: (c) => this.transport.emitCommand(c, ACK_TIMEOUT_MS),
         viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c),
         rejected: (e) => this.session.rejected(e),
       });
+      // done by the service itself (availability, a hangup): no window is left to fail it
+      if (result.status === 'done') this.awaiting.delete(command.request_id);
+      else this.nudgeWindow();
+      return result;
     } catch (caught) {
+      const reported = this.awaiting.get(command.request_id)?.failed === true;
+      this.awaiting.delete(command.request_id);
       revert?.();
       const error = caught instanceof SdkError ? caught : new SdkError('unreachable', String(caught));
-      this.fail(kind, error);
+      // one commandfailed per command, whichever learnt of its failure first
+      if (!reported) this.fail(kind, error);
       throw error;
+    } finally {
+      const entry = this.awaiting.get(command.request_id);
+      if (entry) entry.settled = true;
     }
   }
 
@@ -312,6 +333,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     if (!this.snapshots.offer(state)) return;
     const { engine, call } = this.snapshots.state!;
     this.effects.confirm(engine, call);
+    this.noticeWindowFailure(state.failed_command);
     if (engine?.state === 'ready') this.launch.stop();
     if (this.openTab && engine?.live) this.openTab = null;
     this.callWatch.check(call);
@@ -320,7 +342,45 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.update();
   }
 
+  /**
+   * A command of this widget that the call window could not carry out: reported as a refusal is
+   * (commandfailed, the reason shown) and its effect undone at once, rather than left to time out.
+   */
+  private noticeWindowFailure(failed: FailedCommand | null | undefined): void {
+    const now = this.d.clock.now();
+    // an entry stays while its command is in flight, so that its answer knows a failure was reported
+    for (const [id, entry] of this.awaiting) if (entry.until <= now && entry.settled) this.awaiting.delete(id);
+    const entry = failed ? this.awaiting.get(failed.request_id) : undefined;
+    if (!failed || !entry || entry.failed) return;
+    // kept (marked) until the command's own answer, if it is still on its way, so as not to report it twice
+    entry.failed = true;
+    entry.revert?.();
+    this.fail(entry.kind, new SdkError('command_failed', failed.message, 409));
+  }
+
+  /**
+   * The spec's "window message nudge", widget to window: a command for the window is queued. While
+   * this widget's socket is down the window's may be too, and it would see the command only at its
+   * next heartbeat (3 s): told here, it heartbeats now. The message carries nothing but that.
+   */
+  private nudgeWindow(): void {
+    const win = this.callWindow;
+    if (!win || this.transport.pushing) return;
+    try {
+      if (!win.closed) win.postMessage({ c2c: 'nudge' }, '*');
+    } catch {
+      /* the window went away */
+    }
+  }
+
+  /** ...and window to widget: the agent's state moved; a widget that polls polls now. */
+  private readonly onWindowMessage = (event: MessageEvent): void => {
+    if (!event.source || event.source !== this.callWindow) return;
+    if ((event.data as { c2c?: unknown } | null)?.c2c === 'changed') this.transport.pollNow();
+  };
+
   private stopAll(): void {
+    if (typeof window !== 'undefined') window.removeEventListener('message', this.onWindowMessage);
     this.transport.stop();
     this.session.stop();
     this.launch.stop();
@@ -374,12 +434,20 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     return this.widget?.texts ?? textsFor(this.options.language);
   }
 
+  private warnOnce(message: string): void {
+    if (this.warned.has(message)) return;
+    this.warned.add(message);
+    (this.d.warn ?? console.warn)(message);
+  }
+
   private say(text: string, ttl = MESSAGE_MS, render = false): void {
     this.message = { text, until: ttl ? this.d.clock.now() + ttl : Infinity };
     if (render) this.update();
   }
 
   private errorText(error: SdkError): string {
+    // the window's own reason, after what it means
+    if (error.code === 'command_failed') return `${this.t.errors.command_failed}: ${error.message}`;
     return this.t.errors[error.code] ?? error.message;
   }
 

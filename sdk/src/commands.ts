@@ -1,7 +1,8 @@
 /**
  * Widget commands (spec section 4): each carries a client-generated request_id, and a retry after
  * a network failure reuses it, so the server (which never runs one id twice) gives an exactly-once
- * effect. Sent over the socket when it is connected (the ack answers like REST), else POSTed.
+ * effect. Sent over the socket when it is connected (the ack answers like REST), else POSTed, and
+ * POSTed from the first attempt the socket left unanswered on.
  */
 import type { Command, CommandResult, ErrorEnvelope } from './contract.js';
 import { SdkError, isRejection, isTransient, type HttpAnswer } from './http.js';
@@ -34,12 +35,17 @@ const uncertain = (message = 'The hangup could not be confirmed; the call may st
 /** Sends a command until it is answered; throws SdkError with the refusal's code otherwise. */
 export async function sendCommand(command: Command, d: CommandDeps): Promise<CommandResult> {
   let reasked = false;
+  // Once the socket left an attempt unanswered, the retries go over REST (the same request_id).
+  let socketUnanswered = false;
   for (let attempt = 0; ; attempt++) {
     let error: SdkError;
     try {
-      const pushed = d.viaSocket(command);
+      const pushed = socketUnanswered ? null : d.viaSocket(command);
       if (pushed) {
-        const reply = await pushed;
+        const reply = await pushed.catch((unanswered: unknown) => {
+          socketUnanswered = true;
+          throw unanswered;
+        });
         if (reply && reply.ok) return reply;
         const refusal = (reply ?? {}) as Partial<ErrorEnvelope>;
         const code = refusal.error ?? 'unreachable';

@@ -57,12 +57,15 @@ export interface Engine {
   client: 'window' | 'extension';
 }
 
+/** The integration setting "Call window opens as". */
+export type WindowMode = 'popup' | 'tab' | 'frame-shell' | 'extension';
+
 export interface Policy {
   outbound: boolean;
   inbound: boolean;
   number_visibility: 'show' | 'hide' | 'masked';
   controls: Array<'mute' | 'dtmf'>;
-  widget: { position: 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left'; language: string };
+  widget: { position: 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left'; language: string; window_mode: WindowMode };
   max_call_seconds: number;
 }
 
@@ -109,6 +112,16 @@ export interface WidgetState {
   poll_ms: number;
   session_expires_at?: number;
   realtime: Realtime;
+  /** the newest command the call window could not carry out; the widget that sent it reports it */
+  failed_command: FailedCommand | null;
+}
+
+export interface FailedCommand {
+  request_id: string;
+  kind: CommandKind;
+  error: 'command_failed';
+  message: string;
+  failed_at: number;
 }
 
 export type CommandKind = 'hangup' | 'answer' | 'decline' | 'mute' | 'unmute' | 'dtmf' | 'availability' | 'focus';

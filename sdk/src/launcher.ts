@@ -5,7 +5,7 @@
  * localStorage, it lets a later call bring the live window to the front instead of opening a
  * second one. A blocked popup gets an 'Open in new tab' link instead.
  */
-import type { LaunchTicket } from './contract.js';
+import type { LaunchTicket, WindowMode } from './contract.js';
 import { SdkError } from './http.js';
 import type { Clock, TimerHandle } from './timing.js';
 
@@ -16,7 +16,7 @@ export interface LaunchDeps {
   storage: Pick<Storage, 'getItem' | 'setItem'> | null;
   /** localStorage key for this integration and agent; null before the session names the agent */
   storageKey: string | null;
-  windowMode: 'popup' | 'tab';
+  windowMode: OpenedMode;
   /** the agent's engine is live according to the last snapshot */
   engineLive: boolean;
   /** when the window this widget sent on its way (LaunchTracker) was sent; null when none is */
@@ -30,12 +30,36 @@ export interface LaunchDeps {
   focusCommand: () => void;
   /** a window is on its way (null: the link was offered instead) */
   onLaunching: (win: Window) => void;
+  /** the call window this page holds a handle on (opened or found), for window messages */
+  onWindow?: (win: Window) => void;
   onBlocked: (ticket: LaunchTicket) => void;
   onError: (error: SdkError) => void;
 }
 
+/** The window modes this SDK opens; frame-shell and extension are not built yet (README). */
+export type OpenedMode = 'popup' | 'tab';
+
+/**
+ * How enableCalls() opens the call window: init()'s windowMode, else the integration's setting
+ * "Call window opens as" (Policy.widget.window_mode), else a popup. A mode this SDK cannot open yet
+ * (frame-shell, extension) opens a popup, and `warn` is told which, rather than opening something
+ * else without a word.
+ */
+export function openedMode(option: string | undefined, setting: WindowMode | undefined, warn: (message: string) => void): OpenedMode {
+  const wanted = option ?? setting ?? 'popup';
+  if (wanted === 'popup' || wanted === 'tab') return wanted;
+  warn(`Click2Call: the call window cannot open as '${wanted}' in this version (${option !== undefined ? "init()'s windowMode" : "the integration's setting"}); it opens as a popup.`);
+  return 'popup';
+}
+
 /** A second enableCalls() this soon after a focus-command fallback opens a window after all. */
 export const FOCUS_FALLBACK_MS = 10_000;
+/**
+ * ...but not sooner than this: a click that quick is the same gesture again (a double-click), not
+ * the agent's answer to "open elsewhere", and opening a window then would take the engine from the
+ * live window without the agent having asked.
+ */
+export const SAME_GESTURE_MS = 1000;
 
 /**
  * A call window given a ticket this long ago whose engine is still not live did not pair (its
@@ -74,6 +98,7 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     d.focusCommand();
     return true;
   };
+  if (d.engineLive && d.now - d.fallbackAt < SAME_GESTURE_MS) return true;
   // Not named here: opened from another origin, profile, or before storage knew it.
   if (!known && fallBack) return focusElsewhere();
   let win: Window | null;
@@ -90,6 +115,7 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     win?.close();
     return focusElsewhere();
   }
+  if (win) d.onWindow?.(win);
   if (found) {
     win!.focus();
     if (d.engineLive) d.focusCommand();

@@ -9,12 +9,16 @@ import type { Command, CommandResult, ErrorEnvelope, Realtime, SocketEnd, Widget
 import { SdkError, isFatal, isRejection, isTransient, type HttpAnswer } from './http.js';
 import type { TransportStatus } from './machine.js';
 import type { SessionKeeper } from './session.js';
-import { retryAfterMs } from '../../shared/events.js';
+import { NUDGE_MIN_MS, retryAfterMs } from '../../shared/events.js';
+import { SocketDoubt } from '../../shared/socket-doubt.js';
+import { spaced } from '../../shared/spaced.js';
 import { fullJitter, spreadWait, type Clock, type TimerHandle } from './timing.js';
 
 /** The part of a socket.io-client Socket the SDK uses (tests pass a fake). */
 export interface MiniSocket {
   readonly connected: boolean;
+  /** socket.io-client's Manager: it says when anything arrives on the connection, pings included */
+  readonly io?: { on(event: 'ping' | 'packet', fn: () => void): unknown };
   on(event: string, fn: (...args: any[]) => void): unknown;
   connect(): unknown;
   disconnect(): unknown;
@@ -51,8 +55,29 @@ export class Transport {
   private endHandled = false;
   private socketToken: string | null = null;
   private stopped = false;
+  /** a window message arrived while a poll was in flight (which may have read the old state) */
+  private pollAgain = false;
+  /** whether the socket, connected, still carries what it should (shared/socket-doubt.ts) */
+  private readonly doubt: SocketDoubt<TimerHandle>;
+  /** the polls window messages ask for (pollNow) */
+  private readonly nudgedPoll: { call(): void; cancel(): void };
 
-  constructor(private readonly d: TransportDeps) {}
+  constructor(private readonly d: TransportDeps) {
+    this.doubt = new SocketDoubt(d.clock, {
+      // in doubt, the widget polls and its commands go over REST
+      doubted: () => {
+        this.setStatus();
+        this.pollSoon(0);
+      },
+      trusted: () => this.setStatus(),
+      dead: () => this.socket?.disconnect(),
+    });
+    this.nudgedPoll = spaced(d.clock, NUDGE_MIN_MS, () => {
+      if (this.stopped || this.live) return;
+      if (this.polling) this.pollAgain = true;
+      else this.pollSoon(0);
+    });
+  }
 
   start(realtime: Realtime | null): void {
     this.realtime = realtime;
@@ -74,19 +99,49 @@ export class Transport {
     this.scheduleReconnect(wait);
   }
 
-  /** A command over the socket, answered like POST /widget/commands; null when not connected. */
+  /**
+   * A command over the socket, answered like POST /widget/commands; null when not connected. When
+   * no answer comes in time, the command's retry goes over REST (commands.ts), and the socket is
+   * closed if nothing at all, not even a ping, came on it for SOCKET_SILENT_MS: a connection that
+   * died without a word looks connected until its ping timeout, and meanwhile the state would not
+   * move. Until then it is in doubt: commands go over REST and the widget polls, until anything
+   * arrives on it again (a slow server still pings). Closed, a new socket opens after the backoff.
+   */
   emitCommand(command: Command, timeoutMs: number): Promise<CommandResult | ErrorEnvelope> | null {
     const socket = this.socket;
-    if (!socket || !this.socketUp) return null;
+    if (!socket || !this.live) return null;
     return new Promise((resolve, reject) =>
-      socket.timeout(timeoutMs).emit('command', command, (err, reply) =>
-        err ? reject(new SdkError('unreachable', 'The command was not acknowledged in time.')) : resolve(reply as CommandResult | ErrorEnvelope),
-      ),
+      socket.timeout(timeoutMs).emit('command', command, (err, reply) => {
+        if (!err) return resolve(reply as CommandResult | ErrorEnvelope);
+        if (this.socket === socket && this.socketUp) this.doubt.unanswered();
+        reject(new SdkError('unreachable', 'The command was not acknowledged in time.'));
+      }),
     );
+  }
+
+  /** Changes reach this widget by push: the socket is up and not in doubt. */
+  private get live(): boolean {
+    return this.socketUp && !this.doubt.doubted;
+  }
+
+  /**
+   * The call window says the agent's state moved (a window message): poll now rather than at the
+   * next poll_ms, while polling (the socket pushes the change otherwise), and at most once every
+   * NUDGE_MIN_MS, so that messages cannot make the widget spend its rate limit.
+   */
+  pollNow(): void {
+    if (!this.stopped && !this.live) this.nudgedPoll.call();
+  }
+
+  /** Whether changes reach this widget by push (else it polls). */
+  get pushing(): boolean {
+    return this.live;
   }
 
   stop(): void {
     this.stopped = true;
+    this.doubt.reset();
+    this.nudgedPoll.cancel();
     this.d.clock.cancel(this.pollTimer);
     this.d.clock.cancel(this.reconnectTimer);
     this.socket?.disconnect();
@@ -110,7 +165,11 @@ export class Transport {
       forceNew: true,
     });
     this.socket = socket;
+    const heard = () => this.doubt.heard();
+    socket.io?.on('ping', heard);
+    socket.io?.on('packet', heard);
     socket.on('connect', () => {
+      heard();
       this.socketUp = true;
       this.attempts = 0;
       this.notBefore = 0;
@@ -123,6 +182,7 @@ export class Transport {
     socket.on('ended', (end: SocketEnd) => void (this.endHandled = this.onEnd(end)));
     socket.on('disconnect', () => {
       this.socketUp = false;
+      this.doubt.reset();
       this.setStatus();
       if (this.planned || this.stopped) return;
       this.pollSoon(0);
@@ -184,7 +244,7 @@ export class Transport {
   }
 
   private pollSoon(ms: number): void {
-    if (this.stopped || this.socketUp || this.polling) return;
+    if (this.stopped || this.live || this.polling) return;
     this.d.clock.cancel(this.pollTimer);
     this.pollTimer = this.d.clock.after(ms, () => {
       this.pollTimer = undefined;
@@ -193,7 +253,7 @@ export class Transport {
   }
 
   private async poll(): Promise<void> {
-    if (this.stopped || this.socketUp || this.polling) return;
+    if (this.stopped || this.live || this.polling) return;
     this.polling = true;
     let next = this.d.pollMs();
     try {
@@ -225,11 +285,15 @@ export class Transport {
       this.polling = false;
       this.setStatus();
     }
+    if (this.pollAgain) {
+      this.pollAgain = false;
+      next = 0;
+    }
     this.pollSoon(next);
   }
 
   private setStatus(): void {
-    const status: TransportStatus = this.socketUp ? 'push' : this.pollOk === false ? 'down' : 'poll';
+    const status: TransportStatus = this.live ? 'push' : this.pollOk === false ? 'down' : 'poll';
     if (status === this.status) return;
     this.status = status;
     this.d.onStatus(status);

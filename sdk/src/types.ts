@@ -11,8 +11,12 @@ export interface InitOptions {
   /** the integrator's endpoint that requests an outgoing call (POST, JSON, same-origin cookies) */
   requestCallEndpoint?: string;
   mode?: 'persistent-window';
-  /** where the call window opens; default 'popup' */
-  windowMode?: 'popup' | 'tab';
+  /**
+   * where the call window opens; overrides the integration's setting "Call window opens as", which
+   * is the default (else 'popup'). 'extension' is not available yet: the window opens as a popup,
+   * with a console warning.
+   */
+  windowMode?: 'popup' | 'tab' | 'extension';
   /** default: the integration's widget default, else 'bottom-right' */
   position?: Position;
   /** 'en' or 'fr'; default: the integration's widget default, else the page's lang, else English */
@@ -27,7 +31,7 @@ export interface InitOptions {
 
 export interface CommandFailure {
   kind: string;
-  /** the refusal's code, e.g. control_not_allowed, invalid_state, hangup_uncertain, unreachable */
+  /** the refusal's code, e.g. control_not_allowed, invalid_state, command_failed (the call window could not carry it out), hangup_uncertain, unreachable */
   error: string;
   message: string;
 }

@@ -35,14 +35,23 @@ export type Control = z.infer<typeof Control>;
 
 export const WidgetPosition = z.enum(['bottom-right', 'bottom-left', 'top-right', 'top-left']);
 
-/** Policy.widget: the spec does not show its fields; these are ours (documented). */
-export const WidgetDefaults = z
-  .strictObject({
-    position: WidgetPosition,
-    language: z.string().min(2).max(16),
-  })
-  .meta({ id: 'PolicyWidget' });
+/** The integration's widget defaults, as an operator sets them. */
+export const WidgetDefaults = z.strictObject({
+  position: WidgetPosition,
+  language: z.string().min(2).max(16),
+});
 export type WidgetDefaults = z.infer<typeof WidgetDefaults>;
+
+/** The integration setting "Call window opens as" (spec section 1, call window modes). */
+export const WindowMode = z.enum(['popup', 'tab', 'frame-shell', 'extension']);
+export type WindowMode = z.infer<typeof WindowMode>;
+
+/**
+ * Policy.widget: the spec does not show its fields; these are ours (documented): the widget
+ * defaults, and how the call window opens unless the SDK's windowMode option says otherwise.
+ */
+export const PolicyWidget = WidgetDefaults.extend({ window_mode: WindowMode }).meta({ id: 'PolicyWidget' });
+export type PolicyWidget = z.infer<typeof PolicyWidget>;
 
 export const Policy = z
   .object({
@@ -50,7 +59,7 @@ export const Policy = z
     inbound: z.boolean(),
     number_visibility: NumberVisibility,
     controls: z.array(Control),
-    widget: WidgetDefaults,
+    widget: PolicyWidget,
     max_call_seconds: z.number().int().positive(),
   })
   .meta({ id: 'Policy' });

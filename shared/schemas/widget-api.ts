@@ -3,22 +3,6 @@ import { z } from 'zod';
 import { LIMITS } from '../limits.js';
 import { Call, Engine, Policy, Realtime, WidgetAgent, unixSeconds } from './resources.js';
 
-export const WidgetState = z
-  .object({
-    ok: z.literal(true),
-    engine: Engine.nullable(),
-    call: Call.nullable(),
-    policy: Policy,
-    agent: WidgetAgent,
-    version: z.number().int(),
-    server_time: unixSeconds,
-    poll_ms: z.number().int().positive(),
-    session_expires_at: unixSeconds,
-    realtime: Realtime,
-  })
-  .meta({ id: 'WidgetState' });
-export type WidgetState = z.infer<typeof WidgetState>;
-
 export const COMMAND_KINDS = [
   'hangup',
   'answer',
@@ -31,6 +15,40 @@ export const COMMAND_KINDS = [
 ] as const;
 export const CommandKind = z.enum(COMMAND_KINDS);
 export type CommandKind = z.infer<typeof CommandKind>;
+
+/**
+ * The newest command of the agent's widgets that its call window reported it could not carry out
+ * (the window was asked to answer with no voice device, say). The widget that sent it (it knows
+ * its request_id) says so and undoes what it showed, as for a refusal: `commandfailed`.
+ */
+export const FailedCommand = z
+  .object({
+    request_id: z.string(),
+    kind: CommandKind,
+    error: z.literal('command_failed'),
+    /** the window's reason, as it gave it */
+    message: z.string(),
+    failed_at: unixSeconds,
+  })
+  .meta({ id: 'FailedCommand' });
+export type FailedCommand = z.infer<typeof FailedCommand>;
+
+export const WidgetState = z
+  .object({
+    ok: z.literal(true),
+    engine: Engine.nullable(),
+    call: Call.nullable(),
+    policy: Policy,
+    agent: WidgetAgent,
+    version: z.number().int(),
+    server_time: unixSeconds,
+    poll_ms: z.number().int().positive(),
+    session_expires_at: unixSeconds,
+    realtime: Realtime,
+    failed_command: FailedCommand.nullable(),
+  })
+  .meta({ id: 'WidgetState' });
+export type WidgetState = z.infer<typeof WidgetState>;
 
 export const Command = z
   .strictObject({

@@ -139,6 +139,46 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     expect((await state(first.widgetToken)).engine).toMatchObject({ id: secondId, state: 'ready', live: true });
   });
 
+  it('a reloaded or reopened window keeps its availability; one opened afresh, or after the last went offline, starts Available', async () => {
+    const first = await readyAgent(api, t);
+    const onBreak = () => command(api, first.widgetToken, { kind: 'availability', request_id: `break-${h.clock.now()}`, available: false });
+    expect((await onBreak()).body.status).toBe('done');
+    // opened again while the first is live: it takes over
+    const reopened = await pair(await launchTicket(api, first.widgetToken));
+    expect(reopened.status, JSON.stringify(reopened.body)).toBe(201);
+    expect(reopened.body.engine).toMatchObject({ available: false });
+    expect((await state(first.widgetToken)).engine).toMatchObject({ id: reopened.body.engine.id, available: false });
+    // a reload: the page's unload closes the engine, and the reloaded page pairs again at once
+    await h.clock.advanceSeconds(5);
+    await api.post('/engine/close', { reason: 'unload' }, { auth: reopened.body.engine_token });
+    await h.clock.advanceSeconds(2);
+    const reloaded = await pair(await launchTicket(api, first.widgetToken));
+    expect(reloaded.body.engine).toMatchObject({ available: false });
+    // closed by the agent (going home): the next window starts Available
+    await h.clock.advanceSeconds(5);
+    await api.post('/engine/close', { reason: 'closed' }, { auth: reloaded.body.engine_token });
+    await h.clock.advanceSeconds(5);
+    const fresh = await pair(await launchTicket(api, first.widgetToken));
+    expect(fresh.body.engine).toMatchObject({ available: true });
+    // unload long ago is no reload either
+    expect((await heartbeat(api, fresh.body.engine_token)).status).toBe(200);
+    expect((await onBreak()).body.status).toBe('done');
+    await h.clock.advanceSeconds(5);
+    await api.post('/engine/close', { reason: 'unload' }, { auth: fresh.body.engine_token });
+    await h.clock.advanceSeconds(10 * 60);
+    expect((await pair(await launchTicket(api, first.widgetToken))).body.engine).toMatchObject({ available: true });
+  });
+
+  it('a window paired after the last one went offline (the laptop slept) starts Available', async () => {
+    const agent = await readyAgent(api, t);
+    expect((await command(api, agent.widgetToken, { kind: 'availability', request_id: 'sleepy', available: false })).body.status).toBe('done');
+    await h.clock.advanceSeconds(91);
+    await h.services.reaper.tick();
+    expect((await state(agent.widgetToken)).engine).toMatchObject({ state: 'offline', available: false });
+    const next = await pair(await launchTicket(api, agent.widgetToken));
+    expect(next.body.engine).toMatchObject({ available: true });
+  });
+
   it('a second window is refused while the first is on a call, and its ticket pairs once the call ends', async () => {
     const agent = await readyAgent(api, t);
     const { id } = await connectedCall(agent);

@@ -72,6 +72,14 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     expect(overlong.statusCode).toBe(404);
     expect(overlong.json()).toMatchObject({ ok: false, error: 'not_found' });
     expect(overlong.body).not.toContain(long);
+    // as long as the router takes, but longer than any id we make: still no such call
+    for (const id of ['x'.repeat(65), 'x'.repeat(100)]) {
+      const unknown = await h.app.inject({ method: 'GET', url: `${API_PREFIX}/calls/${id}`, headers: { authorization: `Bearer ${t.serverKey}` } });
+      expect(unknown.statusCode).toBe(404);
+      expect(unknown.json()).toMatchObject({ ok: false, error: 'not_found' });
+      const hangup = await h.app.inject({ method: 'POST', url: `${API_PREFIX}/calls/${id}/hangup`, headers: { authorization: `Bearer ${t.serverKey}` } });
+      expect(hangup.statusCode).toBe(404);
+    }
   });
 
   it('takes an empty body labelled application/json as no body where the spec gives none, and refuses it where one is needed', async () => {

@@ -5,7 +5,7 @@ import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { command, launchTicket, openSession, readyAgent, requestCall } from '../helpers/flows.js';
 import { openTestDatabase } from '../helpers/databases.js';
-import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { setPolicy, setWindowMode } from '../../api/domain/operator/integrations.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe.each(storeDrivers())('the poll path on %s', (driver) => {
@@ -43,6 +43,22 @@ describe.each(storeDrivers())('the poll path on %s', (driver) => {
     expect(changed.body.version).toBeGreaterThan(first.body.version);
     expect(changed.body.engine.available).toBe(false);
     expect(changed.headers.etag).not.toBe(etag);
+  });
+
+  it("carries the integration's 'Call window opens as' setting in Policy.widget, in the session and the state, and a change reaches the next poll", async () => {
+    const operator = { db: h.services.db, bus: h.services.bus, clock: h.clock };
+    const session = await api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey });
+    expect(session.body.policy.widget).toMatchObject({ window_mode: 'popup' });
+    const first = await poll(session.body.widget_token);
+    expect(first.body.policy.widget.window_mode).toBe('popup');
+    await setWindowMode(operator, t.integrationId, 'tab');
+    try {
+      const changed = await poll(session.body.widget_token, String(first.headers.etag));
+      expect(changed.status).toBe(200);
+      expect(changed.body.policy.widget).toEqual({ ...first.body.policy.widget, window_mode: 'tab' });
+    } finally {
+      await setWindowMode(operator, t.integrationId, 'popup');
+    }
   });
 
   it('compares If-None-Match as HTTP does: a weakened tag, any tag of a list, or * answers 304; other tags 200', async () => {

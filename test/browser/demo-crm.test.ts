@@ -221,6 +221,48 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(polls.filter((t) => t > quietFrom).length).toBeLessThanOrEqual(1);
   });
 
+  it('with every socket cut, the widget and its call window nudge each other by window messages: a command reaches the window at once, and its effect the widget', async () => {
+    const context = await newContext();
+    await context.routeWebSocket(/socket\.io/, (ws) => void ws.close());
+    await context.route('**/socket.io/**', (route) => route.abort());
+    const page = await openCrm(context);
+    const window = await enableCalls(context, page);
+    const beats: number[] = [];
+    window.on('request', (request) => {
+      if (request.url().includes('/engine/heartbeat')) beats.push(Date.now());
+    });
+    const polls: number[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/widget/state')) polls.push(Date.now());
+    });
+    await page.locator('[data-testid=call-crm-1001]').click();
+    await expect.poll(() => callStatus(page), { timeout: 20_000 }).toBe('connected');
+    // Without the messages each would wait for the other's next period (3 s with sockets down):
+    // four times in a row within moments is not chance (the bounds leave room for a loaded machine).
+    for (const muted of [true, false, true, false]) {
+      await new Promise((resolve) => setTimeout(resolve, 1200)); // past both sides' once-a-second bound
+      const sentAt = Date.now();
+      await page.evaluate((m) => (window as any).ServiceClick2Call.setMuted(m), muted);
+      await expect.poll(() => beats.find((t) => t >= sentAt), { timeout: 3000 }).toBeDefined();
+      const beatAt = beats.find((t) => t >= sentAt)!;
+      expect(beatAt - sentAt).toBeLessThan(800);
+      // The window reports the mute in a heartbeat of its own; its answer shows the engine changed,
+      // the window says so, and the widget polls at once, not at its next poll.
+      await expect.poll(() => polls.find((t) => t > beatAt), { timeout: 4000 }).toBeDefined();
+      const polledAt = polls.find((t) => t > beatAt)!;
+      const lastBeat = Math.max(...beats.filter((t) => t <= polledAt));
+      expect(polledAt - lastBeat).toBeLessThan(600);
+      await expect.poll(async () => (await sdk(page)).engine?.muted, { timeout: 5000 }).toBe(muted);
+    }
+    await page.locator('[data-testid=c2c-hangup]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+    // The window says it is closing with a request on its way out, which a busy route handler can
+    // lose as the context closes: close it here, unrouted, and see the service heard it.
+    await context.unrouteAll({ behavior: 'wait' });
+    await window.close({ runBeforeUnload: true });
+    await expect.poll(() => serverEngineState(), { timeout: 15_000 }).toBe('closed');
+  });
+
   it('gives a reloaded call window a new ticket from Enable calls, in that same window', async () => {
     const context = await newContext();
     const page = await openCrm(context);

@@ -3,10 +3,12 @@
  * authentication and every refusal, pushes of state and work, commands and heartbeats over the
  * socket through the same domain services as REST, and endings the client can act on.
  */
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXPIRY_SWEEP_MS, recheck } from '../../gateway/endings.js';
 import type { WidgetSocketData } from '../../gateway/handshake.js';
 import { loadUws } from '../../gateway/uws.js';
+import { SocketLimits } from '../../gateway/limits.js';
 import { startGateway } from '../../gateway/server.js';
 import { closeIo, createSocketServer } from '../../api/bus/socket-server.js';
 import { LIMITS } from '../../shared/limits.js';
@@ -18,7 +20,7 @@ import { storeDrivers } from '../helpers/env.js';
 import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, type Client, type Harness } from '../helpers/harness.js';
-import { waitFor } from '../helpers/processes.js';
+import { freePort, waitFor } from '../helpers/processes.js';
 import { openSocket, request, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -67,6 +69,23 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
 
   it('refuses to start on a port another gateway holds, rather than share it unannounced', async () => {
     await expect(startGateway(h.services, { port: live.gateway.port, host: '127.0.0.1' })).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+ \(is the port in use\?\)/);
+  });
+
+  it('tells each client it pings every 10 s and gives up on a silent one 10 s later, so a connection that died goes within 20 s', async () => {
+    const answer = await fetch(`${url}/socket.io/?EIO=4&transport=polling`, { headers: { origin: ORIGIN } });
+    const opening = await answer.text();
+    expect(opening[0]).toBe('0'); // engine.io's open packet
+    expect(JSON.parse(opening.slice(1))).toMatchObject({ pingInterval: 10_000, pingTimeout: 10_000 });
+  });
+
+  it('gives its port back when wiring fails after it listened', async () => {
+    const port = await freePort();
+    // a node whose bus cannot be reached for its Socket.IO server: wiring throws after the listen
+    const broken = Object.create(h.services, { bus: { get: () => { throw new Error('no bus here'); } } }) as typeof h.services;
+    await expect(startGateway(broken, { port, host: '127.0.0.1' })).rejects.toThrow('no bus here');
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
+    await new Promise((resolve) => server.close(resolve));
   });
 
   it('sends a widget the current state on connect, then every change, with rising versions', async () => {
@@ -144,6 +163,21 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const closed = widget.next('disconnect');
     widget.socket.emit('command', padded(LIMITS.requestMaxBytes + 200), () => {});
     expect(await closed).toMatch(/^transport (close|error)$/);
+  });
+
+  it("pushes to the agent's widgets a command their window acked failed, with the window's reason", async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    const widget = open(agent.widgetToken);
+    await snapshotOf(widget);
+    const work = engine.next('work', { where: (w: any) => w.commands.length > 0 });
+    const sent = await request(widget.socket, 'command', { kind: 'focus', request_id: 'fails-1' });
+    expect(sent).toMatchObject({ ok: true, status: 'queued' });
+    await work;
+    const told = widget.next('state', { where: (state: any) => state.failed_command !== null });
+    expect(await request(engine.socket, 'ack', [{ command_id: sent.command_id, result: 'failed', error: 'No window to bring forward.' }])).toEqual({ ok: true });
+    expect((await told).failed_command).toMatchObject({ request_id: 'fails-1', kind: 'focus', error: 'command_failed', message: 'No window to bring forward.' });
   });
 
   it('pushes dial requests and commands to the engine at once; the engine acks them over the socket', async () => {
@@ -235,6 +269,47 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await open(t.serverKey).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
     expect(await open('c2cw_' + 'x'.repeat(48)).next('connect_error')).toMatchObject({ code: 'unauthorized', final: true });
     expect(await open(agent.engineToken, ORIGIN).next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
+  });
+
+  it('holds a bounded number of sockets per credential on a node: one more is refused rate_limited (retry later), a closed one frees its place', async () => {
+    const agent = await readyAgent(api, t);
+    const cap = h.services.config.socketsPerCredential;
+    const outcome = (s: TestSocket) => Promise.race([s.next('connect').then(() => 'connected' as const), s.next('connect_error')]);
+    const widgets = Array.from({ length: cap + 3 }, () => open(agent.widgetToken));
+    const outcomes = await Promise.all(widgets.map(outcome));
+    expect(outcomes.filter((o) => o === 'connected')).toHaveLength(cap);
+    const refusals = outcomes.filter((o) => o !== 'connected');
+    expect(refusals).toHaveLength(3);
+    for (const refusal of refusals) expect(refusal).toMatchObject({ code: 'rate_limited', final: false, retry_after: 20 });
+    // another credential of the same agent is not held back
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    expect(await outcome(engine)).toBe('connected');
+    const connected = widgets.filter((w) => w.socket.connected);
+    connected[0]!.close();
+    // its place is free once the gateway saw it go
+    await waitFor(async () => {
+      const again = open(agent.widgetToken);
+      if ((await outcome(again)) === 'connected') return true;
+      again.close();
+      return undefined;
+    }, 'a place freed by a closed socket', 5000);
+    expect(await outcome(open(agent.widgetToken))).toMatchObject({ code: 'rate_limited' });
+    for (const w of [...widgets, engine]) w.close();
+  });
+
+  it('counts against the cap the sockets of a credential still connecting, so handshakes that pass together cannot exceed it', () => {
+    const limits = new SocketLimits(h.services);
+    const cap = h.services.config.socketsPerCredential;
+    // two handshakes passed while the credential held cap - 2 sockets: neither is connected yet
+    const first = limits.admitSocket('session:s1', cap - 2);
+    const second = limits.admitSocket('session:s1', cap - 2);
+    expect(() => limits.admitSocket('session:s1', cap - 2)).toThrow(expect.objectContaining({ code: 'rate_limited', retryAfter: 20 }));
+    expect(() => limits.admitSocket('engine:e1', cap - 1)).not.toThrow();
+    // once connected, they count among those held instead
+    first();
+    second();
+    expect(() => limits.admitSocket('session:s1', cap)).toThrow(expect.objectContaining({ code: 'rate_limited' }));
+    expect(() => limits.admitSocket('session:s1', cap - 1)).not.toThrow();
   });
 
   it('refuses an expired widget token, and ends a connected one at expiry with a retry reason', async () => {

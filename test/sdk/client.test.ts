@@ -5,10 +5,12 @@
  * the server-duration timer, and the widget's Shadow DOM.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Call, Engine, Policy, WidgetState } from '../../sdk/src/contract.js';
+import type { Call, Engine, FailedCommand, Policy, WidgetState } from '../../sdk/src/contract.js';
 import { Click2CallWidget, type ClientDeps } from '../../sdk/src/client.js';
 import * as SDK from '../../sdk/src/index.js';
 import { systemClock } from '../../sdk/src/timing.js';
+import { ACK_TIMEOUT_MS } from '../../sdk/src/commands.js';
+import { SOCKET_SILENT_MS } from '../../shared/events.js';
 import { T0, call, engine } from './fixtures.js';
 
 const API = 'https://c2c.example/api/v1/click2call';
@@ -22,6 +24,18 @@ class FakeSocket {
   tokens: Array<string | null> = [];
   sent: Array<{ event: string; payload: any; ack: (err: Error | null, reply: unknown) => void }> = [];
   private handlers = new Map<string, Array<(...args: any[]) => void>>();
+  private managerHandlers = new Map<string, Array<() => void>>();
+  /** socket.io-client's Manager, as far as the SDK listens to it */
+  readonly io = {
+    on: (event: string, fn: () => void) => {
+      this.managerHandlers.set(event, [...(this.managerHandlers.get(event) ?? []), fn]);
+      return this.io;
+    },
+  };
+  /** a ping from the server arrives on the connection */
+  ping() {
+    for (const fn of this.managerHandlers.get('ping') ?? []) fn();
+  }
   constructor(
     readonly url: string,
     readonly opts: Record<string, any>,
@@ -41,8 +55,21 @@ class FakeSocket {
     }
     return this;
   }
-  timeout() {
-    return { emit: (event: string, payload: unknown, ack: (err: Error | null, reply: unknown) => void) => void this.sent.push({ event, payload, ack }) };
+  /** as socket.io-client: the ack gets an error once `ms` pass without an answer */
+  timeout(ms: number) {
+    return {
+      emit: (event: string, payload: unknown, ack: (err: Error | null, reply: unknown) => void) => {
+        let answered = false;
+        const timer = setTimeout(() => answer(new Error('operation has timed out'), undefined), ms);
+        const answer = (err: Error | null, reply: unknown) => {
+          if (answered) return;
+          answered = true;
+          clearTimeout(timer);
+          ack(err, reply);
+        };
+        this.sent.push({ event, payload, ack: answer });
+      },
+    };
   }
   fire(event: string, ...args: unknown[]) {
     for (const fn of this.handlers.get(event) ?? []) fn(...args);
@@ -65,7 +92,7 @@ const policy = (controls: Policy['controls'] = ['mute', 'dtmf'], over: Partial<P
   inbound: true,
   number_visibility: 'masked',
   controls,
-  widget: { position: 'bottom-right', language: 'en' },
+  widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' },
   max_call_seconds: 3600,
   ...over,
 });
@@ -85,6 +112,7 @@ class Service {
   call: Call | null = null;
   policy = policy();
   realtimeAvailable = true;
+  failedCommand: FailedCommand | null = null;
   tokenSeq = 0;
   requests: Array<{ method: string; path: string; headers: Record<string, string>; body: any }> = [];
   sockets: FakeSocket[] = [];
@@ -103,12 +131,13 @@ class Service {
       poll_ms: 3000,
       session_expires_at: T0 + 1800,
       realtime: { url: 'https://gw.example', path: '/socket.io', available: this.realtimeAvailable },
+      failed_command: this.failedCommand,
       ...over,
     };
   }
 
   /** changes the state (a new version) */
-  set(change: Partial<Pick<Service, 'engine' | 'call' | 'policy'>>) {
+  set(change: Partial<Pick<Service, 'engine' | 'call' | 'policy' | 'failedCommand'>>) {
     Object.assign(this, change);
     this.version++;
   }
@@ -195,11 +224,20 @@ function start(options: Partial<Parameters<typeof SDK.init>[0]> = {}, deps: Part
   return widget;
 }
 
+/** A started widget whose socket the service accepted with `state`. */
+async function ready(state = service.state()) {
+  start();
+  await flush();
+  const socket = service.sockets[0]!;
+  socket.accept(state);
+  return socket;
+}
+
 const root = () => document.querySelector('[data-testid="c2c-host"]')!.shadowRoot!;
 const q = (id: string) => root().querySelector(`[data-testid="${id}"]`) as HTMLElement;
 const visible = (id: string) => !!q(id) && !q(id).hidden;
 const flush = () => vi.advanceTimersByTimeAsync(0);
-const blankWindow = () => ({ closed: false, name: '', location: { href: 'about:blank', replace: vi.fn() }, document: { title: '', body: { textContent: '' } }, focus: vi.fn(), close: vi.fn() });
+const blankWindow = () => ({ closed: false, name: '', location: { href: 'about:blank', replace: vi.fn() }, document: { title: '', body: { textContent: '' } }, focus: vi.fn(), close: vi.fn(), postMessage: vi.fn() });
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -454,13 +492,6 @@ describe('endings and tokens', () => {
 });
 
 describe('commands', () => {
-  async function ready(state = service.state()) {
-    start();
-    await flush();
-    const socket = service.sockets[0]!;
-    socket.accept(state);
-    return socket;
-  }
 
   it('sends commands over the socket with a request_id and the call ref', async () => {
     service.set({ call: call('connected', { answered_at: T0 - 5 }) });
@@ -505,6 +536,69 @@ describe('commands', () => {
     expect(visible('c2c-mute')).toBe(false);
     expect(visible('c2c-dtmf')).toBe(false);
     expect(visible('c2c-hangup')).toBe(true);
+  });
+
+  it('sends a command the socket leaves unanswered over REST, polls while the socket is in doubt, and keeps it once a ping shows it alive', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    await vi.advanceTimersByTimeAsync(SOCKET_SILENT_MS);
+    socket.ping(); // alive: the server is slow, not gone
+    const polls = service.count('/widget/state');
+    const hangup = widget.hangup();
+    await flush();
+    expect(socket.sent).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(ACK_TIMEOUT_MS + 1000);
+    expect(await hangup).toMatchObject({ ok: true });
+    const posts = service.requests.filter((r) => r.path === '/widget/commands');
+    expect(posts).toHaveLength(1);
+    expect(posts[0]!.body.request_id).toBe(socket.sent[0]!.payload.request_id);
+    // in doubt: still connected, but the widget polls, and the next command goes over REST at once
+    expect(socket.connected).toBe(true);
+    expect(service.count('/widget/state')).toBeGreaterThan(polls);
+    await widget.setMuted(true);
+    expect(socket.sent).toHaveLength(1);
+    // a ping: the socket is trusted again, polling stops, and commands go on it
+    socket.ping();
+    await vi.advanceTimersByTimeAsync(SOCKET_SILENT_MS);
+    const quiet = service.count('/widget/state');
+    socket.ping();
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(service.count('/widget/state')).toBe(quiet);
+    expect(socket.connected).toBe(true);
+    void widget.setMuted(false);
+    await flush();
+    expect(socket.sent).toHaveLength(2);
+  });
+
+  it('closes a socket in doubt that stays silent until SOCKET_SILENT_MS after it was last heard', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    await vi.advanceTimersByTimeAsync(2000);
+    socket.ping();
+    const hangup = widget.hangup();
+    await vi.advanceTimersByTimeAsync(ACK_TIMEOUT_MS + 1000);
+    expect(await hangup).toMatchObject({ ok: true });
+    expect(socket.connected).toBe(true); // heard 6 s ago: in doubt, not yet dead
+    await vi.advanceTimersByTimeAsync(SOCKET_SILENT_MS - ACK_TIMEOUT_MS - 1000);
+    expect(socket.connected).toBe(false);
+  });
+
+  it('takes a connection that carried nothing, not even a ping, for 12.5 s for dead once a command goes unanswered: closes it, polls, and reconnects', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    const connects = socket.connects;
+    await vi.advanceTimersByTimeAsync(SOCKET_SILENT_MS - ACK_TIMEOUT_MS);
+    const polls = service.count('/widget/state');
+    const hangup = widget.hangup();
+    await flush();
+    // the connection died without a word: the socket still looks connected, and nothing answers
+    await vi.advanceTimersByTimeAsync(ACK_TIMEOUT_MS + 1000);
+    expect(await hangup).toMatchObject({ ok: true });
+    expect(service.requests.filter((r) => r.path === '/widget/commands')).toHaveLength(1);
+    expect(socket.connected).toBe(false);
+    expect(service.count('/widget/state')).toBeGreaterThan(polls);
+    // a new connection is under way (after a backoff)
+    expect(socket.connects).toBeGreaterThan(connects);
   });
 
   it('posts commands when the socket is down and retries a network failure with the same request_id', async () => {
@@ -643,6 +737,40 @@ describe('enableCalls', () => {
     expect(win.name).toBe('c2c_abcdef');
     expect(win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+  });
+
+  it("opens the window as the integration's setting says, unless init()'s windowMode overrides it", async () => {
+    service.set({ engine: null });
+    service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: 'en', window_mode: 'tab' } });
+    start();
+    await flush();
+    widget.enableCalls();
+    expect(opened[0]!.features).toBeUndefined();
+    widget.detach();
+    opened.length = 0;
+    start({ windowMode: 'popup' });
+    await flush();
+    widget.enableCalls();
+    expect(opened[0]!.features).toContain('popup');
+  });
+
+  it('opens a popup for a mode this version cannot open (extension, frame shell), and warns the developer once', async () => {
+    service.set({ engine: null });
+    const warnings: string[] = [];
+    start({ windowMode: 'extension' }, { warn: (message) => warnings.push(message) });
+    await flush();
+    widget.enableCalls();
+    widget.enableCalls();
+    expect(opened[0]!.features).toContain('popup');
+    expect(warnings).toEqual([expect.stringContaining("cannot open as 'extension' in this version (init()'s windowMode); it opens as a popup")]);
+    widget.detach();
+    opened.length = 0;
+    service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: 'en', window_mode: 'frame-shell' } });
+    start({}, { warn: (message) => warnings.push(message) });
+    await flush();
+    widget.enableCalls();
+    expect(opened[0]!.features).toContain('popup');
+    expect(warnings[1]).toContain("cannot open as 'frame-shell' in this version (the integration's setting)");
   });
 
   it('goes back to offline when the opened window is closed before it is ready, or never gets ready', async () => {
@@ -823,10 +951,79 @@ describe('enableCalls', () => {
     await flush();
     expect(service.sockets[0]!.sent[0]!.payload).toMatchObject({ kind: 'focus' });
     expect(q('c2c-message').textContent).toContain('open elsewhere');
-    // Asked again at once: the agent does not see that window, so one opens here.
+    // A double-click is one gesture: nothing opens, the live window keeps its engine.
+    await vi.advanceTimersByTimeAsync(200);
+    expect(widget.enableCalls()).toBe(true);
+    expect(opened).toHaveLength(0);
+    expect(service.sockets[0]!.sent).toHaveLength(1);
+    // Asked again after reading the message: the agent does not see that window, so one opens here.
     await vi.advanceTimersByTimeAsync(2000);
     expect(widget.enableCalls()).toBe(true);
     expect(opened).toHaveLength(1);
+  });
+});
+
+describe('window messages (the spec\'s window message nudge)', () => {
+  /** the call window, as this page opened it, posts a message to the widget's page */
+  const fromWindow = (source: unknown, data: unknown) => window.dispatchEvent(new MessageEvent('message', { data, source: source as Window }));
+  /** Enable calls from a widget with no window yet: the window it opened. */
+  async function openedWindow() {
+    service.set({ engine: null });
+    start();
+    await flush();
+    widget.enableCalls();
+    await flush();
+    return opened[0]!.win;
+  }
+
+  it('nudges the window it opened when a command is queued for it while polling, and not while pushing', async () => {
+    const win = await openedWindow();
+    service.set({ engine: engine(), call: call('connected', { answered_at: T0 - 5 }) });
+    service.realtimeAvailable = false;
+    service.sockets[0]!.drop();
+    await vi.advanceTimersByTimeAsync(3000);
+    await widget.setMuted(true);
+    expect(win.postMessage).toHaveBeenCalledWith({ c2c: 'nudge' }, '*');
+    // a command the service carried out itself needs no window
+    win.postMessage.mockClear();
+    service.script.set('/widget/commands', [{ status: 200, body: { ok: true, status: 'done', command_id: 8 } }]);
+    await widget.setAvailability(false);
+    expect(win.postMessage).not.toHaveBeenCalled();
+    // with the socket back, pushes carry commands to the window: no message
+    const socket = service.sockets.at(-1)!;
+    await vi.advanceTimersByTimeAsync(30_000);
+    socket.accept(service.state());
+    const unmuted = widget.setMuted(false);
+    await flush();
+    socket.sent.at(-1)!.ack(null, { ok: true, status: 'queued', command_id: 9 });
+    await unmuted;
+    expect(win.postMessage).not.toHaveBeenCalled();
+  });
+
+  it('polls at once when its call window says the state moved, at most once a second (a message too soon is kept for the end of it), and only for its own window', async () => {
+    const win = await openedWindow();
+    service.sockets[0]!.drop();
+    await vi.advanceTimersByTimeAsync(100);
+    const polls = () => service.count('/widget/state');
+    let before = polls();
+    fromWindow(win, { c2c: 'changed' });
+    await flush();
+    expect(polls()).toBe(before + 1);
+    before = polls();
+    for (let i = 0; i < 20; i += 1) fromWindow(win, { c2c: 'changed' });
+    await flush();
+    expect(polls()).toBe(before);
+    // the state may have moved again since that poll: one more at the end of the second, not twenty
+    await vi.advanceTimersByTimeAsync(1010);
+    expect(polls()).toBe(before + 1);
+    await vi.advanceTimersByTimeAsync(1000);
+    before = polls();
+    fromWindow({}, { c2c: 'changed' }); // another page's window
+    await flush();
+    expect(polls()).toBe(before);
+    fromWindow(win, { c2c: 'changed' });
+    await flush();
+    expect(polls()).toBe(before + 1);
   });
 });
 
@@ -864,6 +1061,55 @@ describe('the widget', () => {
     expect(socket.sent[0]!.payload).toMatchObject({ kind: 'answer', ref: 'ci_1' });
     expect(q('c2c-call-status').textContent).toBe('Answering…');
     expect(visible('c2c-answer')).toBe(false);
+  });
+
+  /** A call ringing on a connected widget, and the commandfailed events it emits from now on. */
+  async function ringingWithFailures() {
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    const socket = await ready();
+    const failures: unknown[] = [];
+    widget.on('commandfailed', (f) => failures.push(f));
+    return { socket, failures };
+  }
+  /** The next state names a failed answer (WidgetState.failed_command). */
+  const windowFailed = (requestId: string, message: string) =>
+    service.set({ failedCommand: { request_id: requestId, kind: 'answer', error: 'command_failed', message, failed_at: T0 } });
+
+  it('reports an answer the call window could not carry out as soon as a snapshot says so, and offers Answer again', async () => {
+    const { socket, failures } = await ringingWithFailures();
+    (q('c2c-answer') as HTMLButtonElement).click();
+    await flush();
+    const sent = socket.sent[0]!;
+    sent.ack(null, { ok: true, status: 'queued', command_id: 9 });
+    await flush();
+    expect(q('c2c-call-status').textContent).toBe('Answering…');
+    // another widget's failure is not this one's
+    windowFailed('someone-else', 'not ours');
+    service.push();
+    expect(failures).toEqual([]);
+    windowFailed(sent.payload.request_id, 'The voice device is not ready.');
+    service.push();
+    expect(failures).toEqual([{ kind: 'answer', error: 'command_failed', message: 'The voice device is not ready.' }]);
+    expect(visible('c2c-answer')).toBe(true);
+    expect(q('c2c-message').textContent).toBe('The call window could not do this: The voice device is not ready.');
+    // later states that still carry it (a reconnect's snapshot, another change) report nothing more
+    service.push();
+    service.set({});
+    service.push();
+    expect(failures).toHaveLength(1);
+  });
+
+  it('reports a command once when the window\'s failure arrives before the command\'s own answer, which then refuses it', async () => {
+    const { socket, failures } = await ringingWithFailures();
+    const answered = widget.answer().catch((e) => e);
+    await flush();
+    const sent = socket.sent[0]!;
+    windowFailed(sent.payload.request_id, 'No microphone.');
+    service.push();
+    expect(failures).toHaveLength(1);
+    sent.ack(null, { ok: false, error: 'invalid_state', message: 'The call is not ringing.' });
+    expect(await answered).toMatchObject({ code: 'invalid_state' });
+    expect(failures).toEqual([{ kind: 'answer', error: 'command_failed', message: 'No microphone.' }]);
   });
 
   it('offers Hang up, not Answer or Decline, for an incoming call the window lost', async () => {
@@ -906,7 +1152,7 @@ describe('the widget', () => {
     ['the session answer', null],
     ['the state when the session answer left them out', { widget_token: 'c2cw_min', expires_at: T0 + 1800 }],
   ])('takes the integration defaults for language and position from %s, when init() does not choose', async (_, trimmed) => {
-    service.policy = policy(['mute'], { widget: { position: 'top-left', language: 'fr' } });
+    service.policy = policy(['mute'], { widget: { position: 'top-left', language: 'fr', window_mode: 'popup' } });
     if (trimmed) service.script.set('/crm/session', [{ status: 201, body: trimmed }]);
     start();
     await flush();

@@ -8,7 +8,7 @@ import type { PushedState, SocketEnd } from '../../shared/events.js';
 import type { ErrorEnvelope } from '../../shared/errors.js';
 import { LIVE_STATUSES as SERVER_LIVE } from '../../api/domain/calls/checks.js';
 import { CALL_STATUSES } from '../../shared/schemas/resources.js';
-import { COMMAND_KINDS, type LaunchTicket } from '../../shared/schemas/widget-api.js';
+import { COMMAND_KINDS, type FailedCommand, type LaunchTicket } from '../../shared/schemas/widget-api.js';
 import type * as S from '../../shared/types.js';
 import * as C from '../../sdk/src/contract.js';
 
@@ -26,6 +26,7 @@ describe('sdk/src/contract.ts', () => {
     expectTypeOf<C.CommandKind>().toEqualTypeOf<S.CommandKind>();
     expectTypeOf<C.CommandResult>().toEqualTypeOf<S.CommandResult>();
     expectTypeOf<C.LaunchTicket>().toEqualTypeOf<z.infer<typeof LaunchTicket>>();
+    expectTypeOf<C.FailedCommand>().toEqualTypeOf<z.infer<typeof FailedCommand>>();
   });
 
   it('reads both polled and pushed states', () => {

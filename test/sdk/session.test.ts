@@ -11,7 +11,7 @@ const session = (token: string, expiresAt: number) => ({
   widget_token: token,
   expires_at: expiresAt,
   agent: { name: 'Ana', identifier: 'ana@acme.example', type: 'email', department: null },
-  policy: { outbound: true, inbound: true, number_visibility: 'show', controls: [], widget: { position: 'bottom-right', language: 'en' }, max_call_seconds: 60 },
+  policy: { outbound: true, inbound: true, number_visibility: 'show', controls: [], widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' }, max_call_seconds: 60 },
   engine: null,
   realtime: { url: 'http://gw', path: '/socket.io', available: true },
 });

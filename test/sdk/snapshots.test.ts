@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { Call, WidgetState } from '../../sdk/src/contract.js';
 import { Snapshots, formatDuration } from '../../sdk/src/snapshots.js';
 
-const policy = { outbound: true, inbound: true, number_visibility: 'show', controls: [], widget: { position: 'bottom-right', language: 'en' }, max_call_seconds: 3600 } as const;
+const policy = { outbound: true, inbound: true, number_visibility: 'show', controls: [], widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' }, max_call_seconds: 3600 } as const;
 
 const snapshot = (version: number, over: Partial<WidgetState> = {}): WidgetState => ({
   ok: true,
@@ -16,6 +16,7 @@ const snapshot = (version: number, over: Partial<WidgetState> = {}): WidgetState
   poll_ms: 3000,
   session_expires_at: 1_001_800,
   realtime: { url: 'http://gw', path: '/socket.io', available: true },
+  failed_command: null,
   ...over,
 });
 

@@ -11,6 +11,7 @@ import { EngineApi, type Paired } from '../../window/src/api.js';
 import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
 import { Engine, type EngineSocketLike } from '../../window/src/engine.js';
+import { NUDGE_MIN_MS } from '../../shared/events.js';
 import { MESSAGES } from '../../window/src/messages.js';
 import type { MicState } from '../../window/src/mic.js';
 import { STORAGE_KEY } from '../../window/src/session.js';
@@ -34,7 +35,7 @@ const paired = (controls: Array<'mute' | 'dtmf'> = ['mute', 'dtmf']): Paired => 
   engine: { id: 'eng_1', state: 'enabling', live: true, available: true, mic_ready: false, busy: false, muted: false, simulated: true, last_seen_ago: 0, version: 1, client: 'window' },
   integration_id: 'c2c_demo',
   agent: { name: 'Ana Agent', identifier: 'ana@example.com', type: 'email', department: null },
-  policy: { outbound: true, inbound: true, number_visibility: 'show', controls, widget: { position: 'bottom-right', language: 'en' }, max_call_seconds: 3600 },
+  policy: { outbound: true, inbound: true, number_visibility: 'show', controls, widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' }, max_call_seconds: 3600 },
   voice_provider: 'simulated',
   heartbeat_ms: 15_000,
   heartbeat_fallback_ms: 3000,
@@ -64,6 +65,8 @@ class FakeServer {
   readonly requests: Array<{ path: string; body: any; headers: Record<string, string>; keepalive: boolean }> = [];
   queue: Array<Partial<HeartbeatResponse>> = [];
   current: Call | null = null;
+  /** the engine heartbeat answers carry (default: the paired one) */
+  engine: HeartbeatResponse['engine'] | null = null;
   claims: Record<string, () => { status: number; body: unknown }> = {};
   hangup: () => { status: number; body: unknown } = () => ({ status: 200, body: { ok: true, call: call('completed', { ended_at: SERVER_NOW_S, duration: 12 }) } });
   heartbeatStatus = 200;
@@ -72,7 +75,7 @@ class FakeServer {
   voiceTtlS = 3600;
 
   answer(extra: Partial<HeartbeatResponse> = {}): HeartbeatResponse {
-    return { ok: true, engine: paired().engine, commands: [], dial_requests: [], call: this.current, heartbeat_ms: 15_000, server_time: Math.floor(Date.now() / 1000), ...extra };
+    return { ok: true, engine: this.engine ?? paired().engine, commands: [], dial_requests: [], call: this.current, heartbeat_ms: 15_000, server_time: Math.floor(Date.now() / 1000), ...extra };
   }
 
   heartbeats(): HeartbeatRequest[] {
@@ -146,6 +149,7 @@ async function engine(options: { mic?: MicState; controls?: Array<'mute' | 'dtmf
   const spies = { updateToken: vi.spyOn(driver, 'updateToken'), accept: vi.spyOn(driver, 'accept'), mute: vi.spyOn(driver, 'mute'), sendDigits: vi.spyOn(driver, 'sendDigits'), connect: vi.spyOn(driver, 'connect') };
   const store = storage();
   const focus = vi.fn();
+  const tellWidget = vi.fn();
   const api = new EngineApi(BASE, server.fetch);
   const p = paired(options.controls);
   if (options.realtime === false) p.realtime.available = false;
@@ -161,13 +165,60 @@ async function engine(options: { mic?: MicState; controls?: Array<'mute' | 'dtmf
     askMic: async () => options.mic ?? 'ready',
     focus,
     now: () => Date.now(),
+    tellWidget,
   });
   await instance.start(null);
   await vi.advanceTimersByTimeAsync(0);
-  return { instance, server, socket, driver, spies, store, focus };
+  return { instance, server, socket, driver, spies, store, focus, tellWidget };
 }
 
 describe('Engine', () => {
+  it("heartbeats at once on a widget's nudge while its socket is down, at most once a second, and ignores nudges while the socket carries pushes", async () => {
+    const { instance, server, socket } = await engine();
+    socket.down();
+    await vi.advanceTimersByTimeAsync(0);
+    const count = () => server.heartbeats().length;
+    let before = count();
+    instance.nudge();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(count()).toBe(before + 1);
+    // a flood of nudges (any page holding the window can send them) costs one heartbeat a second:
+    // those too soon are kept for the end of the second, once
+    before = count();
+    for (let i = 0; i < 50; i += 1) instance.nudge();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(count()).toBe(before);
+    await vi.advanceTimersByTimeAsync(NUDGE_MIN_MS);
+    expect(count()).toBe(before + 1);
+    await vi.advanceTimersByTimeAsync(NUDGE_MIN_MS);
+    before = count();
+    instance.nudge();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(count()).toBe(before + 1);
+    socket.up();
+    await vi.advanceTimersByTimeAsync(NUDGE_MIN_MS);
+    const reports = socket.reports.length;
+    before = count();
+    instance.nudge();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([count(), socket.reports.length]).toEqual([before, reports]);
+  });
+
+  it('tells the widget that opened it when its engine or call changed, once per change', async () => {
+    const { server, tellWidget, socket } = await engine();
+    socket.down();
+    const told = tellWidget.mock.calls.length;
+    expect(told).toBeGreaterThan(0); // the first answer
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(tellWidget).toHaveBeenCalledTimes(told); // nothing changed
+    server.engine = { ...paired().engine, version: 9, muted: true };
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(tellWidget).toHaveBeenCalledTimes(told + 1);
+    server.current = call('ringing');
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(tellWidget).toHaveBeenCalledTimes(told + 2);
+  });
+
   it('fetches a voice token after pairing and reports ready with the microphone', async () => {
     const { server, instance } = await engine();
     expect(server.requests[0]!.path).toBe('/engine/heartbeat');

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Realtime } from '../../shared/types.js';
 import { ApiError } from '../../window/src/api.js';
 import { EngineSocket, type EngineSocketIo, type SocketHandlers } from '../../window/src/socket.js';
+import { SOCKET_SILENT_MS } from '../../shared/events.js';
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -16,6 +17,18 @@ class FakeIo {
   active = true;
   readonly listeners = new Map<string, Array<(...args: any[]) => void>>();
   readonly emitted: Array<{ event: string; args: unknown[] }> = [];
+  readonly managerListeners = new Map<string, Array<() => void>>();
+  /** socket.io-client's Manager, as far as the window listens to it */
+  readonly io = {
+    on: (event: string, listener: () => void) => {
+      this.managerListeners.set(event, [...(this.managerListeners.get(event) ?? []), listener]);
+      return this.io;
+    },
+  };
+  /** a ping from the server arrives on the connection */
+  ping() {
+    for (const listener of this.managerListeners.get('ping') ?? []) listener();
+  }
   reply: (event: string, args: unknown[]) => Promise<unknown> = async () => ({ ok: true });
   connect = vi.fn(() => {
     this.active = true;
@@ -137,5 +150,38 @@ describe('EngineSocket', () => {
       throw new Error('operation has timed out');
     };
     expect(await socket.ack([{ command_id: 1, result: 'done' }])).toBe(false);
+  });
+
+  it('takes a socket that leaves a request unanswered as down until it is heard again, and closes it if it stays silent for 12.5 s', async () => {
+    const { io, socket, handlers } = open();
+    io.connected = true;
+    io.fire('connect');
+    io.reply = async () => {
+      throw new Error('operation has timed out');
+    };
+    const report = { state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] } as const;
+    const beat = () => expect(socket.heartbeat({ ...report, acks: [] })).rejects.toThrow('operation has timed out');
+    // a slow server still pings: after an unanswered request its socket is in doubt, not closed
+    await vi.advanceTimersByTimeAsync(SOCKET_SILENT_MS + 1000);
+    io.ping();
+    await beat();
+    expect(io.disconnect).not.toHaveBeenCalled();
+    expect(socket.connected).toBe(false); // in doubt: the engine heartbeats over REST
+    expect(handlers.onDown).toHaveBeenCalledTimes(1);
+    // heard again: trusted again
+    io.ping();
+    expect(socket.connected).toBe(true);
+    expect(handlers.onUp).toHaveBeenCalledTimes(2);
+    // in doubt again, and silent from then on: closed SOCKET_SILENT_MS after it was last heard
+    await vi.advanceTimersByTimeAsync(2000);
+    await beat();
+    expect(io.disconnect).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(SOCKET_SILENT_MS - 2000);
+    expect(io.disconnect).toHaveBeenCalledTimes(1);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(io.connect).toHaveBeenCalledTimes(1);
+    // a request failing on a socket already known down changes nothing
+    await expect(socket.heartbeat({ ...report, acks: [] })).rejects.toThrow();
+    expect(io.disconnect).toHaveBeenCalledTimes(1);
   });
 });

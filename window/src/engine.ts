@@ -3,6 +3,9 @@
  * once, dial requests claimed, the voice driver kept supplied with tokens, and the microphone.
  * It owns the window's state and publishes a ViewModel on every change.
  */
+import { NUDGE_MIN_MS } from '../../shared/events.js';
+import { spaced } from '../../shared/spaced.js';
+import { systemTimers } from '../../shared/timers.js';
 import { ApiError, type Claimed, type EngineApi, type EngineCommand, type HeartbeatRequest, type HeartbeatResponse, type Paired } from './api.js';
 import { CallState } from './call-state.js';
 import { CommandRunner } from './commands.js';
@@ -36,6 +39,12 @@ export interface EngineDeps {
   askMic(): Promise<MicState>;
   focus(): void;
   now(): number;
+  /**
+   * Tells the widget in this browser that opened the window that its state moved (the spec's
+   * "window message nudge"): a widget whose socket is down then polls at once instead of at its
+   * next poll. The message says nothing else.
+   */
+  tellWidget?(): void;
 }
 
 /** Refusals after which this engine token will never work again. */
@@ -71,6 +80,12 @@ export class Engine {
   #muted = false;
   /** server clock − local clock, from the last heartbeat answer */
   #offsetMs = 0;
+  /** the heartbeats widgets' nudges ask for (nudge) */
+  readonly #nudgedBeat = spaced({ ...systemTimers, now: () => this.#deps.now() }, NUDGE_MIN_MS, () => {
+    if (!this.#stopped && !this.#socket?.connected) void this.#scheduler.beat();
+  });
+  /** the engine version and call the widget was last told of */
+  #toldWidget = '';
   /** bumped when the window takes a call, so an answer to an earlier heartbeat cannot end it */
   #epoch = 0;
   #stopped = false;
@@ -237,6 +252,17 @@ export class Engine {
     void this.#scheduler.beat();
   }
 
+  /**
+   * A widget in this browser sent a command for this window (a window message: the spec's
+   * "window message nudge"). While the socket is up the command is pushed anyway; while it is
+   * down the window heartbeats now, rather than up to heartbeat_fallback_ms later, and the answer
+   * carries the command. At most once every NUDGE_MIN_MS: any page holding the window could send
+   * nudges, and a flood must not spend the engine's rate limit.
+   */
+  nudge(): void {
+    if (!this.#stopped && !this.#socket?.connected) this.#nudgedBeat.call();
+  }
+
   #ready(): boolean {
     return this.#mic === 'ready' && this.#driver?.ready === true;
   }
@@ -288,6 +314,11 @@ export class Engine {
 
   async #handle(answer: HeartbeatResponse, epoch: number): Promise<void> {
     this.#offsetMs = answer.server_time * 1000 - this.#deps.now();
+    const shown = `${answer.engine.version}|${answer.call?.request_id ?? ''}|${answer.call?.status ?? ''}`;
+    if (shown !== this.#toldWidget) {
+      this.#toldWidget = shown;
+      this.#deps.tellWidget?.();
+    }
     this.#scheduler.setHeartbeatMs(answer.heartbeat_ms);
     if (epoch === this.#epoch && this.#calls.reconcile(answer.call, this.#deps.now())) this.#afterCallChange();
     await this.#onWork(answer.commands, answer.dial_requests, false);
@@ -400,6 +431,7 @@ export class Engine {
 
   #halt(): void {
     this.#stopped = true;
+    this.#nudgedBeat.cancel();
     this.#scheduler.stop();
     this.#deps.ticker.destroy();
     this.#socket?.stop();

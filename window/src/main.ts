@@ -100,6 +100,14 @@ async function run(): Promise<void> {
       askMic: () => askMicrophone(navigator.mediaDevices),
       focus: () => window.focus(),
       now: () => Date.now(),
+      tellWidget: () => {
+        try {
+          // content-free, so any origin may have it: the widget re-reads its state from the service
+          window.opener?.postMessage({ c2c: 'changed' }, '*');
+        } catch {
+          /* the opener went away */
+        }
+      },
     });
     engine = running;
     retry = () => void running.retryMic();
@@ -115,6 +123,10 @@ async function run(): Promise<void> {
   });
   window.addEventListener('pageshow', (event) => {
     if (event.persisted) engine?.resume();
+  });
+  // A widget in this browser sent a command: heartbeat now if the socket is down (Engine.nudge).
+  window.addEventListener('message', (event: MessageEvent) => {
+    if ((event.data as { c2c?: unknown } | null)?.c2c === 'nudge') engine?.nudge();
   });
   void watchMicPermission(navigator.permissions, (state) => engine?.micPermission(state));
   // Enable calls in a widget gives a window that runs no engine (its ticket refused, a reload's

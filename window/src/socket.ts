@@ -5,6 +5,8 @@
  * reconnects with full-jitter backoff. Pushes only accelerate: the heartbeat carries the same work.
  */
 import type { Socket } from 'socket.io-client';
+import { SocketDoubt } from '../../shared/socket-doubt.js';
+import { systemTimers } from '../../shared/timers.js';
 import { retryAfterMs, type EngineClientEvents, type EngineServerEvents, type EngineWork, type SocketEnd, type SocketRefusal } from '../../shared/events.js';
 import type { Realtime } from '../../shared/types.js';
 import { ApiError, type CommandAck, type HeartbeatRequest, type HeartbeatResponse } from './api.js';
@@ -36,17 +38,35 @@ export class EngineSocket {
   #stopped = false;
   #attempt = 0;
   #retry: ReturnType<typeof setTimeout> | undefined;
+  /** when anything last arrived on the connection (ms) */
+  /** whether the socket, connected, still carries what it should (shared/socket-doubt.ts); in doubt, the engine heartbeats over REST */
+  readonly #doubt: SocketDoubt<ReturnType<typeof setTimeout>>;
 
   constructor(connect: Connect, realtime: Realtime, token: string, handlers: SocketHandlers, random: () => number = Math.random) {
     this.#handlers = handlers;
     this.#random = random;
     this.#socket = connect(realtime.url, { path: realtime.path, auth: { token }, reconnectionDelayMax: BACKOFF_MAX_MS, withCredentials: false });
     const socket = this.#socket;
+    this.#doubt = new SocketDoubt(systemTimers, {
+      doubted: () => handlers.onDown(),
+      trusted: () => {
+        if (!this.#stopped && socket.connected) handlers.onUp();
+      },
+      dead: () => {
+        socket.disconnect();
+        this.#reconnectLater();
+      },
+    });
+    const heard = () => this.#doubt.heard();
+    socket.io?.on('ping', heard);
+    socket.io?.on('packet', heard);
     socket.on('connect', () => {
+      heard();
       this.#attempt = 0;
       handlers.onUp();
     });
     socket.on('disconnect', (reason) => {
+      this.#doubt.reset();
       handlers.onDown();
       // The server closed it (after `ended`): socket.io does not reconnect by itself then.
       if (reason === 'io server disconnect') this.#reconnectLater();
@@ -65,12 +85,12 @@ export class EngineSocket {
   }
 
   get connected(): boolean {
-    return !this.#stopped && this.#socket.connected;
+    return !this.#stopped && this.#socket.connected && !this.#doubt.doubted;
   }
 
   /** POST /engine/heartbeat over the socket; rejects like the REST call would. */
   async heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse> {
-    const answer = (await this.#socket.timeout(REPLY_TIMEOUT_MS).emitWithAck('heartbeat', report)) as HeartbeatResponse | SocketRefusal;
+    const answer = (await this.#request('heartbeat', report)) as HeartbeatResponse | SocketRefusal;
     if (!answer.ok) throw new ApiError(STATUS_OF[answer.error] ?? 500, answer.error, answer.message, retryAfterMs(answer.retry_after));
     return answer;
   }
@@ -79,16 +99,34 @@ export class EngineSocket {
   async ack(acks: CommandAck[]): Promise<boolean> {
     if (!this.connected) return false;
     try {
-      const emit = this.#socket.timeout(REPLY_TIMEOUT_MS).emitWithAck as (event: 'ack', acks: CommandAck[]) => Promise<{ ok: boolean }>;
-      const answer = await emit.call(this.#socket.timeout(REPLY_TIMEOUT_MS), 'ack', acks);
+      const answer = (await this.#request('ack', acks)) as { ok?: boolean } | undefined;
       return answer?.ok === true;
     } catch {
       return false;
     }
   }
 
+  /**
+   * An event with its answer. When none comes in time, the engine heartbeats over REST (engine.ts),
+   * and the socket is closed and opened again if nothing at all, not even a ping, came on it for
+   * SOCKET_SILENT_MS: a connection that died without a word looks connected until its ping
+   * timeout, and meanwhile no work is pushed. Until then it is in doubt (`#doubt`). A slow
+   * server still pings: its sockets stay.
+   */
+  async #request(event: 'heartbeat' | 'ack', payload: unknown): Promise<unknown> {
+    const socket = this.#socket;
+    const timed = socket.timeout(REPLY_TIMEOUT_MS);
+    try {
+      return await (timed.emitWithAck as (event: string, payload: unknown) => Promise<unknown>).call(timed, event, payload);
+    } catch (error) {
+      if (socket.connected && !this.#stopped) this.#doubt.unanswered();
+      throw error;
+    }
+  }
+
   stop(): void {
     this.#stopped = true;
+    this.#doubt.reset();
     clearTimeout(this.#retry);
     this.#socket.disconnect();
   }

@@ -10,11 +10,14 @@ import type { Sql } from '../../store/index.js';
 /** A command the engine acked for the first time (device effects follow for simulated engines, if it was done). */
 export interface FirstAck {
   command_id: number;
+  /** the widget's request_id for it */
+  request_id: string;
   kind: EngineCommand['kind'];
   call_id: string | null;
   digits: string | null;
-  /** the window carried it out (else it reported it failed) */
+  /** the window carried it out (else it reported it failed, saying why in `error`) */
   done: boolean;
+  error: string | null;
 }
 
 /** A row of the ack UPDATE. */
@@ -56,14 +59,22 @@ export function ackUpdate(from: string, at: string, extra = ''): string {
       done_at = coalesce(c.done_at, ${at})
     FROM ${from}
     WHERE c.id = a.id AND c.engine_id = a.engine_id ${extra}
-    RETURNING c.engine_id, c.id AS command_id, c.kind, c.call_id, c.digits, c.acks, c.status`;
+    RETURNING c.engine_id, c.id AS command_id, c.request_id, c.kind, c.call_id, c.digits, c.acks, c.status, c.error`;
 }
 
 /** The commands these acks acked for the first time. */
 export function firstAcks(rows: AckedRow[]): FirstAck[] {
   return rows
     .filter((row) => row.acks === 1)
-    .map((row) => ({ command_id: Number(row.command_id), kind: row.kind, call_id: row.call_id, digits: row.digits, done: row.status === 'done' }));
+    .map((row) => ({
+      command_id: Number(row.command_id),
+      request_id: row.request_id,
+      kind: row.kind,
+      call_id: row.call_id,
+      digits: row.digits,
+      done: row.status === 'done',
+      error: row.error,
+    }));
 }
 
 /**

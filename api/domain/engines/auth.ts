@@ -70,7 +70,7 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Dire
 
   return async function authenticateEngine(token: string | undefined): Promise<EngineContext> {
     const presented = parseCredential('engineToken', token);
-    if (!presented) throw new C2CError('unauthorized', 'An engine token (Authorization: Bearer c2ce_…) is required.');
+    if (!presented) throw new C2CError('unauthorized', 'An engine token (c2ce_…) is required: in Authorization: Bearer on REST, in auth.token on the socket.');
     const cached = cache.get(presented.lookup);
     const fresh = cached && clock.now() - cached.loadedAt < CACHE_MS ? cached : undefined;
     const entry = fresh ?? (await cache.load(presented.lookup, () => load(presented.lookup)));

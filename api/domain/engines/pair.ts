@@ -7,7 +7,7 @@
 import { C2CError } from '../../../shared/errors.js';
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
-import type { Db } from '../../store/index.js';
+import type { Db, Sql } from '../../store/index.js';
 import { reloadAgent, type ResolvedAgent } from '../agents.js';
 import { Changes } from '../changes.js';
 import { LIVE_STATUS_LIST } from '../calls/checks.js';
@@ -23,6 +23,29 @@ export interface Pairing {
   integration: IntegrationWithAccount;
   agent: ResolvedAgent;
   changes: Changes;
+}
+
+/** A window closed by its own unload this recently, and paired again, was reloaded. */
+const RELOAD_WITHIN_MS = 5 * 60 * 1000;
+
+/**
+ * The availability a new window starts with. It keeps that of the window it takes over from: one
+ * still live (opened again), or one that closed itself on unload moments ago (a reload, which
+ * closes the engine: docs/window.md). An agent on a break must not start ringing because the
+ * window was reloaded. Otherwise it starts Available: a window opened afresh, or after the last
+ * one went offline (the laptop slept) or was closed for good (README: availability).
+ */
+async function availabilityCarriedOver(sql: Sql, integrationId: string, memberId: string, now: number): Promise<boolean> {
+  const [latest] = await sql.query<Pick<EngineRow, 'available' | 'state' | 'closed_at'> & { close_reason: string | null }>(
+    // ties (two pairings in one millisecond) go to the open one, then the one closed last
+    `SELECT available, state, close_reason, closed_at FROM engines WHERE integration_id = $1 AND member_id = $2
+     ORDER BY created_at DESC, closed_at DESC NULLS FIRST LIMIT 1`,
+    [integrationId, memberId],
+  );
+  if (!latest) return true;
+  const live = latest.state === 'ready' || latest.state === 'enabling';
+  const reloaded = latest.state === 'closed' && latest.close_reason === 'unload' && latest.closed_at !== null && now - Number(latest.closed_at) <= RELOAD_WITHIN_MS;
+  return live || reloaded ? latest.available : true;
 }
 
 export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }): Promise<Pairing> {
@@ -41,6 +64,7 @@ export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; 
       [integration.id, agent.member.id],
     );
     const now = clock.now();
+    const available = await availabilityCarriedOver(sql, integration.id, agent.member.id, now);
     if (previous) {
       const [onCall] = await sql.query(`SELECT 1 FROM call_intents WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST}) LIMIT 1`, [previous.id]);
       if (onCall) throw new C2CError('agent_busy', 'The agent\'s call window is on a call; a second window cannot replace it now.');
@@ -48,10 +72,10 @@ export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; 
       changes.engineClosed(previous.id, 'replaced');
     }
     const [engine] = await sql.query<EngineRow>(
-      `INSERT INTO engines (id, integration_id, member_id, lookup, secret_hash, client, simulated, created_at, last_seen_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+      `INSERT INTO engines (id, integration_id, member_id, lookup, secret_hash, client, simulated, created_at, last_seen_at, available)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
        RETURNING id, integration_id, member_id, client, simulated, state, mic_ready, available, busy, muted, version, created_at, last_seen_at, closed_at, registered`,
-      [newId(ID_PREFIX.engine), integration.id, agent.member.id, credential.lookup, credential.secretHash, input.client, input.simulated, now],
+      [newId(ID_PREFIX.engine), integration.id, agent.member.id, credential.lookup, credential.secretHash, input.client, input.simulated, now, available],
     );
     await changes.touchAgent(sql, integration.id, agent.member.id);
     return { engine: engine!, integration, agent };

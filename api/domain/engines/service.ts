@@ -21,6 +21,7 @@ import type { Directory } from '../directory.js';
 import type { CallRow } from '../views.js';
 import { createEngineAuth, type EngineContext } from './auth.js';
 import { applyAcks, type EngineAcks, type FirstAck } from './acks.js';
+import { recordFailedCommands } from './failed-commands.js';
 import { markDroppedOffline, type Drop } from './dropped.js';
 import { createHeartbeats, type HeartbeatVia } from './heartbeat.js';
 import { pairEngine } from './pair.js';
@@ -33,6 +34,7 @@ export interface EnginesDeps {
   providers: Providers;
   commands: Commands;
   directory: Directory;
+  log?: (message: string, error?: unknown) => void;
 }
 
 /**
@@ -71,6 +73,18 @@ export function createEngines(deps: EnginesDeps) {
     }
   }
 
+  /** What follows a window's first results of commands: its widgets hear of failures, and a simulated device acts. */
+  async function acked(context: EngineContext, acks: FirstAck[]): Promise<void> {
+    // The acks are recorded already: a window resending them would not make them first acks again,
+    // so a failure here must not fail the request (nor stop the device effects). The widget then
+    // waits its effect out, as it did before it could hear of failures.
+    await recordFailedCommands(db, clock, context.engine, acks).then(
+      (changes) => changes.publish(bus),
+      (error: unknown) => deps.log?.('recording a command the window could not carry out failed', error),
+    );
+    await deviceEffects(context, acks);
+  }
+
   const service = {
     authenticate: createEngineAuth(db, bus, clock, deps.directory),
 
@@ -98,7 +112,7 @@ export function createEngines(deps: EnginesDeps) {
       const result = await engineHeartbeat(context, report, via);
       result.changes.publish(bus);
       if (result.firstAcks.length > 0) service.onAcks?.('heartbeat', result.firstAcks.length);
-      await deviceEffects(context, result.firstAcks);
+      await acked(context, result.firstAcks);
       return result;
     },
 
@@ -106,7 +120,7 @@ export function createEngines(deps: EnginesDeps) {
     async ack(context: EngineContext, acks: HeartbeatRequest['acks']) {
       const first = await ackTogether({ engineId: context.engine.id, acks });
       if (first.length > 0) service.onAcks?.('socket', first.length);
-      await deviceEffects(context, first);
+      await acked(context, first);
     },
 
     async claim(context: EngineContext, requestId: string) {

@@ -2,11 +2,11 @@
  * The integration model as stored, and the pure rules on it: effective policy (defaults plus a
  * member's overrides) and coverage (does this integration cover this member?).
  */
-import type { Control, IdentifierMode, NumberVisibility, Policy, WidgetDefaults } from '../../../shared/types.js';
+import type { Control, IdentifierMode, NumberVisibility, Policy, WidgetDefaults, WindowMode } from '../../../shared/types.js';
 
 export type IntegrationStatus = 'active' | 'disabled' | 'revoked';
 export type CoverageMode = 'everyone' | 'members' | 'departments';
-export type WindowMode = 'popup' | 'tab' | 'frame-shell' | 'extension';
+export type { WindowMode };
 
 export interface IntegrationRow {
   id: string;
@@ -79,7 +79,7 @@ export function effectivePolicy(integration: IntegrationRow, link: MemberLink | 
       inbound: o.inbound ?? integration.inbound,
       number_visibility: o.number_visibility ?? integration.number_visibility,
       controls: o.controls ?? integration.controls,
-      widget: integration.widget_defaults,
+      widget: { ...integration.widget_defaults, window_mode: integration.window_mode },
       max_call_seconds: Math.min(o.max_call_seconds ?? integration.max_call_seconds, integration.max_call_seconds),
     },
     callerId: o.caller_id !== undefined ? o.caller_id : integration.caller_id,

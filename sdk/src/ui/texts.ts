@@ -79,6 +79,7 @@ const en: Texts = {
     unreachable: 'The service could not be reached.',
     control_not_allowed: 'This control is not enabled.',
     invalid_state: 'Not possible in the call’s current state.',
+    command_failed: 'The call window could not do this',
     rate_limited: 'Too many requests; try again shortly.',
   },
 };
@@ -135,6 +136,7 @@ const fr: Texts = {
     unreachable: 'Le service est injoignable.',
     control_not_allowed: 'Cette commande n’est pas activée.',
     invalid_state: 'Impossible dans l’état actuel de l’appel.',
+    command_failed: 'La fenêtre d’appel n’a pas pu le faire',
     rate_limited: 'Trop de requêtes ; réessayez dans un instant.',
   },
 };

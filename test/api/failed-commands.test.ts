@@ -1,0 +1,101 @@
+/**
+ * A command the call window could not carry out (a failed ack) reaches the agent's widgets as
+ * WidgetState.failed_command, with a new version, whether the ack came in a heartbeat or on the
+ * socket; a command carried out, or a failure acked again, changes nothing.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { WidgetState } from '../../shared/schemas/widget-api.js';
+import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
+import { storeDrivers } from '../helpers/env.js';
+import { command, heartbeat, READY, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('commands the call window could not carry out, on %s', (driver) => {
+  let h: Harness;
+  let api: Client;
+  let t: Tenant;
+  let agent: Agent;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    api = client(h.app);
+    t = await seedTenant(h.services);
+    agent = await readyAgent(api, t);
+  });
+  afterAll(() => h.close());
+
+  const queue = async (requestId: string) => {
+    const sent = await command(api, agent.widgetToken, { kind: 'focus', request_id: requestId });
+    expect(sent.body).toMatchObject({ ok: true, status: 'queued' });
+    return sent.body.command_id as number;
+  };
+
+  it('starts with none', async () => {
+    const state = await widgetState(api, agent.widgetToken);
+    expect(WidgetState.parse(state.body).failed_command).toBeNull();
+  });
+
+  it('shows the failure acked in a heartbeat, with the window\'s reason, in a new version', async () => {
+    const id = await queue('f-heartbeat');
+    const before = (await widgetState(api, agent.widgetToken)).body;
+    await h.clock.advanceSeconds(3);
+    const beat = await heartbeat(api, agent.engineToken, { acks: [{ command_id: id, result: 'failed', error: 'The voice device is not ready.' }] });
+    expect(beat.status).toBe(200);
+    const after = (await widgetState(api, agent.widgetToken)).body;
+    expect(after.version).toBeGreaterThan(before.version);
+    expect(after.failed_command).toEqual({
+      request_id: 'f-heartbeat',
+      kind: 'focus',
+      error: 'command_failed',
+      message: 'The voice device is not ready.',
+      failed_at: Math.floor(h.clock.now() / 1000),
+    });
+  });
+
+  it('shows the failure acked on the socket; a second ack of it and a command carried out change nothing', async () => {
+    const failing = await queue('f-socket');
+    const working = await queue('f-done');
+    const context = await h.services.engines.authenticate(agent.engineToken);
+    await h.services.engines.ack(context, [{ command_id: failing, result: 'failed' }]);
+    const shown = (await widgetState(api, agent.widgetToken)).body;
+    expect(shown.failed_command).toMatchObject({ request_id: 'f-socket', message: 'The call window could not carry out the command.' });
+    await h.services.engines.ack(context, [{ command_id: failing, result: 'failed', error: 'again' }]);
+    await h.services.engines.ack(context, [{ command_id: working, result: 'done' }]);
+    const later = (await widgetState(api, agent.widgetToken)).body;
+    expect(later.version).toBe(shown.version);
+    expect(later.failed_command).toEqual(shown.failed_command);
+  });
+
+  it('takes the acks even when recording the failure for the widgets fails (the window would not resend them as first acks)', async () => {
+    const id = await queue('f-store-hiccup');
+    const context = await h.services.engines.authenticate(agent.engineToken);
+    const before = (await widgetState(api, agent.widgetToken)).body;
+    const query = h.services.db.query.bind(h.services.db);
+    const spy = vi.spyOn(h.services.db, 'query').mockImplementation((text: string, params?: readonly unknown[]) => {
+      if (text.includes('failed_command = excluded.failed_command')) return Promise.reject(new Error('the store hiccuped'));
+      return query(text, params as never);
+    });
+    try {
+      await expect(h.services.engines.ack(context, [{ command_id: id, result: 'failed', error: 'lost' }])).resolves.toBeUndefined();
+    } finally {
+      spy.mockRestore();
+    }
+    const [row] = await h.services.db.query<{ status: string; acks: number }>('SELECT status, acks FROM widget_commands WHERE id = $1', [id]);
+    expect(row).toMatchObject({ status: 'failed', acks: 1 });
+    expect((await widgetState(api, agent.widgetToken)).body.failed_command).toEqual(before.failed_command);
+  });
+
+  it("never shows another agent's failure", async () => {
+    const other = await seedTenant(h.services);
+    const otherAgent = await readyAgent(api, other);
+    const sent = await command(api, otherAgent.widgetToken, { kind: 'focus', request_id: 'f-other' });
+    const context = await h.services.engines.authenticate(otherAgent.engineToken);
+    await h.services.engines.ack(context, [{ command_id: sent.body.command_id, result: 'failed', error: 'theirs' }]);
+    expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });
+    expect((await widgetState(api, agent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-socket' });
+    // a heartbeat with nothing to ack leaves it as it was
+    await h.services.engines.heartbeat(context, { ...READY, acks: [] } as HeartbeatRequest, 'rest');
+    expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });
+  });
+});
