@@ -67,6 +67,32 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     expect(later.failed_command).toEqual(shown.failed_command);
   });
 
+  it('shows the newest of several failures in one report, whatever their order in it', async () => {
+    const older = await queue('f-older');
+    const newer = await queue('f-newer');
+    const beat = await heartbeat(api, agent.engineToken, {
+      acks: [
+        { command_id: newer, result: 'failed', error: 'newer' },
+        { command_id: older, result: 'failed', error: 'older' },
+      ],
+    });
+    expect(beat.status).toBe(200);
+    expect((await widgetState(api, agent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-newer', message: 'newer' });
+  });
+
+  it('keeps a newer failure when an older one is recorded after it (a heartbeat and a socket ack crossing)', async () => {
+    const older = await queue('f-late-older');
+    const newer = await queue('f-late-newer');
+    const context = await h.services.engines.authenticate(agent.engineToken);
+    await h.services.engines.ack(context, [{ command_id: newer, result: 'failed', error: 'newer' }]);
+    const shown = (await widgetState(api, agent.widgetToken)).body;
+    expect(shown.failed_command).toMatchObject({ request_id: 'f-late-newer' });
+    await h.services.engines.ack(context, [{ command_id: older, result: 'failed', error: 'older' }]);
+    const later = (await widgetState(api, agent.widgetToken)).body;
+    expect(later.failed_command).toEqual(shown.failed_command);
+    expect(later.version).toBe(shown.version);
+  });
+
   it('takes the acks even when recording the failure for the widgets fails (the window would not resend them as first acks)', async () => {
     const id = await queue('f-store-hiccup');
     const context = await h.services.engines.authenticate(agent.engineToken);
@@ -87,13 +113,15 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
   });
 
   it("never shows another agent's failure", async () => {
+    const ours = (await widgetState(api, agent.widgetToken)).body.failed_command;
+    expect(ours).not.toBeNull();
     const other = await seedTenant(h.services);
     const otherAgent = await readyAgent(api, other);
     const sent = await command(api, otherAgent.widgetToken, { kind: 'focus', request_id: 'f-other' });
     const context = await h.services.engines.authenticate(otherAgent.engineToken);
     await h.services.engines.ack(context, [{ command_id: sent.body.command_id, result: 'failed', error: 'theirs' }]);
     expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });
-    expect((await widgetState(api, agent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-socket' });
+    expect((await widgetState(api, agent.widgetToken)).body.failed_command).toEqual(ours);
     // a heartbeat with nothing to ack leaves it as it was
     await h.services.engines.heartbeat(context, { ...READY, acks: [] } as HeartbeatRequest, 'rest');
     expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });

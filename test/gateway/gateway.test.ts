@@ -4,7 +4,7 @@
  * socket through the same domain services as REST, and endings the client can act on.
  */
 import { createServer } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EXPIRY_SWEEP_MS, recheck } from '../../gateway/endings.js';
 import type { WidgetSocketData } from '../../gateway/handshake.js';
 import { loadUws } from '../../gateway/uws.js';
@@ -55,6 +55,7 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     sockets.push(s);
     return s;
   };
+  const outcome = (s: TestSocket) => Promise.race([s.next('connect').then(() => 'connected' as const), s.next('connect_error')]);
 
   beforeAll(async () => {
     live = await createGatewayHarness(driver);
@@ -274,7 +275,7 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
   it('holds a bounded number of sockets per credential on a node: one more is refused rate_limited (retry later), a closed one frees its place', async () => {
     const agent = await readyAgent(api, t);
     const cap = h.services.config.socketsPerCredential;
-    const outcome = (s: TestSocket) => Promise.race([s.next('connect').then(() => 'connected' as const), s.next('connect_error')]);
+    const ours = sockets.length;
     const widgets = Array.from({ length: cap + 3 }, () => open(agent.widgetToken));
     const outcomes = await Promise.all(widgets.map(outcome));
     expect(outcomes.filter((o) => o === 'connected')).toHaveLength(cap);
@@ -294,7 +295,36 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
       return undefined;
     }, 'a place freed by a closed socket', 5000);
     expect(await outcome(open(agent.widgetToken))).toMatchObject({ code: 'rate_limited' });
-    for (const w of [...widgets, engine]) w.close();
+    for (const s of sockets.slice(ours)) s.close();
+  });
+
+  it('frees the place of a client that left while its handshake was being checked', async () => {
+    const agent = await readyAgent(api, t);
+    const cap = h.services.config.socketsPerCredential;
+    const ours = sockets.length;
+    const held = Array.from({ length: cap - 1 }, () => open(agent.widgetToken));
+    expect(new Set(await Promise.all(held.map(outcome)))).toEqual(new Set(['connected']));
+    const admissions = vi.spyOn(SocketLimits.prototype, 'admitSocket');
+    try {
+      // Over raw long-polling: the CONNECT and engine.io's close in one request, so the connection
+      // is gone before the credential check (a store read) is done and the socket is admitted.
+      const base = `${url}/socket.io/?EIO=4&transport=polling`;
+      const sid = JSON.parse((await (await fetch(base, { headers: { origin: ORIGIN } })).text()).slice(1)).sid as string;
+      const sent = await fetch(`${base}&sid=${sid}`, {
+        method: 'POST',
+        headers: { origin: ORIGIN, 'content-type': 'text/plain' },
+        body: [`40${JSON.stringify({ token: agent.widgetToken })}`, '1'].join('\x1e'),
+      });
+      expect(sent.status).toBe(200);
+      await waitFor(async () => admissions.mock.results.length > 0 || undefined, 'the left client admitted', 5000);
+      expect(admissions.mock.results[0]!.type).toBe('return');
+    } finally {
+      admissions.mockRestore();
+    }
+    // its place is free again: one more connects, and then the credential is at its cap
+    expect(await outcome(open(agent.widgetToken))).toBe('connected');
+    expect(await outcome(open(agent.widgetToken))).toMatchObject({ code: 'rate_limited' });
+    for (const s of sockets.slice(ours)) s.close();
   });
 
   it('counts against the cap the sockets of a credential still connecting, so handshakes that pass together cannot exceed it', () => {

@@ -17,7 +17,8 @@ const NO_REASON = 'The call window could not carry out the command.';
 
 export async function recordFailedCommands(db: Db, clock: Clock, agent: { integration_id: string; member_id: string }, acks: FirstAck[]): Promise<Changes> {
   const changes = new Changes();
-  const failed = acks.filter((ack) => !ack.done).at(-1);
+  // The newest by command_id: the store returns a report's acks in no particular order.
+  const failed = acks.filter((ack) => !ack.done).reduce<FirstAck | undefined>((newest, ack) => (newest && newest.command_id > ack.command_id ? newest : ack), undefined);
   if (!failed) return changes;
   const shown: FailedCommand = {
     request_id: failed.request_id,
@@ -26,11 +27,15 @@ export async function recordFailedCommands(db: Db, clock: Clock, agent: { integr
     message: failed.error?.trim() || NO_REASON,
     failed_at: seconds(clock.now()),
   };
+  // Two reports (a REST heartbeat and a socket ack) may record out of order: an older failure
+  // never replaces a newer one, and then nothing changes.
   const [row] = await db.query<{ version: number }>(
-    `INSERT INTO agent_versions (integration_id, member_id, version, failed_command) VALUES ($1, $2, 2, $3::jsonb)
-     ON CONFLICT (integration_id, member_id) DO UPDATE SET version = agent_versions.version + 1, failed_command = excluded.failed_command
+    `INSERT INTO agent_versions (integration_id, member_id, version, failed_command, failed_command_id) VALUES ($1, $2, 2, $3::jsonb, $4)
+     ON CONFLICT (integration_id, member_id) DO UPDATE
+       SET version = agent_versions.version + 1, failed_command = excluded.failed_command, failed_command_id = excluded.failed_command_id
+       WHERE agent_versions.failed_command_id IS NULL OR agent_versions.failed_command_id < excluded.failed_command_id
      RETURNING version`,
-    [agent.integration_id, agent.member_id, JSON.stringify(shown)],
+    [agent.integration_id, agent.member_id, JSON.stringify(shown), failed.command_id],
   );
-  return changes.agentTouched(agent.integration_id, agent.member_id, Number(row!.version));
+  return row ? changes.agentTouched(agent.integration_id, agent.member_id, Number(row.version)) : changes;
 }
