@@ -62,7 +62,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   /** the call window this page opened or found, which window messages go to and come from */
   private callWindow: Window | null = null;
   /** commands sent that a call window has yet to carry out, by request_id: their kind and what undoes their effect */
-  private readonly awaiting = new Map<string, { kind: CommandKind; revert?: () => void; until: number; failed?: boolean; settled?: boolean }>();
+  /** `failed`: the call window's failure, once WidgetState.failed_command reported it */
+  private readonly awaiting = new Map<string, { kind: CommandKind; revert?: () => void; until: number; failed?: SdkError; settled?: boolean }>();
 
   constructor(
     readonly options: InitOptions,
@@ -155,6 +156,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       windowMode: openedMode(this.options.windowMode, (this.snapshots.state?.policy ?? this.session.session?.policy)?.widget?.window_mode, (message) => this.warnOnce(message)),
       engineLive: !!this.engineView()?.live,
       launchedAt: this.launch.startedAt(),
+      launchingWindow: this.launch.window(),
       now: this.d.clock.now(),
       fallbackAt: this.focusFallbackAt,
       onFallback: (at) => {
@@ -276,12 +278,15 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
         viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c),
         rejected: (e) => this.session.rejected(e),
       });
+      // The window's failure may be known before the command's own answer: it is the outcome.
+      const failure = this.awaiting.get(command.request_id)?.failed;
+      if (failure) throw failure;
       // done by the service itself (availability, a hangup): no window is left to fail it
       if (result.status === 'done') this.awaiting.delete(command.request_id);
       else this.nudgeWindow();
       return result;
     } catch (caught) {
-      const reported = this.awaiting.get(command.request_id)?.failed === true;
+      const reported = this.awaiting.get(command.request_id)?.failed !== undefined;
       this.awaiting.delete(command.request_id);
       revert?.();
       const error = caught instanceof SdkError ? caught : new SdkError('unreachable', String(caught));
@@ -353,9 +358,9 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     const entry = failed ? this.awaiting.get(failed.request_id) : undefined;
     if (!failed || !entry || entry.failed) return;
     // kept (marked) until the command's own answer, if it is still on its way, so as not to report it twice
-    entry.failed = true;
+    entry.failed = new SdkError('command_failed', failed.message, 409);
     entry.revert?.();
-    this.fail(entry.kind, new SdkError('command_failed', failed.message, 409));
+    this.fail(entry.kind, entry.failed);
   }
 
   /**

@@ -21,6 +21,8 @@ export interface LaunchDeps {
   engineLive: boolean;
   /** when the window this widget sent on its way (LaunchTracker) was sent; null when none is */
   launchedAt: number | null;
+  /** that window (null when none is, or it went through the 'Open in new tab' link) */
+  launchingWindow: Window | null;
   now: number;
   /** when this widget last fell back to the focus command (ms), and how to record it */
   fallbackAt: number;
@@ -99,6 +101,13 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     return true;
   };
   if (d.engineLive && d.now - d.fallbackAt < SAME_GESTURE_MS) return true;
+  // The window on its way, before its ticket named it (a double click, a slow ticket fetch): a
+  // lookup by name would not find it and open a second one, which would then take the engine.
+  const launching = d.launchingWindow;
+  if (launching && !launching.closed && d.launchedAt !== null && d.now - d.launchedAt < PAIRING_WAIT_MS) {
+    launching.focus();
+    return true;
+  }
   // Not named here: opened from another origin, profile, or before storage knew it.
   if (!known && fallBack) return focusElsewhere();
   let win: Window | null;
@@ -187,6 +196,11 @@ export class LaunchTracker {
     this.on = false;
     this.win = null;
     this.clock.cancel(this.timer);
+  }
+
+  /** The window on its way (null when none is, or it went through the link). */
+  window(): Window | null {
+    return this.isActive() ? this.win : null;
   }
 
   /** When the window on its way was sent (null when none is). */

@@ -57,6 +57,8 @@ export class Transport {
   private stopped = false;
   /** a window message arrived while a poll was in flight (which may have read the old state) */
   private pollAgain = false;
+  /** no poll before this (ms): the server's Retry-After, which nothing that asks for a poll cuts short */
+  private pollNotBefore = 0;
   /** whether the socket, connected, still carries what it should (shared/socket-doubt.ts) */
   private readonly doubt: SocketDoubt<TimerHandle>;
   /** the polls window messages ask for (pollNow) */
@@ -246,7 +248,7 @@ export class Transport {
   private pollSoon(ms: number): void {
     if (this.stopped || this.live || this.polling) return;
     this.d.clock.cancel(this.pollTimer);
-    this.pollTimer = this.d.clock.after(ms, () => {
+    this.pollTimer = this.d.clock.after(Math.max(ms, this.pollNotBefore - this.d.clock.now()), () => {
       this.pollTimer = undefined;
       void this.poll();
     });
@@ -261,6 +263,7 @@ export class Transport {
       if (answer.etag) this.etag = answer.etag;
       this.d.session.confirm();
       this.pollOk = true;
+      this.pollNotBefore = 0;
       if (answer.status === 200 && answer.body) {
         this.d.onSnapshot(answer.body);
         if (answer.body.realtime?.available && !this.socket) {
@@ -272,7 +275,10 @@ export class Transport {
       if (isTransient(error)) {
         this.pollOk = false;
         const retry = (error as SdkError).retryAfter;
-        if (retry) next = retry * 1000;
+        if (retry) {
+          next = retry * 1000;
+          this.pollNotBefore = this.d.clock.now() + next;
+        }
       } else if (isRejection(error) || isFatal(error)) {
         this.polling = false;
         if (await this.d.session.rejected(error as SdkError)) next = 0;

@@ -739,6 +739,23 @@ describe('enableCalls', () => {
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
   });
 
+  it('brings forward the window on its way, before its ticket named it, instead of opening a second one (a double click)', async () => {
+    service.set({ engine: null });
+    start();
+    await flush();
+    expect(widget.enableCalls()).toBe(true);
+    const win = opened[0]!.win;
+    expect(widget.enableCalls()).toBe(true); // before the ticket came back
+    expect(opened).toHaveLength(1);
+    expect(win.focus).toHaveBeenCalled();
+    await flush();
+    expect(win.location.replace).toHaveBeenCalledTimes(1);
+    // closed by the agent before it was ready, the next click opens a new one
+    win.closed = true;
+    widget.enableCalls();
+    expect(opened).toHaveLength(2);
+  });
+
   it("opens the window as the integration's setting says, unless init()'s windowMode overrides it", async () => {
     service.set({ engine: null });
     service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: 'en', window_mode: 'tab' } });
@@ -1025,6 +1042,25 @@ describe('window messages (the spec\'s window message nudge)', () => {
     await flush();
     expect(polls()).toBe(before + 1);
   });
+
+  it("does not cut short the service's Retry-After for a message from its call window", async () => {
+    const win = await openedWindow();
+    service.sockets[0]!.drop();
+    await vi.advanceTimersByTimeAsync(100);
+    const polls = () => service.count('/widget/state');
+    service.script.set('/widget/state', [{ status: 429, headers: { 'retry-after': '10' }, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' } }]);
+    fromWindow(win, { c2c: 'changed' });
+    await flush();
+    const refused = polls();
+    for (let second = 1; second < 10; second += 1) {
+      await vi.advanceTimersByTimeAsync(1000);
+      fromWindow(win, { c2c: 'changed' });
+      await flush();
+    }
+    expect(polls()).toBe(refused);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(polls()).toBe(refused + 1);
+  });
 });
 
 describe('the widget', () => {
@@ -1110,6 +1146,19 @@ describe('the widget', () => {
     sent.ack(null, { ok: false, error: 'invalid_state', message: 'The call is not ringing.' });
     expect(await answered).toMatchObject({ code: 'invalid_state' });
     expect(failures).toEqual([{ kind: 'answer', error: 'command_failed', message: 'No microphone.' }]);
+  });
+
+  it("rejects a command with the window's failure when that arrived before the command's own answer, even an ok one", async () => {
+    const { socket, failures } = await ringingWithFailures();
+    const answered = widget.answer().catch((e) => e);
+    await flush();
+    const sent = socket.sent[0]!;
+    windowFailed(sent.payload.request_id, 'No microphone.');
+    service.push();
+    sent.ack(null, { ok: true, status: 'queued', command_id: 9 });
+    expect(await answered).toMatchObject({ code: 'command_failed', message: 'No microphone.' });
+    expect(failures).toEqual([{ kind: 'answer', error: 'command_failed', message: 'No microphone.' }]);
+    expect(visible('c2c-answer')).toBe(true);
   });
 
   it('offers Hang up, not Answer or Decline, for an incoming call the window lost', async () => {

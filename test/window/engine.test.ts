@@ -340,6 +340,17 @@ describe('Engine', () => {
     expect(server.heartbeats().at(-1)!.acks).toEqual([{ command_id: 4, result: 'failed', error: 'A dtmf command needs digits.' }]);
   });
 
+  it('tells the widget once the server has a failure it reported, which moves the widget state and not the engine', async () => {
+    const { server, tellWidget } = await engine({ realtime: false });
+    const told = tellWidget.mock.calls.length;
+    server.queue.push({ commands: [command(4, 'dtmf', null)] });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.acks).toMatchObject([{ command_id: 4, result: 'failed' }]);
+    expect(tellWidget).toHaveBeenCalledTimes(told + 1); // the engine and call as they were
+    await vi.advanceTimersByTimeAsync(3000); // confirmed: not again
+    expect(tellWidget).toHaveBeenCalledTimes(told + 1);
+  });
+
   it('heartbeats every heartbeat_fallback_ms over REST while the socket is down and every heartbeat_ms over the socket while it is up', async () => {
     const { server, socket } = await engine();
     const rest = () => server.heartbeats().length;

@@ -296,6 +296,8 @@ export class Engine {
     }
     this.#problems.connection = false;
     this.#runner.confirm(acks);
+    // A failure the server now has moved the agent's state (WidgetState.failed_command), not the engine's.
+    if (acks.some((ack) => ack.result === 'failed')) this.#deps.tellWidget?.();
     await this.#handle(answer, epoch);
   }
 
@@ -344,6 +346,7 @@ export class Engine {
         // not taken: the results ride a heartbeat, now
         if (!ok) return void this.#scheduler.beat();
         this.#runner.confirm(acks);
+        if (acks.some((ack) => ack.result === 'failed')) this.#deps.tellWidget?.();
         // The server has applied the commands' effects (a simulated answer, say): ask how the call is now.
         if (reported) void this.#scheduler.beat();
       });
