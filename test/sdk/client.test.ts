@@ -599,6 +599,18 @@ describe('commands', () => {
     expect(service.count('/widget/state')).toBeGreaterThan(polls);
     // a new connection is under way (after a backoff)
     expect(socket.connects).toBeGreaterThan(connects);
+    // once it is up, pushes are trusted again and commands go on it, not over REST
+    socket.accept(service.state());
+    const posts = service.count('/widget/commands');
+    const muted = widget.setMuted(true);
+    await flush();
+    expect(socket.sent).toHaveLength(2);
+    socket.sent[1]!.ack(null, { ok: true, status: 'queued', command_id: 12 });
+    expect(await muted).toMatchObject({ ok: true });
+    expect(service.count('/widget/commands')).toBe(posts);
+    const quiet = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(9000);
+    expect(service.count('/widget/state')).toBe(quiet);
   });
 
   it('posts commands when the socket is down and retries a network failure with the same request_id', async () => {
@@ -1060,6 +1072,28 @@ describe('window messages (the spec\'s window message nudge)', () => {
     expect(polls()).toBe(refused);
     await vi.advanceTimersByTimeAsync(1000);
     expect(polls()).toBe(refused + 1);
+  });
+
+  it('leaves nothing running when detached with its socket in doubt and a message-asked poll pending, but the command in flight', async () => {
+    const win = await openedWindow();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    await vi.advanceTimersByTimeAsync(2000);
+    socket.ping();
+    void widget.setMuted(true).catch(() => {});
+    await vi.advanceTimersByTimeAsync(ACK_TIMEOUT_MS + 100); // unanswered: in doubt, polling
+    fromWindow(win, { c2c: 'changed' });
+    fromWindow(win, { c2c: 'changed' }); // the second waits for the end of the second
+    widget.detach();
+    const requests = service.requests.length;
+    const connects = socket.connects;
+    await vi.advanceTimersByTimeAsync(3_600_000);
+    fromWindow(win, { c2c: 'changed' });
+    await vi.advanceTimersByTimeAsync(10_000);
+    // the agent's click still reaches the service (its REST retry, the same request_id); nothing else does
+    expect(service.requests.slice(requests).map((r) => [r.path, r.body?.request_id])).toEqual([['/widget/commands', socket.sent[0]!.payload.request_id]]);
+    expect(socket.connects).toBe(connects);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
 
