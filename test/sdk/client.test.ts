@@ -1169,7 +1169,10 @@ describe('the widget', () => {
     expect(failures).toHaveLength(1);
   });
 
-  it('reports a command once when the window\'s failure arrives before the command\'s own answer, which then refuses it', async () => {
+  it.each([
+    ['a refusal, which it rejects with', { ok: false, error: 'invalid_state', message: 'The call is not ringing.' }, 'invalid_state'],
+    ["an ok, and it rejects with the window's failure", { ok: true, status: 'queued', command_id: 9 }, 'command_failed'],
+  ])("reports a command once when the window's failure arrives before the command's own answer: %s %s", async (_, reply, code) => {
     const { socket, failures } = await ringingWithFailures();
     const answered = widget.answer().catch((e) => e);
     await flush();
@@ -1177,20 +1180,8 @@ describe('the widget', () => {
     windowFailed(sent.payload.request_id, 'No microphone.');
     service.push();
     expect(failures).toHaveLength(1);
-    sent.ack(null, { ok: false, error: 'invalid_state', message: 'The call is not ringing.' });
-    expect(await answered).toMatchObject({ code: 'invalid_state' });
-    expect(failures).toEqual([{ kind: 'answer', error: 'command_failed', message: 'No microphone.' }]);
-  });
-
-  it("rejects a command with the window's failure when that arrived before the command's own answer, even an ok one", async () => {
-    const { socket, failures } = await ringingWithFailures();
-    const answered = widget.answer().catch((e) => e);
-    await flush();
-    const sent = socket.sent[0]!;
-    windowFailed(sent.payload.request_id, 'No microphone.');
-    service.push();
-    sent.ack(null, { ok: true, status: 'queued', command_id: 9 });
-    expect(await answered).toMatchObject({ code: 'command_failed', message: 'No microphone.' });
+    sent.ack(null, reply);
+    expect(await answered).toMatchObject({ code });
     expect(failures).toEqual([{ kind: 'answer', error: 'command_failed', message: 'No microphone.' }]);
     expect(visible('c2c-answer')).toBe(true);
   });
