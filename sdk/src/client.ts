@@ -61,8 +61,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private readonly warned = new Set<string>();
   /** the call window this page opened or found, which window messages go to and come from */
   private callWindow: Window | null = null;
-  /** commands sent that a call window has yet to carry out, by request_id: their kind and what undoes their effect */
-  /** `failed`: the call window's failure, once WidgetState.failed_command reported it */
+  /**
+   * Commands sent that a call window has yet to carry out, by request_id: their kind, what undoes
+   * their effect, and (`failed`) the window's failure once WidgetState.failed_command reported it.
+   */
   private readonly awaiting = new Map<string, { kind: CommandKind; revert?: () => void; until: number; failed?: SdkError; settled?: boolean }>();
 
   constructor(

@@ -296,9 +296,7 @@ export class Engine {
     }
     this.#problems.connection = false;
     this.#runner.confirm(acks);
-    // A failure the server now has moved the agent's state (WidgetState.failed_command), not the engine's.
-    if (acks.some((ack) => ack.result === 'failed')) this.#deps.tellWidget?.();
-    await this.#handle(answer, epoch);
+    await this.#handle(answer, epoch, acks.some((ack) => ack.result === 'failed'));
   }
 
   async #exchange(report: HeartbeatRequest): Promise<HeartbeatResponse> {
@@ -314,10 +312,11 @@ export class Engine {
     return this.#deps.api.heartbeat(report);
   }
 
-  async #handle(answer: HeartbeatResponse, epoch: number): Promise<void> {
+  /** `reportedFailure`: the heartbeat carried a failed ack, which moved the agent's state (WidgetState.failed_command), not the engine's. */
+  async #handle(answer: HeartbeatResponse, epoch: number, reportedFailure = false): Promise<void> {
     this.#offsetMs = answer.server_time * 1000 - this.#deps.now();
     const shown = `${answer.engine.version}|${answer.call?.request_id ?? ''}|${answer.call?.status ?? ''}`;
-    if (shown !== this.#toldWidget) {
+    if (shown !== this.#toldWidget || reportedFailure) {
       this.#toldWidget = shown;
       this.#deps.tellWidget?.();
     }

@@ -38,7 +38,6 @@ export class EngineSocket {
   #stopped = false;
   #attempt = 0;
   #retry: ReturnType<typeof setTimeout> | undefined;
-  /** when anything last arrived on the connection (ms) */
   /** whether the socket, connected, still carries what it should (shared/socket-doubt.ts); in doubt, the engine heartbeats over REST */
   readonly #doubt: SocketDoubt<ReturnType<typeof setTimeout>>;
 
