@@ -1,13 +1,27 @@
 /**
  * What any request may carry, before its own schema looks at it (REST bodies, path and query, and
- * socket payloads alike). PostgreSQL's text cannot hold the NUL character, so a string with one
- * would fail in the store as a 500 (or a webhook's retry loop) instead of a refusal; and a JSON
- * value nested thousands deep passes a size limit but overflows the stack of whatever serializes
- * it (metadata's own byte count, for one). Both are refused as `invalid_request` here.
+ * socket payloads alike). Each of these is refused as `invalid_request` here:
+ * - the NUL character: PostgreSQL's text cannot hold it, so it would fail in the store as a 500
+ *   (or a webhook's retry loop) instead of a refusal;
+ * - half of a UTF-16 surrogate pair (a lone `\ud800`: valid JSON, not Unicode text): jsonb refuses
+ *   it (a 500 again), and a text column quietly stores U+FFFD in its place, so the row no longer
+ *   matches the key it was written under (a command's request_id, then taken for a replay of
+ *   another command and never run);
+ * - a JSON value nested thousands deep: it passes a size limit but overflows the stack of whatever
+ *   serializes it (metadata's own byte count, for one).
  */
 
 /** Deeper than any field of the contract needs (metadata is the only free-form object). */
 export const MAX_NESTING = 32;
+
+/** A surrogate code unit not paired with its other half (in `u` mode a pair is one code point). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+function unstorableText(text: string): string | null {
+  if (text.includes('\u0000')) return 'text may not contain the NUL character (\\u0000)';
+  if (LONE_SURROGATE.test(text)) return 'text must be well-formed Unicode (no unpaired surrogate such as \\ud800)';
+  return null;
+}
 
 /**
  * Why the value cannot be taken, or null when it can. Walks without recursion, so a value nested
@@ -18,7 +32,8 @@ export function unstorable(value: unknown): string | null {
   while (stack.length > 0) {
     const [current, depth] = stack.pop()!;
     if (typeof current === 'string') {
-      if (current.includes('\u0000')) return 'text may not contain the NUL character (\\u0000)';
+      const why = unstorableText(current);
+      if (why) return why;
       continue;
     }
     if (current === null || typeof current !== 'object') continue;
@@ -28,7 +43,8 @@ export function unstorable(value: unknown): string | null {
       continue;
     }
     for (const [key, item] of Object.entries(current)) {
-      if (key.includes('\u0000')) return 'text may not contain the NUL character (\\u0000)';
+      const why = unstorableText(key);
+      if (why) return why;
       stack.push([item, depth + 1]);
     }
   }

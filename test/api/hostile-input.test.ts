@@ -51,6 +51,30 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     await refusedForNul(api.post(`/${PROVIDER_PATHS.status}?intent=%00`, undefined, form('CallSid=CA1&CallStatus=ringing')));
   });
 
+  it('refuses half a surrogate pair in a body or a key as invalid_request, so no store quietly rewrites or rejects it', async () => {
+    const refusedForSurrogate = async (reply: Parameters<typeof expectError>[0]) => {
+      const refused = await expectError(reply, 422, 'invalid_request');
+      expect(refused.body.message).toContain('surrogate');
+    };
+    const call = { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, phone_number: US_NUMBER };
+    // jsonb refuses these outright: this was a 500
+    await refusedForSurrogate(api.post('/calls', { ...call, metadata: { a: '\ud800' } }, { auth: t.serverKey }));
+    await refusedForSurrogate(api.post('/calls', { ...call, metadata: { '\udc00': 1 } }, { auth: t.serverKey }));
+    expect(await intents()).toBe(0);
+
+    // A text column stores U+FFFD instead, so two different ids became one: the second command was
+    // answered as a replay of the first and never ran.
+    const widgetToken = await openSession(api, t);
+    await refusedForSurrogate(command(api, widgetToken, { kind: 'focus', request_id: 'q\udc01' }));
+    await refusedForSurrogate(command(api, widgetToken, { kind: 'availability', request_id: 'q\udc02', available: false }));
+    const stored = await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM widget_commands');
+    expect(stored[0]!.n).toBe(0);
+
+    // A well-formed pair is one character, taken as any other (and judged on its merits: no agent here is online).
+    await expectError(api.post('/calls', { ...call, metadata: { '\ud83d\ude00': '\ud83d\ude00' } }, { auth: t.serverKey }), 409, 'agent_offline');
+    await expectError(command(api, widgetToken, { kind: 'focus', request_id: 'q\ud83d\ude00' }), 409, 'invalid_state');
+  });
+
   it('refuses JSON nested thousands deep as invalid_request, not a stack overflow', async () => {
     const deep = `${'['.repeat(5000)}1${']'.repeat(5000)}`; // 10 KB: within the body limit
     const body = `{"integration_id":"${t.integrationId}","agent":{"type":"email","value":"${t.agent.email}"},"phone_number":"${US_NUMBER}","metadata":{"a":${deep}}}`;

@@ -136,6 +136,8 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     // What the store cannot hold is refused as REST refuses it, not failed as internal_error.
     const nul = await request(widget.socket, 'command', { kind: 'focus', request_id: 'sock-\u0000' });
     expect(nul).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('NUL') });
+    const halfPair = await request(widget.socket, 'command', { kind: 'availability', request_id: 'sock-\ud800', available: true });
+    expect(halfPair).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('surrogate') });
   });
 
   it('lets go of the handshake and of the room named by its id once connected (a browser sends kilobytes of headers), and goes on serving the socket', async () => {
