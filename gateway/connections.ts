@@ -11,6 +11,7 @@ import { CommandAck, HeartbeatRequest } from '../shared/schemas/engine-api.js';
 import { Command } from '../shared/schemas/widget-api.js';
 import { heartbeatBody } from '../api/domain/engines/responses.js';
 import { rooms } from '../api/domain/push.js';
+import { WidgetTokenExpired } from '../api/domain/sessions.js';
 import type { Services } from '../api/services.js';
 import { z } from 'zod';
 import { unstorable } from '../shared/schemas/storable.js';
@@ -102,7 +103,8 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
 
   /**
    * A widget gets its agent's whole state at once, then every change (pushed to the agent's room).
-   * The state is read once the room receives pushes: a change in between reaches it either way.
+   * The state is read once the room receives pushes: a change in between reaches it either way. The
+   * credential is checked again then: a revocation while the handshake was checked reached no socket.
    */
   function widget(socket: Socket, data: WidgetSocketData): void {
     void socket.join(rooms.agent(data.integrationId, data.memberId));
@@ -117,11 +119,17 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     socket.on('command', command);
   }
 
-  /** An engine gets its unacked commands and dial requests at once (once its room receives pushes), then every new one. */
+  /**
+   * An engine gets its unacked commands and dial requests at once (once its room receives pushes),
+   * then every new one. Its credential is checked again first, as a widget's is: an engine closed,
+   * replaced or disabled while its handshake was being checked was told nobody (the node's endings
+   * reach only sockets it holds), and would otherwise stay connected until its next heartbeat.
+   */
   function engine(socket: Socket, data: EngineSocketData): void {
     void socket.join(rooms.engine(data.engineId));
     void services.bus
       .roomsJoined()
+      .then(() => engineContext(data))
       .then(() => services.pusher.engineWork(data.engineId, 'unacked'))
       .then((work) => socket.emit('work', work))
       .catch((error: unknown) => endWithError(socket, error));
@@ -142,7 +150,14 @@ export function end(socket: Socket, reason: SocketEnd): void {
   socket.disconnect(true);
 }
 
-/** Ends a socket whose credential (or request) failed, with the failure's code. */
+export const TOKEN_EXPIRED: SocketEnd = { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' };
+
+/**
+ * Ends a connected socket whose credential (or request) failed, with the failure's code. A token
+ * found expired is told to reconnect with a refreshed one (a handshake on it is refused
+ * `unauthorized`, as REST refuses it, but a connected client gets the retry reason the expiry
+ * sweep gives), whichever check found it: the sweep, a re-check, or the first snapshot's.
+ */
 export function endWithError(socket: Socket, error: unknown): void {
-  end(socket, endFor(error));
+  end(socket, error instanceof WidgetTokenExpired ? TOKEN_EXPIRED : endFor(error));
 }

@@ -11,9 +11,8 @@ import type { Server, Socket } from 'socket.io';
 import { ERROR_CATALOGUE, isRefusal } from '../shared/errors.js';
 import type { SocketEnd } from '../shared/events.js';
 import type { Timer } from '../api/clock.js';
-import { WidgetTokenExpired } from '../api/domain/sessions.js';
 import type { Services } from '../api/services.js';
-import { end, endWithError } from './connections.js';
+import { end, endWithError, TOKEN_EXPIRED } from './connections.js';
 import { reauthenticate, type SocketData } from './handshake.js';
 import type { LocalSockets } from './local-sockets.js';
 
@@ -22,8 +21,6 @@ function engineClosedEnd(why: string | undefined): SocketEnd {
   if (why === 'replaced' || why === undefined) return { code: 'replaced', final: true, message: 'This call window was replaced by a newer one.' };
   return { code: 'unauthorized', final: true, message: `This call window was closed (${why}).` };
 }
-
-const TOKEN_EXPIRED: SocketEnd = { code: 'token_expired', final: false, message: 'The widget token expired; reconnect with a refreshed token.' };
 
 function endAll(sockets: Iterable<Socket>, reason: SocketEnd): void {
   for (const socket of sockets) end(socket, reason);
@@ -47,8 +44,7 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<{ 
           await reauthenticate(services, socket.data as SocketData);
         } catch (error) {
           // A token found expired (its expiry moved forward unheard, by a refresh in an outage) ends as the sweep would end it.
-          if (error instanceof WidgetTokenExpired) end(socket, TOKEN_EXPIRED);
-          else if (isRefusal(error)) endWithError(socket, error);
+          if (isRefusal(error)) endWithError(socket, error);
           else unanswered += 1;
         }
       }),

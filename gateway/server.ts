@@ -7,12 +7,12 @@
 import type { Socket } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { C2CError } from '../shared/errors.js';
-import { SOCKET_PATH } from '../shared/events.js';
+import { SOCKET_PATH, type SocketEnd } from '../shared/events.js';
 import type { Services } from '../api/services.js';
 import { keepCurrentThroughOutages } from './catch-up.js';
 import { end, socketHandlers } from './connections.js';
 import { gatewayCors } from './cors.js';
-import { closeUnread, guardEvents } from './guard.js';
+import { closeUnread, guardEvents, WS_MAX_BACKPRESSURE } from './guard.js';
 import { EngineDrops } from './drops.js';
 import { endExpiredTokens, watchEndings } from './endings.js';
 import { handshake, releaseHandshake, type SocketData } from './handshake.js';
@@ -98,7 +98,9 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
   // Browsers on integrators' pages use long-polling when WebSockets are blocked: CORS (cors.ts).
   const cors = gatewayCors(services);
   app.options(`${SOCKET_PATH}/`, cors.preflight);
-  io.attachApp(app, { path: SOCKET_PATH, allowRequest: cors.allowRequest });
+  // engine.io's uWS server takes maxBackpressure (its UServerOptions), which Socket.IO's typing of attachApp leaves out.
+  const engineOptions = { path: SOCKET_PATH, allowRequest: cors.allowRequest, maxBackpressure: WS_MAX_BACKPRESSURE };
+  io.attachApp(app, engineOptions);
   io.engine.on('headers', cors.headers);
   const limits = new SocketLimits(services);
   const local = new LocalSockets();
@@ -115,7 +117,16 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     drops.dropped(this, reason);
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
   }
+  const restarting: SocketEnd = { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' };
+  let closing = false;
   io.on('connection', (socket) => {
+    // A handshake being checked when the node began to close connects after the node told its
+    // sockets to go and stopped the watchers that would end it: it is told now, as they were.
+    if (closing) {
+      releaseHandshake(socket);
+      end(socket, restarting);
+      return;
+    }
     // Socket.IO puts every socket in a room named by its id. Nothing here is sent that way (pushes go
     // to agent and engine rooms, answers to the socket itself), and the room costs some 200 bytes of
     // adapter entries per socket.
@@ -140,14 +151,13 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
 
   return async () => {
+    closing = true;
     stopEndings();
     stopExpiry();
     stopUnread();
     drops.stop();
     const caughtUp = stopCatchUp();
-    for (const socket of io.of('/').sockets.values()) {
-      end(socket, { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' });
-    }
+    for (const socket of io.of('/').sockets.values()) end(socket, restarting);
     // Its sockets told, the node lets a catch-up under way finish before the store closes.
     await caughtUp;
   };

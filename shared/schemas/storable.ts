@@ -8,7 +8,9 @@
  *   matches the key it was written under (a command's request_id, then taken for a replay of
  *   another command and never run);
  * - a JSON value nested thousands deep: it passes a size limit but overflows the stack of whatever
- *   serializes it (metadata's own byte count, for one).
+ *   serializes it (metadata's own byte count, for one);
+ * - binary data (a socket event may carry attachments): no field of the contract is binary, and
+ *   walked as an object, each byte an entry, 640 KB of it held a node's event loop for half a second.
  */
 
 /** Deeper than any field of the contract needs (metadata is the only free-form object). */
@@ -37,6 +39,7 @@ export function unstorable(value: unknown): string | null {
       continue;
     }
     if (current === null || typeof current !== 'object') continue;
+    if (ArrayBuffer.isView(current) || current instanceof ArrayBuffer) return 'binary data is not accepted';
     if (depth >= MAX_NESTING) return `values may be nested at most ${MAX_NESTING} deep`;
     if (Array.isArray(current)) {
       for (const item of current) stack.push([item, depth + 1]);

@@ -138,6 +138,9 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(nul).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('NUL') });
     const halfPair = await request(widget.socket, 'command', { kind: 'availability', request_id: 'sock-\ud800', available: true });
     expect(halfPair).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('surrogate') });
+    // Attachments are refused at sight, not walked byte by byte (which held the node for as long as it took)
+    const binary = await request(widget.socket, 'command', { kind: 'availability', request_id: 'sock-4', available: true, extra: [Buffer.alloc(65_000)] });
+    expect(binary).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('binary') });
   });
 
   it('lets go of the handshake and of the room named by its id once connected (a browser sends kilobytes of headers), and goes on serving the socket', async () => {
@@ -385,6 +388,25 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await request(fresh.socket, 'command', { kind: 'focus', request_id: 'still-here' })).toMatchObject({ ok: true });
   });
 
+  it('ends with the expiry reason (retry) a widget whose token expires between its handshake and its first snapshot', async () => {
+    const agent = await readyAgent(api, t);
+    const sessions = h.services.sessions;
+    const authenticate = sessions.authenticate;
+    sessions.authenticate = async (...args) => {
+      sessions.authenticate = authenticate;
+      const context = await authenticate.apply(sessions, args);
+      await h.clock.advance(30 * 60 * 1000); // the handshake passed on the token's last millisecond
+      return context;
+    };
+    try {
+      const widget = open(agent.widgetToken);
+      expect(await widget.next('ended')).toMatchObject({ code: 'token_expired', final: false });
+      expect(widget.events.map((e) => e.event)).not.toContain('state');
+    } finally {
+      sessions.authenticate = authenticate;
+    }
+  });
+
   it('ends a widget whose token a re-check finds expired with the expiry reason (retry), not a final refusal', async () => {
     const agent = await readyAgent(api, t);
     const widget = open(agent.widgetToken);
@@ -445,6 +467,36 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const ended = engine.next('ended');
     await readyAgent(api, t);
     expect(await ended).toMatchObject({ code: 'replaced', final: true });
+  });
+
+  it("ends a window closed while its socket's handshake was being checked, rather than keep it connected unseen", async () => {
+    const agent = await readyAgent(api, t);
+    const engines = h.services.engines;
+    const authenticate = engines.authenticate;
+    let release!: () => void;
+    const checked = new Promise<void>((resolve) => {
+      // the handshake's check has read the store; its answer is on its way while the window closes
+      engines.authenticate = async (token) => {
+        const context = await authenticate.call(engines, token);
+        engines.authenticate = authenticate;
+        resolve();
+        await new Promise<void>((go) => (release = go));
+        return context;
+      };
+    });
+    try {
+      const engine = open(agent.engineToken, h.config.siteUrl);
+      await checked;
+      expect((await api.post('/engine/close', {}, { auth: agent.engineToken })).status).toBe(200);
+      const ended = engine.next('ended');
+      const disconnected = engine.next('disconnect');
+      release();
+      expect(await ended).toMatchObject({ final: true });
+      expect(await disconnected).toBe('io server disconnect');
+      expect(engine.events.map((e) => e.event)).not.toContain('work');
+    } finally {
+      engines.authenticate = authenticate;
+    }
   });
 
   it('ends sockets of a member who is disabled, with the code of the refusal', async () => {

@@ -6,6 +6,7 @@
  * events with more than one payload, are answered `invalid_request` instead of never.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { MAX_UNREAD_PACKETS, UNREAD_SWEEP_MS } from '../../gateway/guard.js';
 import { storeDrivers } from '../helpers/env.js';
 import { openSession } from '../helpers/flows.js';
@@ -85,6 +86,31 @@ describe.each(storeDrivers())('clients that misbehave, on %s', (driver) => {
     expect((await polling.get()).status).toBe(400);
   });
 
+  it('closes a WebSocket whose reader stopped once uWS holds more than the bound for it, rather than drop pushes unseen', async () => {
+    const ws = new WebSocket(`${live.url.replace('http', 'ws')}/socket.io/?EIO=4&transport=websocket`, { headers: { origin: ORIGIN } });
+    const frames: string[] = [];
+    ws.on('message', (data) => frames.push(data.toString()));
+    const closed = new Promise<void>((resolve) => ws.on('close', () => resolve()));
+    await new Promise((resolve) => ws.once('open', resolve));
+    ws.send(`40${JSON.stringify({ token: await openSession(api, t) })}`);
+    await waitFor(async () => frames.some((frame) => frame.startsWith('42["state"')) || undefined, 'the snapshot', 5000);
+    const sid = JSON.parse(frames.find((frame) => frame.startsWith('40'))!.slice(2)).sid as string;
+    const socket = live.h.services.bus.io.of('/').sockets.get(sid)!;
+    const before = await metric(live.url, 'c2c_socket_unread_overflows_total');
+
+    // The client stops reading; the node goes on pushing, more than the kernel's buffers take.
+    (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const push = 'x'.repeat(2000);
+    for (let i = 0; i < 10_000; i += 1) socket.emit('state', push);
+    await live.h.clock.advance(UNREAD_SWEEP_MS);
+    expect(socket.connected).toBe(false);
+    expect(await metric(live.url, 'c2c_socket_unread_overflows_total')).toBe(before + 1);
+    // Let go at once, not after a closing handshake queued behind what it does not read: the client
+    // learns it when it reads again, and reconnects to the current snapshot.
+    (ws as unknown as { _socket: { resume(): void } })._socket.resume();
+    await closed;
+  });
+
   it('closes the connection of a client that leaves the namespace, instead of holding it unseen', async () => {
     const polling = await pollingSession(live.url, await openSession(api, t));
     expect((await polling.post(['41'])).status).toBe(200);
@@ -99,6 +125,9 @@ describe.each(storeDrivers())('clients that misbehave, on %s', (driver) => {
       await snapshotOf(widget);
       expect(await request(widget.socket, 'heartbeat', {})).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining("no event 'heartbeat'") });
       expect(await request(widget.socket, 'comand', {})).toMatchObject({ ok: false, error: 'invalid_request' });
+      // Socket.IO listens to `error` on every socket itself: not an event of ours, nor one to leave unanswered
+      const error = await request(widget.socket, 'error', {});
+      expect(error).toMatchObject({ ok: false, error: 'invalid_request', message: "A widget socket has no event 'error'; it sends command." });
       const extra = await widget.socket.timeout(5000).emitWithAck('command', { kind: 'availability', request_id: 'x-1', available: false }, 'extra');
       expect(extra).toMatchObject({ ok: false, error: 'invalid_request', message: expect.stringContaining('one payload') });
       const recorded = () => live.h.services.db.query(`SELECT status FROM widget_commands WHERE request_id = 'x-1'`);

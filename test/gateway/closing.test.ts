@@ -1,0 +1,62 @@
+/**
+ * A gateway node that closes (SIGTERM, gateway/server.ts) tells every client to reconnect elsewhere
+ * with a retry reason: those it holds, and those whose handshake it was still checking, which
+ * connect only after it told the others and stopped the watchers that end sockets.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSession } from '../helpers/flows.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import { client } from '../helpers/harness.js';
+import { openSocket, snapshotOf, type TestSocket } from '../helpers/sockets.js';
+import { ORIGIN, seedTenant } from '../helpers/tenant.js';
+
+describe('a gateway node closing', () => {
+  let live: GatewayHarness;
+  const sockets: TestSocket[] = [];
+
+  beforeAll(async () => {
+    live = await createGatewayHarness('pglite');
+  });
+  afterAll(async () => {
+    for (const s of sockets) s.close();
+    await live.h.close();
+  });
+
+  it('tells its sockets to reconnect elsewhere, the one whose handshake it was checking included', async () => {
+    const { h, url, gateway } = live;
+    const t = await seedTenant(h.services);
+    const api = client(h.app);
+    const held = openSocket(url, await openSession(api, t), ORIGIN);
+    sockets.push(held);
+    await snapshotOf(held);
+
+    const sessions = h.services.sessions;
+    const authenticate = sessions.authenticate;
+    let release!: () => void;
+    const checking = new Promise<void>((resolve) => {
+      sessions.authenticate = async (...args) => {
+        sessions.authenticate = authenticate;
+        resolve();
+        await new Promise<void>((go) => (release = go));
+        return authenticate.apply(sessions, args);
+      };
+    });
+    try {
+      const late = openSocket(url, await openSession(api, t), ORIGIN);
+      sockets.push(late);
+      await checking;
+      const heldEnded = held.next('ended');
+      await gateway.close();
+      expect(await heldEnded).toMatchObject({ code: 'server_restarting', final: false });
+
+      const lateEnded = late.next('ended');
+      const lateGone = late.next('disconnect');
+      release();
+      expect(await lateEnded).toMatchObject({ code: 'server_restarting', final: false });
+      expect(await lateGone).toBe('io server disconnect');
+      expect(late.events.map((e) => e.event)).not.toContain('state');
+    } finally {
+      sessions.authenticate = authenticate;
+    }
+  });
+});
