@@ -28,7 +28,11 @@ export interface AppOptions {
   logger?: boolean | object;
 }
 
-/** Secrets never reach a log line (DESIGN convention 7). */
+/**
+ * Secrets never reach a log line (DESIGN convention 7). Nor does a failed statement's data: the
+ * error handler logs only an allow-list of an error's fields (http/errors.ts, loggableError); the
+ * `err.*` paths are the fallback should anything log a store error whole.
+ */
 export const LOG_REDACT = [
   'req.headers.authorization',
   'req.headers.cookie',
@@ -37,6 +41,13 @@ export const LOG_REDACT = [
   '*.engine_token',
   '*.ticket',
   '*.token',
+  'err.query',
+  'err.params',
+  'err.queryOptions',
+  'err.detail',
+  'err.where',
+  'err.hint',
+  'err.internalQuery',
 ];
 
 /** The longest a client may take to send a whole request (its largest body is 64 KB). */

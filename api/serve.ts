@@ -10,6 +10,7 @@ import { registerAdminBridge } from './cli/admin-bridge.js';
 import { systemClock, type Clock } from './clock.js';
 import { ConfigError, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
+import { loggableError } from './http/errors.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
 import { createServices, type Services } from './services.js';
@@ -62,7 +63,8 @@ export async function openServices(config: Config, clock: Clock = systemClock): 
   const db = await openStore(config);
   const bus = await openBus(config.redisUrl, clock);
   const counter = await openRateCounter(config.redisUrl, clock);
-  const log = (message: string, error?: unknown) => console.error(message, error instanceof Error ? error.message : (error ?? ''));
+  // A store error's message may quote the value it refused: logged as the request handler logs it (http/errors.ts).
+  const log = (message: string, error?: unknown) => console.error(message, error instanceof Error ? loggableError(error).message : (error ?? ''));
   return createServices({ config, db, bus, clock, counter, log });
 }
 

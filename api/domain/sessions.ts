@@ -91,21 +91,32 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
   }
 
   // Widget requests are the hot path (polls): the checks that read the store are cached per token.
+  // A message about a session's first token (its revoke) drops the checks of all its tokens, which
+  // read their end there (loadContext).
   const contexts = createBusCache<CachedAuth>(
     bus,
     (message) => message.type === 'session' || message.type === 'integration' || message.type === 'member',
     (context, message) =>
-      (message.type === 'session' && context.session.id === message.sessionId) ||
+      (message.type === 'session' && (context.session.id === message.sessionId || sessionOf(context.session) === message.sessionId)) ||
       (message.type === 'integration' && context.integration.id === message.integrationId) ||
       (message.type === 'member' && context.session.member_id === message.memberId),
   );
 
-  const sessionByLookup = lookupTogether<WidgetSessionRow>(db, 'SELECT * FROM widget_sessions WHERE lookup = ANY($1::text[])', (row) => row.lookup);
+  // With the end of the token's session, as its first token records it (see revoke).
+  const sessionByLookup = lookupTogether<WidgetSessionRow & { session_revoked_at: number | null }>(
+    db,
+    `SELECT s.*, f.revoked_at AS session_revoked_at FROM widget_sessions s LEFT JOIN widget_sessions f ON f.id = s.family_id
+     WHERE s.lookup = ANY($1::text[])`,
+    (row) => row.lookup,
+  );
 
   async function loadContext(lookup: string): Promise<CachedAuth> {
-    const row = await sessionByLookup(lookup);
-    if (!row) throw new C2CError('unauthorized');
-    const session = { ...row, secret_hash: ownCopy(row.secret_hash) };
+    const found = await sessionByLookup(lookup);
+    if (!found) throw new C2CError('unauthorized');
+    const { session_revoked_at: sessionRevokedAt, ...row } = found;
+    // A token is dead once its session is: a revoke may leave a token it judged expired unmarked,
+    // and a node whose clock lags may not judge it so yet.
+    const session = { ...row, secret_hash: ownCopy(row.secret_hash), revoked_at: row.revoked_at ?? sessionRevokedAt };
     const integration = await directory.integration(session.integration_id);
     if (!integration) throw new C2CError('unauthorized');
     try {
@@ -177,8 +188,10 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
       const family = sessionOf(session);
       const ended = await db.tx(async (sql) => {
         await sql.query('SELECT 1 FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]); // see refresh
-        // The first token always (a refresh reads the session's end there), the others while they
-        // live: an expired one is refused anyway, and is what the retention pass deletes.
+        // The first token always: it is the session's end, which a refresh, every token's check and
+        // a launch ticket's pairing read there (tickets.ts). The others while they live, so that a
+        // node that has them cached hears of each: an expired one is refused anyway (also by its
+        // session's end, should a node's clock lag), and is what the retention pass deletes.
         return sql.query<{ id: string }>(
           `UPDATE widget_sessions SET revoked_at = $2, end_reason = $3
            WHERE (id = $1 OR (family_id = $1 AND expires_at > $2)) AND revoked_at IS NULL RETURNING id`,

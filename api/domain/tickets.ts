@@ -54,14 +54,21 @@ export interface ConsumedTicket {
   widget_session_id: string;
 }
 
-/** Consumes a ticket inside the caller's transaction; a replayed, expired or unknown ticket is 401. */
+/**
+ * Consumes a ticket inside the caller's transaction; a replayed, expired or unknown ticket is 401,
+ * as is one whose widget session has ended. The session's end is read on its first token, where a
+ * revoke always writes it (sessions.ts): the token that minted the ticket may have been refreshed
+ * away and expired before the revoke, which then leaves it unmarked.
+ */
 export async function consumeTicket(sql: Sql, clock: Clock, ticket: string): Promise<ConsumedTicket> {
   const presented = parseCredential('launchTicket', ticket);
   if (!presented) throw new C2CError('ticket_invalid');
   const [row] = await sql.query<ConsumedTicket & { id: string; secret_hash: Uint8Array }>(
     `SELECT t.id, t.secret_hash, t.integration_id, t.member_id, t.widget_session_id
-     FROM launch_tickets t JOIN widget_sessions s ON s.id = t.widget_session_id
-     WHERE t.lookup = $1 AND s.revoked_at IS NULL`,
+     FROM launch_tickets t
+     JOIN widget_sessions s ON s.id = t.widget_session_id
+     JOIN widget_sessions f ON f.id = COALESCE(s.family_id, s.id)
+     WHERE t.lookup = $1 AND s.revoked_at IS NULL AND f.revoked_at IS NULL`,
     [presented.lookup],
   );
   if (!row || !secretMatches(row.secret_hash, presented)) throw new C2CError('ticket_invalid');

@@ -2,7 +2,7 @@
  * One error handler renders every failure as the spec's envelope {ok:false, error, message}.
  * C2CError carries its own code; fastify's own errors (validation, content type, body size, JSON
  * syntax, unknown route) are mapped to catalogue codes; anything else is a 500 internal_error that
- * is logged, never shown.
+ * is logged, never shown, and logged without the request's data (loggableError).
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
@@ -78,11 +78,47 @@ export function frameworkError(error: FastifyError, _request: FastifyRequest, re
   void sendError(reply, new C2CError('not_found', error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'No such resource: a part of the path is too long.' : 'No such resource: the path is not validly encoded.'));
 }
 
+/**
+ * The fields of an unexpected error that are logged: what says what failed and where, none that
+ * carries a request's data. A store error carries the statement (`query`), its parameters (`params`:
+ * phone numbers, metadata, credential hashes) and text quoting them (`detail`, `where`, `hint`,
+ * `internalQuery`); a log line keeps none of them (DESIGN convention 7), on either driver.
+ */
+const LOGGED_FIELDS = ['code', 'severity', 'routine', 'schema', 'table', 'column', 'dataType', 'constraint', 'statusCode'] as const;
+
+/** SQLSTATE class 22, a data exception: its message quotes the value it could not take ('invalid input syntax for type integer: "…"'). */
+const quotesAValue = (code: unknown) => typeof code === 'string' && code.startsWith('22');
+
+/**
+ * An error as a log line may hold it: its type, message, stack frames, the fields above, and its
+ * causes alike. A plain object without prototype, which pino's error serializer renders as it
+ * renders an error (`type` from `name`, causes appended), copying nothing else.
+ */
+export function loggableError(error: unknown, depth = 0): Record<string, unknown> {
+  const logged: Record<string, unknown> = Object.create(null);
+  if (!(error instanceof Error)) {
+    logged.name = typeof error;
+    logged.message = 'a value that is not an Error was thrown';
+    return logged;
+  }
+  const fields = error as unknown as Record<string, unknown>;
+  const name = error.constructor?.name || error.name;
+  const message = quotesAValue(fields.code) ? 'a data exception (its message, which quotes a value, is not logged)' : error.message;
+  // The stack's first line repeats the message: only the frames are kept.
+  const frames = (error.stack ?? '').split('\n').filter((line) => line.trimStart().startsWith('at '));
+  logged.name = name;
+  logged.message = message;
+  logged.stack = [`${name}: ${message}`, ...frames].join('\n');
+  for (const field of LOGGED_FIELDS) if (typeof fields[field] === 'string' || typeof fields[field] === 'number') logged[field] = fields[field];
+  if (error.cause !== undefined && depth < 3) logged.cause = loggableError(error.cause, depth + 1);
+  return logged;
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = error instanceof C2CError ? error : fromFastify(request, error);
     if (known) return sendError(reply, known);
-    request.log.error({ err: error }, 'unhandled error');
+    request.log.error({ err: loggableError(error) }, 'unhandled error');
     return sendError(reply, new C2CError('internal_error'));
   });
   app.setNotFoundHandler((request, reply) =>

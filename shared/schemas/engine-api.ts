@@ -106,6 +106,13 @@ export const Claimed = z
   .object({ ok: z.literal(true), call: Call, connect: z.object({ params: ConnectParams }) })
   .meta({ id: 'Claimed' });
 
+/**
+ * A body the client may leave out altogether. Fastify hands a route null for a request with no
+ * body and no Content-Type (Content-Length: 0), as for a JSON `null`, and undefined for an empty
+ * body labelled JSON (api/http/inputs.ts): each is no body, not a malformed one.
+ */
+export const optionalBody = <T extends z.ZodType>(schema: T) => schema.nullish();
+
 export const EngineHangupRequest = z.strictObject({ call_id: z.string().max(64).optional() }).meta({ id: 'EngineHangupRequest' });
 
 export const EngineHangupResponse = z.object({ ok: z.literal(true), call: Call.nullable() }).meta({ id: 'EngineHangupResponse' });

@@ -62,6 +62,7 @@ export const IdempotencyHeaders = z.object({
 /**
  * A call's id as the path gives it. No shape is checked beyond the router's own bound (fastify's
  * maxParamLength, 100): an id that names no call of the integration is 404, whatever it looks like
- * (spec: GET /calls/{id} answers 200 or 404), never 422.
+ * (spec: GET /calls/{id} answers 200 or 404), never 422. The empty one too (GET /calls/): no
+ * minimum length.
  */
-export const CallIdParams = z.object({ id: z.string().min(1).max(100) });
+export const CallIdParams = z.object({ id: z.string().max(100) });

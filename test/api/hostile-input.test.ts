@@ -118,6 +118,26 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: '', headers: json }), 422, 'invalid_request');
   });
 
+  it('answers an empty call id as no such call (404), never 422: the spec gives these routes 200 or 404', async () => {
+    await expectError(api.get('/calls/', { auth: t.serverKey }), 404, 'not_found');
+    await expectError(api.post('/calls//hangup', undefined, { auth: t.serverKey }), 404, 'not_found');
+  });
+
+  it('takes a request with no body at all (no Content-Type), or a JSON null, as no body where the body is optional', async () => {
+    const own = await seedTenant(h.services); // an agent of its own, not on another test's call
+    const agent = await readyAgent(api, own);
+    const bare = (path: string) =>
+      h.app.inject({ method: 'POST', url: `${API_PREFIX}${path}`, headers: { authorization: `Bearer ${agent.engineToken}`, 'content-length': '0' } });
+    const hangup = await bare('/engine/hangup');
+    expect(hangup.statusCode, hangup.body).toBe(200);
+    expect(hangup.json()).toEqual({ ok: true, call: null });
+    const nullHangup = await api.post('/engine/hangup', undefined, { auth: agent.engineToken, raw: 'null', headers: { 'content-type': 'application/json' } });
+    expect(nullHangup.status, JSON.stringify(nullHangup.body)).toBe(200);
+    const closed = await bare('/engine/close');
+    expect(closed.statusCode, closed.body).toBe(200);
+    expect(closed.json()).toEqual({ ok: true, closed: true });
+  });
+
   it('lets go of a request whose body never arrives: the server bounds receiving one', () => {
     // Node's http server answers 408 and closes once a request has not fully arrived within this;
     // fastify's default is no bound, which let a short body behind a long Content-Length hang.

@@ -4,19 +4,21 @@
  * refreshes and the revoke interleave and whichever node serves them.
  */
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../api/clock.js';
+import { LIMITS } from '../../shared/limits.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { openTestDatabase } from '../helpers/databases.js';
-import { openSession, widgetState } from '../helpers/flows.js';
+import { launchTicket, openSession, widgetState } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
 describe.each(storeDrivers())('widget sessions on %s', (driver) => {
   /** Two nodes on one store, each with its own bus: what one announces reaches the other only when the test delivers it. */
-  async function twoNodes(run: (x: Harness, y: Harness) => Promise<void>): Promise<void> {
+  async function twoNodes(run: (x: Harness, y: Harness) => Promise<void>, options: { ownClocks?: boolean } = {}): Promise<void> {
     const database = await openTestDatabase(driver);
     const x = await createHarness(driver, {}, { database });
-    const y = await createHarness(driver, {}, { database, clock: x.clock });
+    const y = await createHarness(driver, {}, { database, clock: options.ownClocks ? new ManualClock(x.clock.now()) : x.clock });
     try {
       await run(x, y);
     } finally {
@@ -67,4 +69,38 @@ describe.each(storeDrivers())('widget sessions on %s', (driver) => {
       await expectError(refreshOn(onX, token), 401, 'unauthorized');
       await expectError(widgetState(onY, refreshed.body.widget_token), 401, 'unauthorized');
     }));
+
+  it('refuses to pair a launch ticket of a revoked session, one minted by a token refreshed away and expired before the revoke included', () =>
+    twoNodes(async (h) => {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const first = await openSession(api, t);
+      const second = (await refreshOn(api, first)).body.widget_token as string;
+      const ticket = await launchTicket(api, second);
+      const third = (await refreshOn(api, second)).body.widget_token as string;
+      await h.clock.advance((LIMITS.widgetTokenRefreshGraceSeconds + 1) * 1000); // the second token is past its grace
+      expect((await api.post('/widget/revoke', undefined, { auth: third, origin: ORIGIN })).status).toBe(200);
+      await expectError(api.post('/engine/pair', { ticket, simulated: true }), 401, 'ticket_invalid');
+    }));
+
+  it('refuses every token of a revoked session on a node whose clock lags the one that revoked it', () =>
+    twoNodes(
+      async (x, y) => {
+        const t = await seedTenant(x.services);
+        const onX = client(x.app);
+        const onY = client(y.app);
+        const first = await openSession(onX, t);
+        const second = (await refreshOn(onX, first)).body.widget_token as string;
+        const third = (await refreshOn(onX, second)).body.widget_token as string;
+        // X judges the second token past its grace, Y (two seconds behind) not yet.
+        await x.clock.advance((LIMITS.widgetTokenRefreshGraceSeconds + 1) * 1000);
+        await y.clock.advance((LIMITS.widgetTokenRefreshGraceSeconds - 1) * 1000);
+        expect((await widgetState(onY, second)).status).toBe(200); // Y holds the second token's check in its cache
+        x.services.bus.subscribe((message) => y.services.bus.publish(message)); // Y hears what X announces
+        expect((await onX.post('/widget/revoke', undefined, { auth: third, origin: ORIGIN })).status).toBe(200);
+        await expectError(widgetState(onY, second), 401, 'unauthorized');
+        await expectError(onY.post('/widget/launch-ticket', undefined, { auth: second, origin: ORIGIN }), 401, 'unauthorized');
+      },
+      { ownClocks: true },
+    ));
 });

@@ -13,6 +13,7 @@ import {
   EngineHangupResponse,
   HeartbeatRequest,
   HeartbeatResponse,
+  optionalBody,
   VoiceToken,
 } from '../../../shared/schemas/engine-api.js';
 import { seconds } from '../../clock.js';
@@ -88,7 +89,7 @@ export const engineRoutes =
         schema: {
           ...common,
           summary: "Hang up from the window: the engine's call (or call_id) ends through the provider",
-          body: EngineHangupRequest.optional(),
+          body: optionalBody(EngineHangupRequest),
           response: { 200: EngineHangupResponse, ...errorResponses(401, 403, 422, 429, 502) },
         },
       },
@@ -104,7 +105,7 @@ export const engineRoutes =
         schema: {
           ...common,
           summary: 'The window is closing; its calls are flagged orphaned, not ended',
-          body: CloseRequest.optional(),
+          body: optionalBody(CloseRequest),
           response: { 200: Closed, ...errorResponses(401, 403, 422, 429) },
         },
       },

@@ -1,0 +1,46 @@
+/**
+ * An integration an operator disabled (README, decisions: "a disabled integration's server key"):
+ * nothing new starts under it, its widgets and windows are refused, but its server key can still
+ * read the calls that were up and end them.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { heartbeat, READY, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+describe.each(storeDrivers())('a disabled integration on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    t = await seedTenant(h.services);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  it('refuses new sessions, calls, widgets and windows, and lets its server key read and end the calls that were up', async () => {
+    const agent = await readyAgent(api, t);
+    const queued = await requestCall(api, t);
+    expect(queued.status).toBe(202);
+    const callId = queued.body.call_id as string;
+
+    await setIntegrationEnabled({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.integrationId, false);
+
+    await expectError(requestCall(api, t), 403, 'integration_disabled');
+    await expectError(api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey }), 403, 'integration_disabled');
+    await expectError(widgetState(api, agent.widgetToken), 403, 'integration_disabled');
+    await expectError(heartbeat(api, agent.engineToken, READY), 403, 'integration_disabled');
+
+    const read = await api.get(`/calls/${callId}`, { auth: t.serverKey });
+    expect(read.status).toBe(200);
+    expect(read.body).toMatchObject({ ok: true, call_id: callId, status: 'queued' });
+    const ended = await api.post(`/calls/${callId}/hangup`, undefined, { auth: t.serverKey });
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    expect((await api.get(`/calls/${callId}`, { auth: t.serverKey })).body.status).not.toBe('queued');
+  });
+});
