@@ -5,8 +5,9 @@
  */
 import { LIMITS } from '../../shared/limits.js';
 import { CallWatch } from './call-watch.js';
-import { sendCommand, ACK_TIMEOUT_MS } from './commands.js';
-import { isLive, type Call, type Command, type CommandKind, type CommandResult, type Engine, type FailedCommand, type LaunchTicket, type WidgetState } from './contract.js';
+import { sendCommand, ACK_TIMEOUT_MS, SESSION_WAIT_MS, noSessionInTime } from './commands.js';
+import { isLive, type Call, type Command, type CommandKind, type CommandResult, type Engine, type FailedCommand, type IntegratorSession, type LaunchTicket, type WidgetState } from './contract.js';
+import { within } from './deadline.js';
 import { EFFECT_MS, LocalEffects } from './effects.js';
 import { Emitter } from './emitter.js';
 import { SdkError, isRejection, postIntegrator, widgetApi, type FetchLike } from './http.js';
@@ -35,6 +36,12 @@ export interface ClientDeps {
 }
 
 const MESSAGE_MS = 10_000;
+/**
+ * How long requestCall() waits for the integrator's requestCallEndpoint, which itself calls the
+ * service. Longer than other requests: it is not retried, and the backend may be slow to look up
+ * the number; as long as the wait for the call to appear, after which it is reported anyway.
+ */
+const REQUEST_CALL_TIMEOUT_MS = LIMITS.callStartWaitSeconds * 1000;
 const DIGITS = /^[0-9*#wW]{1,32}$/;
 const noSession = () => new SdkError('unauthorized', 'There is no widget session.');
 
@@ -79,7 +86,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.callWatch = new CallWatch(clock, () => this.say(this.t.didNotStart, 3 * MESSAGE_MS, true));
     this.launch = new LaunchTracker(clock, () => this.update());
     const base = options.apiBaseUrl ?? (d.scriptOrigin ? d.scriptOrigin + '/api/v1/click2call' : '');
-    this.api = widgetApi(d.fetch, base, () => this.session.token);
+    this.api = widgetApi(d.fetch, base, () => this.session.token, clock);
     this.session = new SessionKeeper({
       fetch: d.fetch,
       clock,
@@ -96,6 +103,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
         this.update();
       },
       onToken: (session) => {
+        if (session && this.transportStarted) this.startOver(session);
         if (session) this.adoptDefaults();
         if (this.transportStarted) return this.transport.reconnect();
         this.transportStarted = true;
@@ -148,13 +156,12 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   /** Opens the call window (inside a user gesture), or brings the live one forward. */
   enableCalls(): boolean {
     if (this.detached) return false;
-    // A sessionEndpoint may answer only widget_token and expires_at: the agent then comes from the state.
-    const agent = (this.snapshots.state?.agent ?? this.session.session?.agent)?.identifier;
     this.openTab = null;
     const opened = launchCallWindow({
       open: this.d.open,
       storage: this.d.storage,
-      storageKey: agent ? `c2c.window.${this.options.integrationId}.${agent}` : null,
+      storageKey: () => this.windowKey(),
+      heldWindow: this.callWindow,
       windowMode: openedMode(this.options.windowMode, (this.snapshots.state?.policy ?? this.session.session?.policy)?.widget?.window_mode, (message) => this.warnOnce(message)),
       engineLive: !!this.engineView()?.live,
       launchedAt: this.launch.startedAt(),
@@ -191,7 +198,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     const previous = this.snapshots.state?.call?.request_id ?? null;
     let body: any;
     try {
-      body = (await postIntegrator(this.d.fetch, this.options.requestCallEndpoint, params, this.options.headers)).body ?? { ok: true };
+      const bound = { clock: this.d.clock, ms: REQUEST_CALL_TIMEOUT_MS };
+      body = (await postIntegrator(this.d.fetch, this.options.requestCallEndpoint, params, this.options.headers ?? {}, bound)).body ?? { ok: true };
     } catch (error) {
       const e = error as SdkError;
       body = e.body && typeof e.body === 'object' ? e.body : { ok: false, error: e.code, message: e.message };
@@ -272,13 +280,15 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.update();
     // Until the window has carried it out, it may yet report it could not (WidgetState.failed_command).
     this.awaiting.set(command.request_id, { kind, revert, until: this.d.clock.now() + EFFECT_MS });
+    // A session the command waits for comes in time or the command is dropped (SESSION_WAIT_MS).
+    const inTime = <T>(waiting: Promise<T>) => within(this.d.clock, SESSION_WAIT_MS, waiting, () => noSessionInTime(kind));
     try {
-      if (!(await this.session.ready())) throw noSession();
+      if (!(await inTime(this.session.ready()))) throw noSession();
       const result = await sendCommand(command, {
         clock: this.d.clock,
         viaSocket: (c) => this.transport.emitCommand(c, ACK_TIMEOUT_MS),
-        viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c),
-        rejected: (e) => this.session.rejected(e),
+        viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c, {}, ACK_TIMEOUT_MS),
+        rejected: (e) => inTime(this.session.rejected(e)),
       });
       // The window's failure may be known before the command's own answer: it is the outcome.
       const failure = this.awaiting.get(command.request_id)?.failed;
@@ -318,14 +328,45 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   private async ticket(): Promise<LaunchTicket> {
-    if (!(await this.session.ready())) throw noSession();
+    // The window waits blank meanwhile: it is closed, and the reason shown, once this is too long.
+    const inTime = <T>(waiting: Promise<T>) => within(this.d.clock, SESSION_WAIT_MS, waiting, () => new SdkError('unreachable', 'No widget session in time to open the call window.'));
+    if (!(await inTime(this.session.ready()))) throw noSession();
     const ask = async () => (await this.api<LaunchTicket>('POST', '/widget/launch-ticket')).body!;
     try {
       return await ask();
     } catch (error) {
-      if (isRejection(error) && (await this.session.rejected(error as SdkError))) return ask();
+      if (isRejection(error) && (await inTime(this.session.rejected(error as SdkError)))) return ask();
       throw error;
     }
+  }
+
+  /**
+   * Where this integration and agent keep the call window's name (localStorage), or null while the
+   * agent is not known: a sessionEndpoint may answer only widget_token and expires_at, and the
+   * agent then comes with the first state. Worked out when needed, not when enableCalls() is
+   * clicked, so that a click before the session answered still stores the name its ticket gives.
+   */
+  private windowKey(): string | null {
+    const agent = (this.snapshots.state?.agent ?? this.session.session?.agent)?.identifier;
+    return agent ? `c2c.window.${this.options.integrationId}.${agent}` : null;
+  }
+
+  /**
+   * A new session from sessionEndpoint after a rejected token: perhaps for another agent (another
+   * user logged in on this browser meanwhile). The conditional poll starts afresh (its ETag was the
+   * old session's), and the state held is dropped when the session names another agent: it is not
+   * the new agent's to see (their call, their customer's name), and versions count per agent, so
+   * the new agent's would not replace it. A session that does not name its agent leaves that to
+   * Snapshots.offer, which lets a state of another agent replace the held one.
+   */
+  private startOver(session: IntegratorSession): void {
+    this.transport.forgetEtag();
+    const held = this.snapshots.state?.agent?.identifier;
+    const named = session.agent?.identifier;
+    if (!held || !named || held === named) return;
+    this.snapshots.forget();
+    // the call window is the other agent's: found again by the new agent's window name, if any
+    this.callWindow = null;
   }
 
   // ——— state ———
@@ -405,7 +446,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     const engine = this.engineView();
     const launching = this.launch.isActive();
     this.noticeCallEnd(call);
-    const moved = this.machine.update({ session: this.session.status, transport: this.transport.status, hasSnapshot: !!st, engine, call, launching });
+    // hasSnapshot: one was ever applied (a new agent's session drops the held one, but the widget is not starting over)
+    const moved = this.machine.update({ session: this.session.status, transport: this.transport.status, hasSnapshot: this.snapshots.seen, engine, call, launching });
     const key = call ? `${call.request_id}:${call.status}:${call.orphaned}` : '';
     if ((moved && !moved.refused) || key !== this.callKey) {
       this.callKey = key;

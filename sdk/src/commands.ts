@@ -9,7 +9,21 @@ import { SdkError, isRejection, isTransient, type HttpAnswer } from './http.js';
 import { fullJitter, type Clock } from './timing.js';
 
 export const COMMAND_ATTEMPTS = 4;
+/**
+ * How long one attempt waits for its answer, the socket's ack or the REST answer alike; then the
+ * next attempt goes (over REST, with the same request_id). So a command that nothing answers is
+ * reported within its 4 attempts (about 25 s), not left pending.
+ */
 export const ACK_TIMEOUT_MS = 5000;
+/**
+ * How long a command waits for a usable widget session: before it is first sent (the session is
+ * loading, or being asked again after a rejection) and when its own token is rejected. Then it
+ * fails (`unreachable`; `hangup_uncertain` for a hangup) and is dropped: sent after a long outage
+ * of the session endpoint, it would act long after the agent clicked (mute a later conversation),
+ * when the widget had already undone its effect (after EFFECT_MS). Shorter than EFFECT_MS, so the
+ * failure is told before the effect would quietly lapse.
+ */
+export const SESSION_WAIT_MS = 10_000;
 /**
  * The longest Retry-After (or a socket answer's retry_after) a command waits out before it is sent
  * again. A longer one is reported at once: an agent who clicked hang up should hear that it was
@@ -31,6 +45,12 @@ export interface CommandDeps {
 const SOCKET_STATUS: Record<string, number> = { unauthorized: 401, rate_limited: 429, internal_error: 500, hangup_uncertain: 502, service_unavailable: 503 };
 
 const uncertain = (message = 'The hangup could not be confirmed; the call may still be up.') => new SdkError('hangup_uncertain', message, 502);
+
+/** A command that had no usable session within SESSION_WAIT_MS: it was not sent, and never will be. */
+export function noSessionInTime(kind: Command['kind']): SdkError {
+  if (kind === 'hangup') return uncertain('The hangup could not be sent in time; the call may still be up.');
+  return new SdkError('unreachable', 'The command could not be sent in time: no widget session.');
+}
 
 /** Sends a command until it is answered; throws SdkError with the refusal's code otherwise. */
 export async function sendCommand(command: Command, d: CommandDeps): Promise<CommandResult> {

@@ -1,8 +1,15 @@
 /**
  * JSON over fetch, for the widget API (bearer widget token; only the headers its CORS allows) and
  * for the integrator's two endpoints (same-origin credentials plus the `headers` option). Every
- * failure becomes an SdkError with a machine code and the HTTP status (0: no answer).
+ * failure becomes an SdkError with a machine code and the HTTP status (0: no answer). Every
+ * request has a time limit: a request that hangs (a proxy holding the connection, a server that
+ * accepted it and died) would otherwise hold whatever waits on it for good, the polling loop or a
+ * command's promise. Past the limit it is aborted and counts as no answer (`unreachable`), which
+ * every caller already retries or reports.
  */
+import { within } from './deadline.js';
+import type { Clock } from './timing.js';
+
 export class SdkError extends Error {
   constructor(
     readonly code: string,
@@ -36,8 +43,30 @@ export const isFatal = (e: unknown): boolean => e instanceof SdkError && e.code 
 export const isTransient = (e: unknown): boolean =>
   e instanceof SdkError && (e.status === 0 || e.status === 429 || (e.status >= 500 && e.code !== 'hangup_uncertain'));
 
-/** Sends a request; resolves for 2xx and 304, throws SdkError otherwise. */
-export async function send<T>(fetchFn: FetchLike, url: string, init: RequestInit): Promise<HttpAnswer<T>> {
+/** How long a request may take, answer body included, before it counts as unanswered. */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
+/** A request's time limit, on the SDK's clock. */
+export interface Bound {
+  clock: Clock;
+  ms: number;
+}
+
+/**
+ * Sends a request; resolves for 2xx and 304, throws SdkError otherwise (`unreachable` once
+ * `bound.ms` pass without the whole answer: the request is aborted, and a fetch that ignores the
+ * abort is no longer waited for).
+ */
+export async function send<T>(fetchFn: FetchLike, url: string, init: RequestInit, bound: Bound): Promise<HttpAnswer<T>> {
+  const abort = new AbortController();
+  const late = () => {
+    abort.abort();
+    return new SdkError('unreachable', 'The service did not answer in time.');
+  };
+  return within(bound.clock, bound.ms, exchange<T>(fetchFn, url, { ...init, signal: abort.signal }), late);
+}
+
+async function exchange<T>(fetchFn: FetchLike, url: string, init: RequestInit): Promise<HttpAnswer<T>> {
   let response: Response;
   try {
     response = await fetchFn(url, init);
@@ -67,10 +96,13 @@ export async function send<T>(fetchFn: FetchLike, url: string, init: RequestInit
   );
 }
 
-/** A client for {apiBaseUrl}/widget/… with the current widget token. */
-export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => string | null) {
+/**
+ * A client for {apiBaseUrl}/widget/… with the current widget token. A request is given
+ * REQUEST_TIMEOUT_MS unless the caller says otherwise (a command attempt has its own).
+ */
+export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => string | null, clock: Clock) {
   const base = baseUrl.replace(/\/+$/, '');
-  return <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  return <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS) =>
     send<T>(fetchFn, base + path, {
       method,
       mode: 'cors',
@@ -83,15 +115,15 @@ export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => stri
         ...headers,
       },
       body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    }, { clock, ms: timeoutMs });
 }
 
 /** POSTs JSON to one of the integrator's endpoints, with same-origin cookies and its extra headers. */
-export function postIntegrator<T>(fetchFn: FetchLike, url: string, body: unknown, headers: Record<string, string> = {}) {
+export function postIntegrator<T>(fetchFn: FetchLike, url: string, body: unknown, headers: Record<string, string>, bound: Bound) {
   return send<T>(fetchFn, url, {
     method: 'POST',
     credentials: 'same-origin',
     headers: { 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
-  });
+  }, bound);
 }

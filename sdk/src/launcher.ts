@@ -14,8 +14,14 @@ export type WindowOpener = (url: string, target: string, features?: string) => W
 export interface LaunchDeps {
   open: WindowOpener;
   storage: Pick<Storage, 'getItem' | 'setItem'> | null;
-  /** localStorage key for this integration and agent; null before the session names the agent */
-  storageKey: string | null;
+  /**
+   * localStorage key for this integration and agent; null while the agent is not known. Asked at
+   * the click (to find the window) and again once the ticket came (to remember its name): a click
+   * before the session named the agent still stores it.
+   */
+  storageKey: () => string | null;
+  /** the call window this page already holds (opened earlier), tried before any lookup by name */
+  heldWindow?: Window | null;
   windowMode: OpenedMode;
   /** the agent's engine is live according to the last snapshot */
   engineLive: boolean;
@@ -91,7 +97,9 @@ function isCallWindow(win: Window): boolean {
 /** Opens or finds the call window; true when a window was opened or found. */
 export function launchCallWindow(d: LaunchDeps): boolean {
   const features = d.windowMode === 'popup' ? POPUP_FEATURES : undefined;
-  const known = read(d.storage, d.storageKey);
+  const known = read(d.storage, d.storageKey());
+  // The window this page opened, still open and past its blank page: it needs no name to be found.
+  const held = d.heldWindow && !d.heldWindow.closed && isCallWindow(d.heldWindow) ? d.heldWindow : null;
   // A live window this page cannot reach gets the focus command instead. Asked again soon after,
   // the agent does not see it: open one here then (it replaces the other).
   const fallBack = d.engineLive && d.now - d.fallbackAt > FOCUS_FALLBACK_MS;
@@ -109,10 +117,10 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     return true;
   }
   // Not named here: opened from another origin, profile, or before storage knew it.
-  if (!known && fallBack) return focusElsewhere();
-  let win: Window | null;
+  if (!held && !known && fallBack) return focusElsewhere();
+  let win: Window | null = held;
   try {
-    win = d.open('', known ?? '_blank', features);
+    win ??= d.open('', known ?? '_blank', features);
   } catch {
     win = null;
   }
@@ -139,7 +147,8 @@ export function launchCallWindow(d: LaunchDeps): boolean {
   d.ticket().then(
     (ticket) => {
       try {
-        if (d.storage && d.storageKey) d.storage.setItem(d.storageKey, ticket.window_name);
+        const key = d.storageKey();
+        if (d.storage && key) d.storage.setItem(key, ticket.window_name);
       } catch {
         /* storage disabled: the next enableCalls cannot find this window by name */
       }

@@ -4,7 +4,7 @@
  * sessionEndpoint once more, and a second refusal is final (unauthorized).
  */
 import type { IntegratorSession } from './contract.js';
-import { SdkError, isFatal, isTransient, postIntegrator, type FetchLike, type HttpAnswer } from './http.js';
+import { REQUEST_TIMEOUT_MS, SdkError, isFatal, isTransient, postIntegrator, type FetchLike, type HttpAnswer } from './http.js';
 import type { SessionStatus } from './machine.js';
 import { fullJitter, refreshDelayMs, type Clock, type TimerHandle } from './timing.js';
 
@@ -131,6 +131,7 @@ export class SessionKeeper {
           this.d.sessionEndpoint,
           { integration_id: this.d.integrationId, origin: this.d.origin },
           this.d.headers,
+          { clock: this.d.clock, ms: REQUEST_TIMEOUT_MS },
         );
         const session = answer.body;
         if (!session || typeof session.widget_token !== 'string' || typeof session.expires_at !== 'number') {
@@ -140,8 +141,10 @@ export class SessionKeeper {
         this.session = session;
         this.token = session.widget_token;
         this.expiresAt = session.expires_at;
-        this.setStatus('active');
+        // The token first, then the status: what the widget holds of a previous session (another
+        // agent's state) is dealt with before the widget shows anything as active.
         this.d.onToken(session);
+        this.setStatus('active');
         this.schedule();
         this.flushWaiters(true);
         return true;

@@ -1,7 +1,8 @@
 /**
  * The WidgetState the SDK holds. Pushes and polls race, so a snapshot is applied only when its
  * version is greater than the one held (DESIGN: a lost or late push is healed by the next
- * snapshot). The server's clock is tracked from the last snapshot so durations are the server's:
+ * snapshot). Versions count per agent: a state of another agent than the held one (a new session,
+ * after a rejected token, for whoever is logged in now) is applied whatever its version. The server's clock is tracked from the last snapshot so durations are the server's:
  * server_time − answered_at at that snapshot plus the local time elapsed since it was received.
  */
 import type { Call, WidgetState } from './contract.js';
@@ -12,6 +13,7 @@ export class Snapshots {
   private serverTime = 0;
   private receivedAt = 0;
   private hasClock = false;
+  private applied = false;
 
   constructor(private readonly now: () => number) {}
 
@@ -19,12 +21,22 @@ export class Snapshots {
     return this.state ? this.state.version : -Infinity;
   }
 
+  /** Whether a snapshot was ever applied (forget() does not undo that). */
+  get seen(): boolean {
+    return this.applied;
+  }
+
+  /** Drops the held state (a new session for another agent): the next snapshot is applied whatever its version. */
+  forget(): void {
+    this.state = null;
+  }
+
   /**
    * Offers a pushed or polled snapshot. Returns true when it was applied (a newer version). A
    * snapshot of the same version only refreshes the clock reference; an older one is ignored.
    */
   offer(snapshot: WidgetState): boolean {
-    const held = this.state;
+    const held = this.state && this.state.agent?.identifier === snapshot.agent?.identifier ? this.state : null;
     if (held && snapshot.version < held.version) return false;
     this.serverTime = snapshot.server_time;
     this.receivedAt = this.now();
@@ -32,6 +44,7 @@ export class Snapshots {
     if (held && snapshot.version === held.version) return false;
     // A push carries no session_expires_at (it is per session): keep the one held.
     this.state = { ...snapshot, session_expires_at: snapshot.session_expires_at ?? held?.session_expires_at };
+    this.applied = true;
     return true;
   }
 

@@ -27,6 +27,14 @@ export interface MiniSocket {
 
 export type SocketFactory = (url: string, options: Record<string, unknown>) => MiniSocket;
 
+/**
+ * A socket proves healthy by carrying its state and staying up this long (a server ping interval):
+ * only then does its reconnect backoff start again from the base. One the server or a proxy drops
+ * right after the handshake (a node that cannot read the state, say) would otherwise be
+ * reconnected every half second for as long as that lasts.
+ */
+export const SOCKET_HEALTHY_MS = 10_000;
+
 export interface TransportDeps {
   clock: Clock;
   io: SocketFactory;
@@ -49,6 +57,19 @@ export class Transport {
   private polling = false;
   private reconnectTimer: TimerHandle | undefined;
   private attempts = 0;
+  /** when the socket last connected (clock ms), and whether its state came since */
+  private upSince = 0;
+  private stateSinceUp = false;
+  /** when the last poll was sent (clock ms) */
+  private lastPollAt = -Infinity;
+  /**
+   * A final refusal of the socket made the session be asked again, and the socket has not been
+   * accepted since: a second one means the gateway refuses what REST accepts (the session budget,
+   * reset by every poll that works, would otherwise re-ask forever).
+   */
+  private socketReasked = false;
+  /** the token the gateway refused a second time: the socket stays closed until another token */
+  private refusedToken: string | null = null;
   private planned = false;
   /** a rate-limited handshake's retry_after: no handshake before this (clock ms) */
   private notBefore = 0;
@@ -140,6 +161,11 @@ export class Transport {
     return this.live;
   }
 
+  /** A new session: the next poll asks for the whole state (the ETag was the old session's). */
+  forgetEtag(): void {
+    this.etag = null;
+  }
+
   stop(): void {
     this.stopped = true;
     this.doubt.reset();
@@ -153,6 +179,7 @@ export class Transport {
   private openSocket(): void {
     const rt = this.realtime;
     if (this.socket || !rt || !rt.available || this.stopped) return;
+    if (this.refusedToken !== null && this.refusedToken === this.d.session.token) return;
     const socket = this.d.io(rt.url, {
       path: rt.path,
       // A callback, so every (re)connect presents the current token.
@@ -173,21 +200,30 @@ export class Transport {
     socket.on('connect', () => {
       heard();
       this.socketUp = true;
-      this.attempts = 0;
+      // The backoff is not reset here: see SOCKET_HEALTHY_MS.
+      this.upSince = this.d.clock.now();
+      this.stateSinceUp = false;
       this.notBefore = 0;
+      this.socketReasked = false;
+      this.refusedToken = null;
       this.d.session.confirm();
       this.d.clock.cancel(this.pollTimer);
       this.pollTimer = undefined;
       this.setStatus();
     });
-    socket.on('state', (state: WidgetState) => this.d.onSnapshot(state));
+    socket.on('state', (state: WidgetState) => {
+      if (this.socketUp) this.stateSinceUp = true;
+      this.d.onSnapshot(state);
+    });
     socket.on('ended', (end: SocketEnd) => void (this.endHandled = this.onEnd(end)));
     socket.on('disconnect', () => {
+      const healthy = this.socketUp && this.stateSinceUp && this.d.clock.now() - this.upSince >= SOCKET_HEALTHY_MS;
+      if (healthy) this.attempts = 0;
       this.socketUp = false;
       this.doubt.reset();
       this.setStatus();
       if (this.planned || this.stopped) return;
-      this.pollSoon(0);
+      this.pollAfterDrop();
       if (!this.endHandled) this.scheduleReconnect();
     });
     socket.on('connect_error', (err: Error & { data?: SocketEnd }) => {
@@ -198,8 +234,8 @@ export class Transport {
       const wait = retryAfterMs(data?.retry_after);
       if (wait > 0) this.notBefore = this.d.clock.now() + wait;
       if (!(data && typeof data.code === 'string' && this.onEnd(data))) this.scheduleReconnect(wait);
-      // Poll now unless polling is already under way (failed reconnects must not poll faster than poll_ms).
-      if (this.pollTimer === undefined) this.pollSoon(0);
+      // Poll unless polling is already under way (failed reconnects must not poll faster than poll_ms).
+      if (this.pollTimer === undefined) this.pollAfterDrop();
     });
     this.connectSocket();
   }
@@ -222,6 +258,13 @@ export class Transport {
     this.closeSocket();
     // platform_disabled ends the session (error); any other final ending is about this
     // credential: the session endpoint is asked once more, and its new token reopens the socket.
+    // Refused again before it was ever accepted, the socket stays closed until the next token (the
+    // refresh) while the widget polls: REST, if it refuses the token too, asks the session itself.
+    if (!isFatal(error) && this.socketReasked) {
+      this.refusedToken = this.d.session.token;
+      return true;
+    }
+    this.socketReasked = !isFatal(error);
     void this.d.session.rejected(error);
     return true;
   }
@@ -245,6 +288,15 @@ export class Transport {
     });
   }
 
+  /**
+   * The socket dropped (or failed to connect): poll, at once unless the last poll was sent less
+   * than poll_ms ago. A socket that keeps dropping right after connecting does not make the widget
+   * poll faster than when it has no socket at all.
+   */
+  private pollAfterDrop(): void {
+    this.pollSoon(Math.max(0, this.lastPollAt + this.d.pollMs() - this.d.clock.now()));
+  }
+
   private pollSoon(ms: number): void {
     if (this.stopped || this.live || this.polling) return;
     this.d.clock.cancel(this.pollTimer);
@@ -257,6 +309,7 @@ export class Transport {
   private async poll(): Promise<void> {
     if (this.stopped || this.live || this.polling) return;
     this.polling = true;
+    this.lastPollAt = this.d.clock.now();
     let next = this.d.pollMs();
     try {
       const answer = await this.d.getState(this.etag);

@@ -9,7 +9,9 @@ import type { Call, Engine, FailedCommand, Policy, WidgetState } from '../../sdk
 import { Click2CallWidget, type ClientDeps } from '../../sdk/src/client.js';
 import * as SDK from '../../sdk/src/index.js';
 import { systemClock } from '../../sdk/src/timing.js';
-import { ACK_TIMEOUT_MS } from '../../sdk/src/commands.js';
+import { ACK_TIMEOUT_MS, COMMAND_ATTEMPTS, SESSION_WAIT_MS } from '../../sdk/src/commands.js';
+import { REQUEST_TIMEOUT_MS } from '../../sdk/src/http.js';
+import { SOCKET_HEALTHY_MS } from '../../sdk/src/transport.js';
 import { SOCKET_SILENT_MS } from '../../shared/events.js';
 import { T0, call, engine } from './fixtures.js';
 
@@ -114,10 +116,11 @@ class Service {
   realtimeAvailable = true;
   failedCommand: FailedCommand | null = null;
   tokenSeq = 0;
-  requests: Array<{ method: string; path: string; headers: Record<string, string>; body: any }> = [];
+  requests: Array<{ method: string; path: string; headers: Record<string, string>; body: any; signal?: AbortSignal | null }> = [];
   sockets: FakeSocket[] = [];
   /** per path: replies to use before the default behaviour */
-  script = new Map<string, Array<Reply | 'network'>>();
+  /** 'hang': the request is never answered, its abort ignored (a proxy that holds the connection) */
+  script = new Map<string, Array<Reply | 'network' | 'hang'>>();
 
   state(over: Partial<WidgetState> = {}): WidgetState {
     return {
@@ -156,9 +159,10 @@ class Service {
     const path = url.origin === ORIGIN ? url.pathname : url.pathname.replace('/api/v1/click2call', '');
     const headers = Object.fromEntries(Object.entries((init.headers ?? {}) as Record<string, string>).map(([k, v]) => [k.toLowerCase(), v]));
     const body = typeof init.body === 'string' ? JSON.parse(init.body) : undefined;
-    this.requests.push({ method: init.method ?? 'GET', path, headers, body });
+    this.requests.push({ method: init.method ?? 'GET', path, headers, body, signal: init.signal });
     const scripted = this.script.get(path)?.shift();
     if (scripted === 'network') throw new TypeError('Failed to fetch');
+    if (scripted === 'hang') return new Promise<Response>(() => {});
     const reply = scripted ?? this.answer(path, headers, body);
     return new Response(reply.status === 304 || reply.body === undefined ? null : JSON.stringify(reply.body), {
       status: reply.status,
@@ -237,6 +241,15 @@ const root = () => document.querySelector('[data-testid="c2c-host"]')!.shadowRoo
 const q = (id: string) => root().querySelector(`[data-testid="${id}"]`) as HTMLElement;
 const visible = (id: string) => !!q(id) && !q(id).hidden;
 const flush = () => vi.advanceTimersByTimeAsync(0);
+/** What became of a promise so far, read without waiting for it. */
+function outcome(promise: Promise<unknown>) {
+  const seen: { settled: boolean; value?: unknown; error?: any } = { settled: false };
+  promise.then(
+    (value) => Object.assign(seen, { settled: true, value }),
+    (error) => Object.assign(seen, { settled: true, error }),
+  );
+  return seen;
+}
 const blankWindow = () => ({ closed: false, name: '', location: { href: 'about:blank', replace: vi.fn() }, document: { title: '', body: { textContent: '' } }, focus: vi.fn(), close: vi.fn(), postMessage: vi.fn() });
 
 beforeEach(() => {
@@ -384,11 +397,81 @@ describe('push and polling', () => {
     expect(socket.connects).toBe(connects + 1);
   });
 
+  it('gives up a poll that is never answered after REQUEST_TIMEOUT_MS, aborting it, and polls on', async () => {
+    service.realtimeAvailable = false;
+    start();
+    await flush();
+    service.script.set('/widget/state', ['hang']);
+    await vi.advanceTimersByTimeAsync(3000);
+    const hung = service.requests.filter((r) => r.path === '/widget/state').at(-1)!;
+    expect(service.count('/widget/state')).toBe(2);
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS - 1);
+    expect(hung.signal?.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(hung.signal?.aborted).toBe(true);
+    expect(q('c2c-state').dataset.state).toBe('reconnecting'); // counted as no answer
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.count('/widget/state')).toBe(3);
+    expect(q('c2c-state').dataset.state).toBe('call');
+  });
+
+  /** Drops the socket after it was up `upMs` (with its state or not); returns how long it took to reconnect. */
+  async function reconnectDelay(socket: FakeSocket, upMs: number, withState = true) {
+    const connects: number[] = [];
+    const connect = socket.connect.bind(socket);
+    socket.connect = () => {
+      connects.push(Date.now());
+      return connect();
+    };
+    socket.accept(withState ? service.state() : undefined);
+    await vi.advanceTimersByTimeAsync(upMs);
+    const droppedAt = Date.now();
+    socket.fire('ended', { code: 'service_unavailable', final: false, message: 'The state store is unavailable.' });
+    socket.drop('io server disconnect');
+    await vi.advanceTimersByTimeAsync(30_000);
+    socket.connect = connect;
+    expect(connects).toHaveLength(1);
+    return connects[0]! - droppedAt;
+  }
+
+  it('reconnects a socket dropped right after each handshake ever more slowly, and starts from the base again only once one carried its state and stayed up SOCKET_HEALTHY_MS', async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0.99);
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    // full jitter at 0.99 of a cap that doubles from 0.5 s
+    const delays = [];
+    for (let i = 0; i < 4; i++) delays.push(await reconnectDelay(socket, 0));
+    expect(delays).toEqual([495, 990, 1980, 3960]);
+    // up long enough, but its state never came: not proved healthy
+    expect(await reconnectDelay(socket, SOCKET_HEALTHY_MS, false)).toBe(7920);
+    // its state, but not up long enough
+    expect(await reconnectDelay(socket, SOCKET_HEALTHY_MS - 1)).toBe(15_840);
+    // healthy: the next drop is a new outage
+    expect(await reconnectDelay(socket, SOCKET_HEALTHY_MS)).toBe(495);
+  });
+
+  it('polls no sooner than poll_ms after the last poll when the socket keeps dropping', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    const polls = service.count('/widget/state');
+    for (let i = 0; i < 10; i++) {
+      socket.accept(service.state());
+      socket.drop();
+      await vi.advanceTimersByTimeAsync(600);
+    }
+    // 6 s after the first poll: the polls of 3 s and 6 s, not one per drop
+    expect(service.count('/widget/state') - polls).toBe(2);
+  });
+
   it('says reconnecting while nothing answers, and recovers', async () => {
     start();
     await flush();
     const socket = service.sockets[0]!;
     socket.accept(service.state());
+    await vi.advanceTimersByTimeAsync(3000); // the first poll is poll_ms old: a drop polls at once
     service.script.set('/widget/state', ['network', 'network']);
     socket.drop();
     await flush();
@@ -434,6 +517,68 @@ describe('endings and tokens', () => {
     second.drop();
     await vi.advanceTimersByTimeAsync(1000);
     expect(second.connects).toBe(connects + 1);
+  });
+
+  it("shows a new session's agent and never the previous agent's call, whatever the versions, and polls without the old ETag", async () => {
+    service.version = 50;
+    service.set({ call: call('connected', { answered_at: T0 - 5, display: { name: 'Secret Customer', company: 'Acme', number: '+44••••0123', contact_reference: 'crm-42', department: null } }) });
+    const socket = await ready();
+    expect(service.requests.find((r) => r.path === '/widget/state')?.headers.authorization).toBe('Bearer c2cw_1');
+    expect(widget.getState().call?.display.name).toBe('Secret Customer');
+    // Ana's token is revoked; the session endpoint now answers for Bob, who logged in on this browser.
+    const bob = { name: 'Bob', identifier: 'bob@acme.example', type: 'email' as const, department: 'Support' };
+    const bobState: WidgetState = { ...service.state(), version: 7, engine: null, call: null, agent: bob };
+    service.script.set('/crm/session', [{ status: 201, body: { ...bobState, widget_token: 'c2cw_bob', expires_at: T0 + 1800 } }]);
+    service.script.set('/widget/state', [{ status: 200, body: bobState, headers: { etag: '"7.bob"' } }]);
+    const changes: Array<{ state: string; call: Call | null }> = [];
+    widget.on('statechange', (change) => changes.push(change));
+    socket.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' }, call: null });
+    expect(q('c2c-call').hidden).toBe(true);
+    // Ana's call while her session was being asked again, then never again
+    expect(changes.map((c) => [c.state, c.call?.display.name ?? null])).toEqual([
+      ['reconnecting', 'Secret Customer'],
+      ['offline', null],
+    ]);
+    // Bob's pushed state (version 7 < 50) is applied
+    const { session_expires_at: _, ...pushed } = bobState;
+    service.sockets.at(-1)!.accept(pushed as WidgetState);
+    expect(widget.getState()).toMatchObject({ state: 'offline', agent: { name: 'Bob' }, call: null });
+    // and Bob's first poll asks for his whole state, not with Ana's ETag
+    service.sockets.at(-1)!.drop();
+    await vi.advanceTimersByTimeAsync(3000);
+    const polls = service.requests.filter((r) => r.path === '/widget/state');
+    expect(polls.map((r) => r.headers.authorization)).toEqual(['Bearer c2cw_1', 'Bearer c2cw_bob']);
+    expect(polls[1]!.headers['if-none-match']).toBeUndefined();
+  });
+
+  it('keeps a socket the gateway refuses again with the new token closed while REST accepts it, and tries it once with the next token', async () => {
+    start();
+    await flush();
+    const refuse = (socket: FakeSocket) =>
+      socket.fire('connect_error', Object.assign(new Error('refused'), { data: { code: 'origin_not_allowed', final: true, message: 'This origin is not allowed for the integration.' } }));
+    refuse(service.sockets[0]!);
+    await flush();
+    expect(service.count('/crm/session')).toBe(2);
+    expect(service.sockets).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(3000); // a poll with the new token works
+    refuse(service.sockets[1]!);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(service.count('/crm/session')).toBe(2);
+    expect(service.sockets).toHaveLength(2);
+    expect(service.count('/widget/state')).toBeGreaterThan(20);
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    // the refresh's token is tried once on the socket; refused, it does not ask the session again
+    service.serverTime = T0 + 1740;
+    await vi.advanceTimersByTimeAsync(1740_000);
+    expect(service.count('/widget/refresh')).toBe(1);
+    expect(service.sockets).toHaveLength(3);
+    refuse(service.sockets[2]!);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(service.count('/crm/session')).toBe(2);
+    expect(service.sockets).toHaveLength(3);
+    expect(q('c2c-state').dataset.state).toBe('ready');
   });
 
   it('says error on platform_disabled and stops', async () => {
@@ -625,6 +770,73 @@ describe('commands', () => {
     expect(posts).toHaveLength(3);
     expect(new Set(posts.map((p) => p.body.request_id)).size).toBe(1);
     expect(posts[0]!.body).toMatchObject({ kind: 'dtmf', digits: '5' });
+  });
+
+  it('gives up a command POST never answered after ACK_TIMEOUT_MS and sends it again; a hangup nothing answers is reported hangup_uncertain', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    socket.drop();
+    service.script.set('/widget/commands', Array(COMMAND_ATTEMPTS).fill('hang'));
+    const failures: Array<{ kind: string; error: string }> = [];
+    widget.on('commandfailed', (f) => failures.push(f));
+    const result = outcome(widget.hangup());
+    await vi.advanceTimersByTimeAsync(ACK_TIMEOUT_MS);
+    const posts = () => service.requests.filter((r) => r.path === '/widget/commands');
+    expect(posts()[0]!.signal?.aborted).toBe(true);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(result.error).toMatchObject({ code: 'hangup_uncertain' });
+    expect(posts()).toHaveLength(COMMAND_ATTEMPTS);
+    expect(new Set(posts().map((p) => p.body.request_id)).size).toBe(1);
+    expect(failures).toEqual([{ kind: 'hangup', error: 'hangup_uncertain', message: expect.any(String) }]);
+  });
+
+  it('drops a command with no session within SESSION_WAIT_MS (unreachable; hangup_uncertain for a hangup), undoes its effect, and never sends it later', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    const failures: Array<{ kind: string; error: string }> = [];
+    widget.on('commandfailed', (f) => failures.push({ kind: f.kind, error: f.error }));
+    // the token is revoked, and the session endpoint does not answer for a long while
+    const refused = { status: 401, body: { ok: false, error: 'unauthorized', message: 'The credential is missing, unknown, expired or revoked.' } };
+    service.script.set('/crm/session', Array(100).fill('network'));
+    service.script.set('/widget/state', Array(100).fill(refused));
+    socket.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    const muted = outcome(widget.setMuted(true));
+    const hungUp = outcome(widget.hangup());
+    expect(widget.getState().engine?.muted).toBe(true);
+    await vi.advanceTimersByTimeAsync(SESSION_WAIT_MS - 1);
+    expect(failures).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(muted.error).toMatchObject({ code: 'unreachable' });
+    expect(hungUp.error).toMatchObject({ code: 'hangup_uncertain' });
+    expect(failures).toEqual([{ kind: 'mute', error: 'unreachable' }, { kind: 'hangup', error: 'hangup_uncertain' }]);
+    expect(widget.getState().engine?.muted).toBe(false);
+    // the session endpoint answers again, minutes later: neither command goes
+    await vi.advanceTimersByTimeAsync(300_000);
+    service.script.set('/crm/session', []);
+    service.script.set('/widget/state', []);
+    await vi.advanceTimersByTimeAsync(60_000);
+    const latest = service.sockets.at(-1)!;
+    expect(latest).not.toBe(socket);
+    latest.accept(service.state());
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(service.count('/widget/commands')).toBe(0);
+    expect(service.sockets.flatMap((s) => s.sent)).toEqual([]);
+  });
+
+  it('drops a command whose token was refused when the new session does not come within SESSION_WAIT_MS', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    socket.drop();
+    const refused = { status: 401, body: { ok: false, error: 'unauthorized', message: 'The credential is missing, unknown, expired or revoked.' } };
+    service.script.set('/widget/commands', [refused]);
+    service.script.set('/crm/session', Array(100).fill('network'));
+    const muted = outcome(widget.setMuted(true));
+    await vi.advanceTimersByTimeAsync(SESSION_WAIT_MS);
+    expect(muted.error).toMatchObject({ code: 'unreachable' });
+    service.script.set('/crm/session', []);
+    await vi.advanceTimersByTimeAsync(120_000);
+    expect(service.count('/widget/commands')).toBe(1);
   });
 
   it('reports a 502 hangup as hangup_uncertain and keeps offering Hang up', async () => {
@@ -930,6 +1142,31 @@ describe('enableCalls', () => {
     await flush();
     // The agent came from the WidgetState: the window's name is remembered for that agent.
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+  });
+
+  it('remembers the window name when enableCalls() came before the session named the agent, and brings that window forward later', async () => {
+    service.engine = null;
+    start();
+    expect(widget.enableCalls()).toBe(true); // the session has not answered yet
+    await flush();
+    expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+    const win = opened[0]!.win;
+    win.location.href = 'https://c2c.example/click2call/window';
+    // the window paired; its microphone is not ready yet, so Enable calls is still offered
+    service.set({ engine: engine({ state: 'ready', live: true, mic_ready: false }) });
+    service.sockets[0]!.accept(service.state());
+    await vi.advanceTimersByTimeAsync(61_000);
+    expect(visible('c2c-enable')).toBe(true);
+    // the window this page holds is brought forward, whatever the name lookup gives
+    widget.enableCalls();
+    await flush();
+    expect(win.focus).toHaveBeenCalled();
+    expect(q('c2c-message').textContent).toBe('');
+    await vi.advanceTimersByTimeAsync(2000);
+    widget.enableCalls();
+    await flush();
+    expect(opened).toHaveLength(1);
+    expect(service.count('/widget/launch-ticket')).toBe(1);
   });
 
   it("offers an 'Open in new tab' link when the popup is blocked", async () => {

@@ -37,6 +37,26 @@ const connected = (answeredAt: number, over: Partial<Call> = {}): Call => ({
 });
 
 describe('Snapshots: version ordering', () => {
+  it("applies another agent's state whatever its version (versions count per agent), then orders that agent's by version", () => {
+    const s = new Snapshots(() => 0);
+    const bob = { name: 'Bob', identifier: 'bob@acme.example', type: 'email', department: null } as const;
+    s.offer(snapshot(50, { call: connected(1) }));
+    expect(s.offer(snapshot(7, { agent: bob }))).toBe(true);
+    expect(s.state).toMatchObject({ version: 7, agent: { name: 'Bob' }, call: null });
+    expect(s.offer(snapshot(6, { agent: bob, call: connected(1) }))).toBe(false);
+    expect(s.state?.version).toBe(7);
+  });
+
+  it('forgets the held state when told, and still says one was seen', () => {
+    const s = new Snapshots(() => 0);
+    expect(s.seen).toBe(false);
+    s.offer(snapshot(50));
+    s.forget();
+    expect(s.state).toBeNull();
+    expect(s.seen).toBe(true);
+    expect(s.offer(snapshot(3))).toBe(true);
+  });
+
   it('applies a newer version and ignores an older or equal one', () => {
     let now = 0;
     const s = new Snapshots(() => now);

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWork, SocketEnd } from '../../shared/events.js';
 import type { EngineCommand, HeartbeatRequest, HeartbeatResponse } from '../../shared/schemas/engine-api.js';
 import type { Call } from '../../shared/types.js';
-import { EngineApi, type Paired } from '../../window/src/api.js';
+import { EngineApi, REQUEST_TIMEOUT_MS, type Paired } from '../../window/src/api.js';
 import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
 import { Engine, type EngineSocketLike } from '../../window/src/engine.js';
@@ -62,7 +62,7 @@ const command = (command_id: number, kind: EngineCommand['kind'], digits: string
 
 /** A scripted server: heartbeat answers, claims, hangups; every request is recorded. */
 class FakeServer {
-  readonly requests: Array<{ path: string; body: any; headers: Record<string, string>; keepalive: boolean }> = [];
+  readonly requests: Array<{ path: string; body: any; headers: Record<string, string>; keepalive: boolean; signal?: AbortSignal | null }> = [];
   queue: Array<Partial<HeartbeatResponse>> = [];
   current: Call | null = null;
   /** the engine heartbeat answers carry (default: the paired one) */
@@ -73,6 +73,8 @@ class FakeServer {
   /** seconds, for a 429 heartbeat answer's Retry-After */
   heartbeatRetryAfter = 0;
   voiceTtlS = 3600;
+  /** how many heartbeats from now are never answered (their abort ignored: a proxy holding the connection) */
+  hangHeartbeats = 0;
 
   answer(extra: Partial<HeartbeatResponse> = {}): HeartbeatResponse {
     return { ok: true, engine: this.engine ?? paired().engine, commands: [], dial_requests: [], call: this.current, heartbeat_ms: 15_000, server_time: Math.floor(Date.now() / 1000), ...extra };
@@ -100,7 +102,11 @@ class FakeServer {
   fetch = vi.fn(async (url: string | URL | Request, init?: RequestInit) => {
     const path = String(url).slice(BASE.length);
     const body = init?.body ? JSON.parse(String(init.body)) : undefined;
-    this.requests.push({ path, body, headers: (init?.headers ?? {}) as Record<string, string>, keepalive: init?.keepalive === true });
+    this.requests.push({ path, body, headers: (init?.headers ?? {}) as Record<string, string>, keepalive: init?.keepalive === true, signal: init?.signal });
+    if (path === '/engine/heartbeat' && this.hangHeartbeats > 0) {
+      this.hangHeartbeats -= 1;
+      return new Promise<Response>(() => {});
+    }
     const result = this.respond(path, body);
     return new Response(JSON.stringify(result.body), { status: result.status, headers: result.headers });
   });
@@ -480,6 +486,23 @@ describe('Engine', () => {
     expect(server.heartbeats()).toHaveLength(refused + 1);
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats()).toHaveLength(refused + 2);
+  });
+
+  it('gives up a heartbeat never answered after REQUEST_TIMEOUT_MS, aborting it, and heartbeats on', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.hangHeartbeats = 1;
+    await vi.advanceTimersByTimeAsync(3000);
+    const hung = server.requests.filter((r) => r.path === '/engine/heartbeat').at(-1)!;
+    const count = server.heartbeats().length;
+    // never two at once: the ticks meanwhile wait for it
+    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS - 1);
+    expect(server.heartbeats()).toHaveLength(count);
+    expect(hung.signal?.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(hung.signal?.aborted).toBe(true);
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(server.heartbeats().length).toBeGreaterThanOrEqual(count + 2);
+    expect(instance.model()).toMatchObject({ state: 'ready', message: null }); // answered again: no longer 'reconnecting'
   });
 
   it('stops when a heartbeat is refused with 401', async () => {

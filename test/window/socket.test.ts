@@ -2,7 +2,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Realtime } from '../../shared/types.js';
 import { ApiError } from '../../window/src/api.js';
-import { EngineSocket, type EngineSocketIo, type SocketHandlers } from '../../window/src/socket.js';
+import { EngineSocket, SOCKET_HEALTHY_MS, type EngineSocketIo, type SocketHandlers } from '../../window/src/socket.js';
 import { SOCKET_SILENT_MS } from '../../shared/events.js';
 
 beforeEach(() => {
@@ -105,6 +105,47 @@ describe('EngineSocket', () => {
     expect(io.connect).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(500);
     expect(io.connect).toHaveBeenCalledTimes(1);
+  });
+
+  it("reconnects itself, socket.io-client's reconnection off, after any close it did not ask for", async () => {
+    const { io, connect } = open();
+    expect(connect).toHaveBeenCalledWith(REALTIME.url, expect.objectContaining({ reconnection: false }));
+    io.connected = true;
+    io.fire('connect');
+    io.connected = false;
+    io.fire('disconnect', 'transport close'); // a proxy cut it
+    await vi.advanceTimersByTimeAsync(500);
+    expect(io.connect).toHaveBeenCalledTimes(1);
+    // a transport error on connecting is retried too (socket.io-client would not, its reconnection off)
+    io.fire('connect_error', new Error('websocket error'));
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(io.connect).toHaveBeenCalledTimes(2);
+  });
+
+  it('reconnects a socket dropped right after each handshake ever more slowly; one that stayed up SOCKET_HEALTHY_MS starts from the base again', async () => {
+    const { io } = open();
+    /** Connects, stays up `upMs`, is ended (not final); returns how long it took to reconnect. */
+    const reconnectDelay = async (upMs: number) => {
+      io.connected = true;
+      io.fire('connect');
+      await vi.advanceTimersByTimeAsync(upMs);
+      const connects = io.connect.mock.calls.length;
+      io.fire('ended', { code: 'service_unavailable', final: false, message: 'The state store is unavailable.' });
+      io.connected = false;
+      io.fire('disconnect', 'io server disconnect');
+      let waited = 0;
+      while (io.connect.mock.calls.length === connects) {
+        await vi.advanceTimersByTimeAsync(10);
+        waited += 10;
+      }
+      return waited;
+    };
+    // random() is 0.5 here: half of a cap that doubles from 1 s
+    const delays = [];
+    for (let i = 0; i < 4; i++) delays.push(await reconnectDelay(0));
+    expect(delays).toEqual([500, 1000, 2000, 4000]);
+    expect(await reconnectDelay(SOCKET_HEALTHY_MS - 1)).toBe(8000);
+    expect(await reconnectDelay(SOCKET_HEALTHY_MS)).toBe(500);
   });
 
   it('a handshake refusal marked final stops it; a retryable one the client would not retry is retried', async () => {

@@ -1,7 +1,8 @@
 /**
  * The engine endpoints over fetch (docs/engine-protocol.md). Every refusal becomes an ApiError
  * carrying the envelope's code; a network failure is an ApiError with status 0 and code
- * `unreachable`. The engine token goes in the Authorization header, never in a URL.
+ * `unreachable`, and so is a request not answered within REQUEST_TIMEOUT_MS. The engine token goes
+ * in the Authorization header, never in a URL.
  */
 import type { ErrorCode } from '../../shared/errors.js';
 import { retryAfterMs } from '../../shared/events.js';
@@ -56,6 +57,14 @@ export class ApiError extends Error {
 
 export type Fetch = typeof fetch;
 
+/**
+ * How long a request may take, answer body included. Past it the request is aborted and counts as
+ * unanswered: one heartbeat that hangs would otherwise hold the next ones (never two at once) until
+ * the server took the engine for gone (90 s without a heartbeat), and a hung claim or hangup the
+ * agent's call.
+ */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
 export class EngineApi {
   token: string | null = null;
 
@@ -102,9 +111,26 @@ export class EngineApi {
       if (!this.token) throw new ApiError(401, 'unauthorized', 'The window is not paired.');
       headers.authorization = `Bearer ${this.token}`;
     }
+    const abort = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // A fetch that ignores the abort is not waited for either.
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        abort.abort();
+        reject(new ApiError(0, 'unreachable', 'The click-to-call service did not answer in time.'));
+      }, REQUEST_TIMEOUT_MS);
+    });
+    try {
+      return await Promise.race([this.#exchange<T>(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body), signal: abort.signal }), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #exchange<T>(path: string, init: RequestInit): Promise<T> {
     let response: Response;
     try {
-      response = await this.fetcher(`${this.baseUrl}${path}`, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      response = await this.fetcher(`${this.baseUrl}${path}`, init);
     } catch {
       throw new ApiError(0, 'unreachable', 'The click-to-call service could not be reached.');
     }

@@ -2,7 +2,10 @@
  * The engine's socket to the gateway (shared/events.ts): `work` pushes commands and dial requests,
  * `ended` says why the server closed the connection. Heartbeats and acks can go over it too. An
  * end marked final (replaced, unauthorized, platform_disabled) stops it for good; anything else
- * reconnects with full-jitter backoff. Pushes only accelerate: the heartbeat carries the same work.
+ * reconnects with full-jitter backoff, which this class keeps itself (socket.io-client's own
+ * reconnection is off: it starts its backoff again on every close, so a socket dropped right after
+ * each handshake would come back every second for ever). Pushes only accelerate: the heartbeat
+ * carries the same work.
  */
 import type { Socket } from 'socket.io-client';
 import { SocketDoubt } from '../../shared/socket-doubt.js';
@@ -14,7 +17,7 @@ import { ApiError, type CommandAck, type HeartbeatRequest, type HeartbeatRespons
 export type EngineSocketIo = Socket<EngineServerEvents, EngineClientEvents>;
 
 /** socket.io-client's io(), injectable for tests. */
-export type Connect = (url: string, options: { path: string; auth: { token: string }; reconnectionDelayMax: number; withCredentials: boolean }) => EngineSocketIo;
+export type Connect = (url: string, options: { path: string; auth: { token: string }; reconnection: false; withCredentials: boolean }) => EngineSocketIo;
 
 export interface SocketHandlers {
   onUp(): void;
@@ -27,6 +30,12 @@ export interface SocketHandlers {
 const REPLY_TIMEOUT_MS = 10_000;
 const BACKOFF_BASE_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
+/**
+ * A socket proves healthy by staying up this long (a server ping interval): only then does its
+ * backoff start again from the base. One the server or a proxy drops right after the handshake
+ * is reconnected ever more slowly instead.
+ */
+export const SOCKET_HEALTHY_MS = 10_000;
 
 /** Statuses of the codes a socket reply may carry, so callers treat them like REST refusals. */
 const STATUS_OF: Record<string, number> = { unauthorized: 401, platform_disabled: 403, integration_disabled: 403, agent_disabled: 403, agent_not_assigned: 403, agent_unknown: 404, rate_limited: 429 };
@@ -37,6 +46,8 @@ export class EngineSocket {
   readonly #random: () => number;
   #stopped = false;
   #attempt = 0;
+  /** when the socket connected (ms); null while it is not */
+  #upSince: number | null = null;
   #retry: ReturnType<typeof setTimeout> | undefined;
   /** whether the socket, connected, still carries what it should (shared/socket-doubt.ts); in doubt, the engine heartbeats over REST */
   readonly #doubt: SocketDoubt<ReturnType<typeof setTimeout>>;
@@ -44,7 +55,7 @@ export class EngineSocket {
   constructor(connect: Connect, realtime: Realtime, token: string, handlers: SocketHandlers, random: () => number = Math.random) {
     this.#handlers = handlers;
     this.#random = random;
-    this.#socket = connect(realtime.url, { path: realtime.path, auth: { token }, reconnectionDelayMax: BACKOFF_MAX_MS, withCredentials: false });
+    this.#socket = connect(realtime.url, { path: realtime.path, auth: { token }, reconnection: false, withCredentials: false });
     const socket = this.#socket;
     this.#doubt = new SocketDoubt(systemTimers, {
       doubted: () => handlers.onDown(),
@@ -61,21 +72,24 @@ export class EngineSocket {
     socket.io?.on('packet', heard);
     socket.on('connect', () => {
       heard();
-      this.#attempt = 0;
+      // The backoff is not reset here: see SOCKET_HEALTHY_MS.
+      this.#upSince = Date.now();
       handlers.onUp();
     });
     socket.on('disconnect', (reason) => {
+      if (this.#upSince !== null && Date.now() - this.#upSince >= SOCKET_HEALTHY_MS) this.#attempt = 0;
+      this.#upSince = null;
       this.#doubt.reset();
       handlers.onDown();
-      // The server closed it (after `ended`): socket.io does not reconnect by itself then.
-      if (reason === 'io server disconnect') this.#reconnectLater();
+      // Closed by the server (after `ended`), a proxy or the network. Closed by this side, it was
+      // stopped, or taken for dead (which reconnects itself).
+      if (reason !== 'io client disconnect') this.#reconnectLater();
     });
     socket.on('connect_error', (error: Error & { data?: Partial<SocketEnd> }) => {
       const data = error.data;
       if (data?.final) return this.#final({ code: data.code ?? 'unauthorized', final: true, message: data.message ?? error.message });
-      // A refusal by the server's middleware is not retried by socket.io; transport errors are.
-      // A rate-limited one says how long to wait (retry_after, seconds).
-      if (!socket.active) this.#reconnectLater(retryAfterMs(data?.retry_after));
+      // A rate-limited refusal says how long to wait (retry_after, seconds).
+      this.#reconnectLater(retryAfterMs(data?.retry_after));
     });
     socket.on('work', (work) => handlers.onWork(work));
     socket.on('ended', (end) => {
