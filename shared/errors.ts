@@ -1,9 +1,12 @@
 /**
  * The error catalogue (spec section 7): every machine code a client can receive, its HTTP status
- * and a default message. Codes marked `extension` are not in the spec's table; they cover cases
- * the spec needs but does not name (bad credentials, malformed input, unknown ids) and are
- * documented in docs/errors.md. Nothing outside this table ever reaches a client.
+ * (shared/error-statuses.ts) and a default message. Codes marked `extension` are not in the
+ * spec's table; they cover cases the spec needs but does not name (bad credentials, malformed
+ * input, unknown ids) and are documented in docs/errors.md. Nothing outside this table ever
+ * reaches a client.
  */
+import { ERROR_STATUS, type ErrorCode } from './error-statuses.js';
+
 export interface ErrorSpec {
   status: number;
   message: string;
@@ -11,76 +14,56 @@ export interface ErrorSpec {
   extension?: true;
 }
 
-export const ERROR_CATALOGUE = {
-  // Session codes. The spec leaves their statuses open; the choice is documented in the README.
-  origin_not_allowed: { status: 403, message: 'This origin is not allowed for the integration.' },
-  agent_unknown: { status: 404, message: 'No active member matches the agent identifier.' },
-  agent_ambiguous: { status: 409, message: 'The agent identifier matches more than one member.' },
-  agent_not_assigned: { status: 403, message: 'The member is not covered by the integration.' },
-  agent_disabled: { status: 403, message: 'Calls are disabled for this member.' },
-  identifier_mode: {
-    status: 422,
-    message: "The agent object is missing or malformed, or its type differs from the integration's identifier mode.",
-  },
-  integration_disabled: { status: 403, message: 'The integration is disabled or revoked.' },
-  platform_disabled: { status: 403, message: 'The service is disabled platform-wide.' },
+/** What each code says, and whether this service added it; its status is in ERROR_STATUS. */
+const DETAILS = {
+  // Session codes.
+  origin_not_allowed: { message: 'This origin is not allowed for the integration.' },
+  agent_unknown: { message: 'No active member matches the agent identifier.' },
+  agent_ambiguous: { message: 'The agent identifier matches more than one member.' },
+  agent_not_assigned: { message: 'The member is not covered by the integration.' },
+  agent_disabled: { message: 'Calls are disabled for this member.' },
+  identifier_mode: { message: "The agent object is missing or malformed, or its type differs from the integration's identifier mode." },
+  integration_disabled: { message: 'The integration is disabled or revoked.' },
+  platform_disabled: { message: 'The service is disabled platform-wide.' },
 
-  // Call codes, with the statuses the spec fixes.
-  agent_offline: { status: 409, message: 'The agent has no live call window.' },
-  agent_not_ready: { status: 409, message: "The agent's call window has no microphone." },
-  agent_busy: { status: 409, message: 'The agent is busy on another call.' },
-  outbound_not_allowed: { status: 403, message: 'Outgoing calls are not allowed for this agent.' },
-  invalid_phone_number: { status: 422, message: 'The phone number is not a valid E.164 number.' },
-  destination_not_allowed: { status: 403, message: 'Calls to this destination country are not allowed.' },
-  destination_blocked: { status: 403, message: 'The destination is on the do-not-call list.' },
-  concurrency_limit: { status: 429, message: "The integration's concurrent call limit is reached." },
-  insufficient_balance: { status: 402, message: "The account's balance does not cover a call." },
-  no_caller_id: { status: 422, message: 'No caller ID is configured for this integration.' },
-  idempotency_conflict: {
-    status: 409,
-    message: 'This Idempotency-Key was already used with a different request body.',
-  },
-  rate_limited: { status: 429, message: 'Too many requests; retry after the time in Retry-After.' },
-  hangup_uncertain: {
-    status: 502,
-    message: 'The voice provider could not be reached; the call may still be up. Retry the hangup.',
-  },
-  unreachable: { status: 502, message: 'The click-to-call service could not be reached.' },
+  // Call codes.
+  agent_offline: { message: 'The agent has no live call window.' },
+  agent_not_ready: { message: "The agent's call window has no microphone." },
+  agent_busy: { message: 'The agent is busy on another call.' },
+  outbound_not_allowed: { message: 'Outgoing calls are not allowed for this agent.' },
+  invalid_phone_number: { message: 'The phone number is not a valid E.164 number.' },
+  destination_not_allowed: { message: 'Calls to this destination country are not allowed.' },
+  destination_blocked: { message: 'The destination is on the do-not-call list.' },
+  concurrency_limit: { message: "The integration's concurrent call limit is reached." },
+  insufficient_balance: { message: "The account's balance does not cover a call." },
+  no_caller_id: { message: 'No caller ID is configured for this integration.' },
+  idempotency_conflict: { message: 'This Idempotency-Key was already used with a different request body.' },
+  rate_limited: { message: 'Too many requests; retry after the time in Retry-After.' },
+  hangup_uncertain: { message: 'The voice provider could not be reached; the call may still be up. Retry the hangup.' },
+  unreachable: { message: 'The click-to-call service could not be reached.' },
 
   // Extensions: needed by the contract, not named by it.
-  unauthorized: { status: 401, message: 'The credential is missing, unknown, expired or revoked.', extension: true },
-  ticket_invalid: {
-    status: 401,
-    message: 'The launch ticket is unknown, expired or already used. Open the call window again from the widget.',
-    extension: true,
-  },
-  integration_mismatch: {
-    status: 403,
-    message: 'integration_id does not match the integration of the server key.',
-    extension: true,
-  },
-  control_not_allowed: {
-    status: 403,
-    message: "The integration's policy does not enable this control.",
-    extension: true,
-  },
-  invalid_state: { status: 409, message: "The command does not fit the call's current state.", extension: true },
-  command_failed: { status: 409, message: 'The call window could not carry out the command.', extension: true },
-  invalid_request: { status: 422, message: 'The request is malformed.', extension: true },
-  not_found: { status: 404, message: 'Not found.', extension: true },
-  signature_invalid: { status: 403, message: 'The provider signature is missing or invalid.', extension: true },
-  provider_unavailable: {
-    status: 503,
-    message: 'The voice provider cannot issue a token right now.',
-    extension: true,
-  },
-  service_unavailable: { status: 503, message: 'The service is temporarily unavailable; retry shortly.', extension: true },
-  internal_error: { status: 500, message: 'An unexpected error occurred.', extension: true },
-} as const satisfies Record<string, ErrorSpec>;
+  unauthorized: { message: 'The credential is missing, unknown, expired or revoked.', extension: true },
+  ticket_invalid: { message: 'The launch ticket is unknown, expired or already used. Open the call window again from the widget.', extension: true },
+  integration_mismatch: { message: 'integration_id does not match the integration of the server key.', extension: true },
+  control_not_allowed: { message: "The integration's policy does not enable this control.", extension: true },
+  invalid_state: { message: "The command does not fit the call's current state.", extension: true },
+  command_failed: { message: 'The call window could not carry out the command.', extension: true },
+  invalid_request: { message: 'The request is malformed.', extension: true },
+  not_found: { message: 'Not found.', extension: true },
+  signature_invalid: { message: 'The provider signature is missing or invalid.', extension: true },
+  provider_unavailable: { message: 'The voice provider cannot issue a token right now.', extension: true },
+  service_unavailable: { message: 'The service is temporarily unavailable; retry shortly.', extension: true },
+  internal_error: { message: 'An unexpected error occurred.', extension: true },
+} as const satisfies Record<ErrorCode, Omit<ErrorSpec, 'status'>>;
 
-export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+export const ERROR_CATALOGUE = Object.fromEntries(
+  (Object.keys(ERROR_STATUS) as ErrorCode[]).map((code) => [code, { status: ERROR_STATUS[code], ...DETAILS[code] }]),
+) as Record<ErrorCode, ErrorSpec>;
 
-export const ERROR_CODES = Object.keys(ERROR_CATALOGUE) as ErrorCode[];
+export type { ErrorCode };
+
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
 
 /** The spec's error envelope. */
 export interface ErrorEnvelope {

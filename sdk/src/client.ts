@@ -36,6 +36,9 @@ export interface ClientDeps {
 }
 
 const MESSAGE_MS = 10_000;
+/** The fastest the widget polls, whatever a state says: a 0 (a misconfigured node, a proxy's rewrite) would poll in a tight loop. */
+export const MIN_POLL_MS = 1000;
+const pollInterval = (pollMs: number | undefined) => (typeof pollMs === 'number' && Number.isFinite(pollMs) ? Math.max(MIN_POLL_MS, pollMs) : LIMITS.pollMs);
 /**
  * How long requestCall() waits for the integrator's requestCallEndpoint, which itself calls the
  * service. Longer than other requests: it is not retried, and the backend may be slow to look up
@@ -117,7 +120,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       getState: (etag) => this.api<WidgetState>('GET', '/widget/state', undefined, etag ? { 'if-none-match': etag } : {}),
       onSnapshot: (state) => this.onSnapshot(state),
       onStatus: () => this.update(),
-      pollMs: () => this.snapshots.state?.poll_ms ?? LIMITS.pollMs,
+      pollMs: () => pollInterval(this.snapshots.state?.poll_ms),
     });
   }
 

@@ -5,6 +5,7 @@
  * POSTed from the first attempt the socket left unanswered on.
  */
 import type { Command, CommandResult, ErrorEnvelope } from './contract.js';
+import { statusOf } from '../../shared/error-statuses.js';
 import { SdkError, isRejection, isTransient, type HttpAnswer } from './http.js';
 import { fullJitter, type Clock } from './timing.js';
 
@@ -41,9 +42,6 @@ export interface CommandDeps {
   random?: () => number;
 }
 
-/** HTTP statuses of the codes a socket ack can carry, so both paths classify alike. */
-const SOCKET_STATUS: Record<string, number> = { unauthorized: 401, rate_limited: 429, internal_error: 500, hangup_uncertain: 502, service_unavailable: 503 };
-
 const uncertain = (message = 'The hangup could not be confirmed; the call may still be up.') => new SdkError('hangup_uncertain', message, 502);
 
 /** A command that had no usable session within SESSION_WAIT_MS: it was not sent, and never will be. */
@@ -70,7 +68,8 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
         const refusal = (reply ?? {}) as Partial<ErrorEnvelope>;
         const code = refusal.error ?? 'unreachable';
         const retryAfter = typeof refusal.retry_after === 'number' ? refusal.retry_after : undefined;
-        throw new SdkError(code, refusal.message ?? code, SOCKET_STATUS[code] ?? 400, retryAfter);
+        // With the status REST answers the code with, so both paths classify (and retry) alike.
+        throw new SdkError(code, refusal.message ?? code, statusOf(code), retryAfter);
       }
       const answer = await d.viaRest(command);
       if (answer.body && answer.body.ok) return answer.body;

@@ -114,6 +114,7 @@ class Service {
   call: Call | null = null;
   policy = policy();
   realtimeAvailable = true;
+  pollMs = 3000;
   failedCommand: FailedCommand | null = null;
   tokenSeq = 0;
   requests: Array<{ method: string; path: string; headers: Record<string, string>; body: any; signal?: AbortSignal | null }> = [];
@@ -131,7 +132,7 @@ class Service {
       agent: { name: 'Ana', identifier: 'ana@acme.example', type: 'email', department: 'Sales' },
       version: this.version,
       server_time: this.serverTime,
-      poll_ms: 3000,
+      poll_ms: this.pollMs,
       session_expires_at: T0 + 1800,
       realtime: { url: 'https://gw.example', path: '/socket.io', available: this.realtimeAvailable },
       failed_command: this.failedCommand,
@@ -357,6 +358,16 @@ describe('push and polling', () => {
     await vi.advanceTimersByTimeAsync(6000);
     expect(service.sockets).toHaveLength(0);
     expect(service.count('/widget/state')).toBe(3);
+  });
+
+  it('polls no faster than once a second whatever poll_ms a state gives', async () => {
+    service.realtimeAvailable = false;
+    service.pollMs = 0;
+    start();
+    await flush();
+    await vi.advanceTimersByTimeAsync(5000);
+    // at 0 s (its next poll set before the first state came: the default poll_ms), 3, 4 and 5 s
+    expect(service.count('/widget/state')).toBe(4);
   });
 
   /** Starts the client and has its first handshake refused rate_limited, asking it to wait retryAfter seconds (Math.random() is 0.5). */

@@ -52,6 +52,22 @@ describe('sendCommand', () => {
     expect(ids).toEqual(['socket:r-2', 'rest:r-2']);
   });
 
+  it("gives a socket's refusal the status REST answers its code with, and retries what REST's answer would retry", async () => {
+    const refused = (error: string) => () => Promise.resolve({ ok: false as const, error, message: error });
+    const viaRest = vi.fn(async () => answer(done));
+    // as over REST: invalid_state is 409 and final; control_not_allowed 403
+    await expect(sendCommand({ kind: 'mute', request_id: 'r-4' }, deps({ viaSocket: refused('invalid_state'), viaRest }))).rejects.toMatchObject({ code: 'invalid_state', status: 409 });
+    await expect(sendCommand({ kind: 'mute', request_id: 'r-5' }, deps({ viaSocket: refused('control_not_allowed'), viaRest }))).rejects.toMatchObject({ status: 403 });
+    expect(viaRest).not.toHaveBeenCalled();
+    // provider_unavailable is 503 over REST, which is retried: over the socket too (here, over REST once the socket is gone)
+    let socketUp = true;
+    const viaSocket = () => (socketUp ? ((socketUp = false), Promise.resolve({ ok: false as const, error: 'provider_unavailable', message: 'later' })) : null);
+    const result = sendCommand({ kind: 'mute', request_id: 'r-6' }, deps({ viaSocket, viaRest }));
+    await vi.runAllTimersAsync();
+    expect(await result).toEqual(done);
+    expect(viaRest).toHaveBeenCalledTimes(1);
+  });
+
   it('uses the socket ack as the answer, refusals included', async () => {
     const viaSocket = () => Promise.resolve({ ok: false as const, error: 'control_not_allowed', message: 'The policy does not enable mute.' });
     const viaRest = vi.fn();

@@ -8,6 +8,7 @@
  * carries the same work.
  */
 import type { Socket } from 'socket.io-client';
+import { statusOf } from '../../shared/error-statuses.js';
 import { SocketDoubt } from '../../shared/socket-doubt.js';
 import { systemTimers } from '../../shared/timers.js';
 import { retryAfterMs, type EngineClientEvents, type EngineServerEvents, type EngineWork, type SocketEnd, type SocketRefusal } from '../../shared/events.js';
@@ -37,8 +38,6 @@ const BACKOFF_MAX_MS = 30_000;
  */
 export const SOCKET_HEALTHY_MS = 10_000;
 
-/** Statuses of the codes a socket reply may carry, so callers treat them like REST refusals. */
-const STATUS_OF: Record<string, number> = { unauthorized: 401, platform_disabled: 403, integration_disabled: 403, agent_disabled: 403, agent_not_assigned: 403, agent_unknown: 404, rate_limited: 429 };
 
 export class EngineSocket {
   readonly #socket: EngineSocketIo;
@@ -104,7 +103,8 @@ export class EngineSocket {
   /** POST /engine/heartbeat over the socket; rejects like the REST call would. */
   async heartbeat(report: HeartbeatRequest): Promise<HeartbeatResponse> {
     const answer = (await this.#request('heartbeat', report)) as HeartbeatResponse | SocketRefusal;
-    if (!answer.ok) throw new ApiError(STATUS_OF[answer.error] ?? 500, answer.error, answer.message, retryAfterMs(answer.retry_after));
+    // With the status REST answers the code with, so callers treat it as they treat a REST refusal.
+    if (!answer.ok) throw new ApiError(statusOf(answer.error), answer.error, answer.message, retryAfterMs(answer.retry_after));
     return answer;
   }
 
