@@ -13,24 +13,51 @@ import type { Services } from '../services.js';
 
 const MAX_CACHED_ORIGINS = 10_000;
 
+/**
+ * Whether some active integration allows an origin, cached per origin. Requests from an origin not
+ * cached yet that arrive together (a node just started, every agent of a call centre polling) share
+ * one store read; an answer read while an integration changed is not cached, since it may predate
+ * the change.
+ */
 export function createOriginPolicy(services: Services) {
   const cache = new Map<string, boolean>();
+  const reading = new Map<string, Promise<boolean>>();
+  let generation = 0;
   services.bus.subscribe((message) => {
-    if (message.type === 'integration' || message.type === 'resync') cache.clear();
+    if (message.type === 'integration' || message.type === 'resync') {
+      cache.clear();
+      reading.clear();
+      generation += 1;
+    }
   });
+  async function read(origin: string): Promise<boolean> {
+    const readIn = generation;
+    try {
+      const [row] = await services.db.query(
+        `SELECT 1 FROM integrations i JOIN accounts a ON a.id = i.account_id
+         WHERE i.status = 'active' AND a.status = 'active' AND (i.allow_all_origins OR $1 = ANY(i.allowed_origins)) LIMIT 1`,
+        [origin],
+      );
+      if (readIn === generation) {
+        if (cache.size >= MAX_CACHED_ORIGINS) cache.clear();
+        cache.set(origin, Boolean(row));
+      }
+      return Boolean(row);
+    } finally {
+      if (readIn === generation) reading.delete(origin);
+    }
+  }
   return async function isAllowedByAnyIntegration(origin: string): Promise<boolean> {
     const normalized = parseOrigin(origin);
     if (!normalized) return false;
     const known = cache.get(normalized);
     if (known !== undefined) return known;
-    const [row] = await services.db.query(
-      `SELECT 1 FROM integrations i JOIN accounts a ON a.id = i.account_id
-       WHERE i.status = 'active' AND a.status = 'active' AND (i.allow_all_origins OR $1 = ANY(i.allowed_origins)) LIMIT 1`,
-      [normalized],
-    );
-    if (cache.size >= MAX_CACHED_ORIGINS) cache.clear();
-    cache.set(normalized, Boolean(row));
-    return Boolean(row);
+    let answer = reading.get(normalized);
+    if (!answer) {
+      answer = read(normalized);
+      reading.set(normalized, answer);
+    }
+    return answer;
   };
 }
 

@@ -3,8 +3,9 @@
  * - An empty body sent as `application/json` is no body: many HTTP clients label every POST so,
  *   and the routes the spec gives no body (a call's hangup, refresh, revoke, launch-ticket) must not
  *   refuse it. A route that needs a body still refuses its absence through its schema.
- * - What no store can take is refused (shared/schemas/storable.ts): a NUL character in a path
- *   parameter, query or body, or a body nested too deep. Provider webhooks included, whose bodies
+ * - What no store can take is refused (shared/schemas/storable.ts): a NUL character (or half a
+ *   surrogate pair) in a query or body, or a body nested too deep; in a path parameter it names
+ *   nothing (404). Provider webhooks included, whose bodies
  *   are form fields.
  */
 import type { FastifyInstance } from 'fastify';
@@ -21,7 +22,11 @@ export function acceptEmptyJsonBodies(app: FastifyInstance): void {
 
 export function refuseUnstorableInput(app: FastifyInstance): void {
   app.addHook('preValidation', async (request) => {
-    const why = unstorable(request.params) ?? unstorable(request.query) ?? unstorable(request.body);
+    // A path that no store could hold names nothing: not found, as a path not validly encoded is
+    // (spec: GET /calls/{id} answers 200 or 404).
+    const inPath = unstorable(request.params);
+    if (inPath) throw new C2CError('not_found', `No such resource: a part of the path cannot name one (${inPath}).`);
+    const why = unstorable(request.query) ?? unstorable(request.body);
     if (why) throw new C2CError('invalid_request', `The request cannot be taken: ${why}.`);
   });
 }

@@ -31,8 +31,27 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
       },
     },
     transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
+    transformObject: (input) => markOptionalBodies(jsonSchemaTransformObject(input)),
   });
+}
+
+type Document = ReturnType<typeof jsonSchemaTransformObject>;
+
+/**
+ * @fastify/swagger marks every request body required. A body whose schema takes null may be left
+ * out altogether (shared/schemas/engine-api.ts, optionalBody: the engine's hangup and close), and
+ * the document says so.
+ */
+function markOptionalBodies(document: Document): Document {
+  const paths = (document as { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { anyOf?: Array<{ type?: unknown }> } }> } }>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      const body = operation.requestBody;
+      const takesNull = Object.values(body?.content ?? {}).some((media) => media.schema?.anyOf?.some((option) => option.type === 'null'));
+      if (body && takesNull) body.required = false;
+    }
+  }
+  return document;
 }
 
 export function registerOpenApiRoute(app: FastifyInstance): void {

@@ -6,6 +6,7 @@
  * Each test seeds its own tenant, so live calls and balances never leak from one test to the next.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hangupCall } from '../../api/domain/calls/hangup.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -433,5 +434,9 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
     }
     await expectError(post(7, '+12025550124'), 409, 'idempotency_conflict');
     expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(KEYS);
+  });
+
+  it('answers a hangup of a call deleted since it was looked up (the retention pass) as not found, not a 500', async () => {
+    await expect(hangupCall(h.services, 'ci_deleted_meanwhile')).rejects.toMatchObject({ code: 'not_found' });
   });
 });

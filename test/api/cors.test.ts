@@ -1,5 +1,5 @@
 /** CORS on the widget API (spec section 5, rule 4): only origins some active integration allows. */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { setAllowAllOrigins, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
@@ -43,6 +43,25 @@ describe.each(storeDrivers())('widget CORS on %s', (driver) => {
     expect((await preflight(ORIGIN)).headers['access-control-allow-origin']).toBeUndefined();
     await setIntegrationEnabled(deps(), t.integrationId, true);
     expect((await preflight(ORIGIN)).headers['access-control-allow-origin']).toBe(ORIGIN);
+  });
+
+  it('reads the store once for requests from a new origin arriving together, and again after an integration changes', async () => {
+    const query = vi.spyOn(h.services.db, 'query');
+    const originReads = () => query.mock.calls.filter(([sql]) => String(sql).includes('allowed_origins')).length;
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, () => preflight('https://together.example')));
+      expect(answers.every((res) => res.headers['access-control-allow-origin'] === undefined)).toBe(true);
+      expect(originReads()).toBe(1);
+      await preflight('https://together.example');
+      expect(originReads()).toBe(1);
+      // a change forgets every answer, and one being read: the next request reads again
+      await setAllowAllOrigins(deps(), t.integrationId, true);
+      expect((await preflight('https://together.example')).headers['access-control-allow-origin']).toBe('https://together.example');
+      expect(originReads()).toBe(2);
+    } finally {
+      query.mockRestore();
+      await setAllowAllOrigins(deps(), t.integrationId, false);
+    }
   });
 
   it("admits the service's own site on the engine endpoints (a call window not on the API's origin)", async () => {

@@ -47,4 +47,12 @@ describe('GET /developers/click2call/openapi.json', () => {
     expect(schemas.CallRequest.properties.contact_reference.maxLength).toBe(120);
     expect(schemas.Call.properties.status.enum).toContain('no_answer');
   });
+
+  it('marks a body required only where the route needs one', () => {
+    const body = (path: string) => doc.paths[`/api/v1/click2call${path}`].post.requestBody;
+    expect(body('/engine/hangup').required).toBe(false);
+    expect(body('/engine/close').required).toBe(false);
+    expect(body('/engine/heartbeat').required).toBe(true);
+    expect(body('/calls').required).toBe(true);
+  });
 });

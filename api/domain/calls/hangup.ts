@@ -21,7 +21,12 @@ export interface HangupDeps {
 
 export async function hangupCall({ db, clock, providers }: HangupDeps, callId: string, reason: EndReason = 'hangup'): Promise<{ call: CallRow; changes: Changes }> {
   const changes = new Changes();
-  const read = async () => (await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [callId]))[0]!;
+  const read = async () => {
+    const [row] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [callId]);
+    // Gone since the caller found it: only the retention pass deletes calls, and only long-ended ones.
+    if (!row) throw new C2CError('not_found', 'No such call.');
+    return row;
+  };
   let call = await read();
   if (isTerminal(call.status)) return { call, changes };
 
