@@ -12,6 +12,7 @@ import { LIMITS } from '../shared/limits.js';
 import { trustOf } from './http/client-address.js';
 import { useApiCors } from './http/cors.js';
 import { frameworkError, registerErrorHandling, sendError } from './http/errors.js';
+import { refuseWhileClosing } from './http/closing.js';
 import { acceptEmptyJsonBodies, refuseUnstorableInput } from './http/inputs.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
@@ -67,8 +68,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     requestTimeout: REQUEST_TIMEOUT_MS,
     frameworkErrors: frameworkError,
     // Stopping (serve.ts): idle kept-alive connections close at once, requests in flight finish
-    // (new ones on their connections get 503); serve.ts cuts what is still running after a bound.
-    return503OnClosing: true,
+    // (new ones on their connections get 503, in the envelope: refuseWhileClosing); serve.ts cuts
+    // what is still running after a bound.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     // Polls and heartbeats arrive by the thousand; request lines are logged only when debugging.
     logController: new LogController({
@@ -78,6 +80,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  refuseWhileClosing(app);
   acceptEmptyJsonBodies(app);
   refuseUnstorableInput(app);
   // Optionally shed load with a retryable 503 rather than queue requests behind a stalled event loop.

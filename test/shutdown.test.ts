@@ -3,6 +3,7 @@
  * flight finish and answers them, instead of cutting their connections; it takes no new ones, and
  * closes its store only after. A request is held in flight by a lock on the table it writes.
  */
+import { connect } from 'node:net';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../api/config.js';
@@ -45,6 +46,47 @@ describe.skipIf(!postgresUrl())('a node told to stop', () => {
       await closed;
       const [row] = (await other.query('SELECT count(*)::int AS n FROM widget_sessions')).rows;
       expect(row.n).toBe(1);
+    } finally {
+      await other.end();
+      await node.close();
+      await database.drop();
+    }
+  });
+
+  it('tells a request that arrives on a kept-alive connection while it stops to retry elsewhere, in the envelope', async () => {
+    const database = await createPgDatabase();
+    const node = await startNode(loadConfig({ DATABASE_URL: database.url, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: '0', LOG_LEVEL: 'silent' }), { logger: false });
+    const other = new pg.Client({ connectionString: database.url });
+    await other.connect();
+    try {
+      const t = await seedTenant(node.services);
+      const body = JSON.stringify({ integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN });
+      const { port } = new URL(node.url);
+      await other.query('BEGIN; LOCK TABLE widget_sessions IN ACCESS EXCLUSIVE MODE');
+      // A request held by the lock keeps its connection open while the node stops; a second one
+      // sent on it then arrives at a node that is stopping.
+      const socket = connect(Number(port), '127.0.0.1');
+      let received = '';
+      socket.on('data', (chunk) => (received += chunk.toString()));
+      const ended = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      socket.write(`POST /api/v1/click2call/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.serverKey}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      await waitFor(async () => {
+        const [row] = (await other.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows;
+        return row.n > 0 || undefined;
+      }, 'the request waiting on the lock', 5000);
+      const closed = node.close();
+      await waitFor(async () => (node.app!.server.listening ? undefined : true), 'the API to stop listening', 5000);
+      const arrived = new Promise((resolve) => node.app!.server.once('request', resolve));
+      socket.write(`GET /api/v1/click2call/calls/ci_x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.serverKey}\r\n\r\n`);
+      await arrived; // its answer waits behind the first's (HTTP/1.1 answers in order)
+      await other.query('ROLLBACK');
+      await ended;
+      await closed;
+      const [first, second] = received.split(/(?=HTTP\/1\.1 )/);
+      expect(first).toMatch(/^HTTP\/1\.1 201/);
+      expect(second).toMatch(/^HTTP\/1\.1 503/);
+      expect(second).toMatch(/retry-after: 1/i);
+      expect(JSON.parse(second!.slice(second!.indexOf('\r\n\r\n') + 4))).toMatchObject({ ok: false, error: 'service_unavailable' });
     } finally {
       await other.end();
       await node.close();
