@@ -61,7 +61,7 @@ describe.skipIf(!postgresUrl())('a node told to stop', () => {
     try {
       const t = await seedTenant(node.services);
       const body = JSON.stringify({ integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN });
-      const { port } = new URL(node.url);
+      const { port } = new URL(node.url!);
       await other.query('BEGIN; LOCK TABLE widget_sessions IN ACCESS EXCLUSIVE MODE');
       // A request held by the lock keeps its connection open while the node stops; a second one
       // sent on it then arrives at a node that is stopping.

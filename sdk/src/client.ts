@@ -60,7 +60,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private widget: Widget | null = null;
   private shown = { language: '', position: '' };
   private message: { text: string; until: number } | null = null;
-  private openTab: { url: string; name: string } | null = null;
+  /** the call window's address with its ticket, offered as a link when the popup was blocked, until the ticket expires (clock ms) */
+  private openTab: { url: string; name: string; until: number } | null = null;
   private focusFallbackAt = -Infinity;
   private callKey = '';
   private liveCallId: string | null = null;
@@ -183,8 +184,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
         this.launch.start(win);
       },
       onBlocked: (ticket) => {
-        this.openTab = { url: ticket.window_url, name: ticket.window_name };
-        this.say(this.t.popupBlocked, 0, true);
+        // The link carries the ticket: once that has expired, the window it opens could only say so.
+        const ttl = ticket.expires_in * 1000;
+        this.openTab = { url: ticket.window_url, name: ticket.window_name, until: this.d.clock.now() + ttl };
+        this.say(this.t.popupBlocked, ttl, true);
       },
       onError: (error) => {
         this.launch.stop();
@@ -443,6 +446,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     if (this.detached || !this.started) return;
     const now = this.d.clock.now();
     if (this.message && this.message.until <= now) this.message = null;
+    if (this.openTab && this.openTab.until <= now) this.openTab = null;
     this.effects.expire();
     const st = this.snapshots.state;
     const call = st?.call ?? null;
@@ -464,7 +468,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       pending: this.effects.pending,
       duration: this.snapshots.durationOf(call),
       message: this.message?.text ?? null,
-      openTab: this.openTab,
+      openTab: this.openTab && { url: this.openTab.url, name: this.openTab.name },
     });
     // Tick while something on screen depends on time: the call timer, a message, an effect, a launch.
     this.d.clock.cancel(this.tickTimer);

@@ -1198,6 +1198,21 @@ describe('enableCalls', () => {
     expect(q('c2c-state').dataset.state).toBe('enabling');
   });
 
+  it("takes the 'Open in new tab' link away when its ticket expires", async () => {
+    service.set({ engine: null });
+    openResult = () => null;
+    start({ windowMode: 'tab' });
+    await flush();
+    widget.enableCalls();
+    await flush();
+    expect(visible('c2c-open-tab')).toBe(true);
+    await vi.advanceTimersByTimeAsync(600_000 - 1000);
+    expect(visible('c2c-open-tab')).toBe(true);
+    await vi.advanceTimersByTimeAsync(1000); // the ticket's expires_in (600 s)
+    expect(visible('c2c-open-tab')).toBe(false);
+    expect(q('c2c-message').textContent).toBe('');
+  });
+
   it('falls back to the focus command for a live window its name does not reach (opened from an unrelated tab)', async () => {
     store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
     const blank = blankWindow(); // what open('', name) gives when no related window has that name
