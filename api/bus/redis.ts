@@ -84,13 +84,29 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
     if (typeof envelope?.node !== 'string' || typeof envelope.message?.type !== 'string') return;
     if (envelope.node !== node) deliver(envelope.message, false);
   });
+  // A subscriber's 'ready' comes before Redis has taken its subscriptions back: ioredis sends them
+  // again as it turns ready, without waiting for the answer. A message published in between would
+  // be lost while this node took itself for up (and resynced: its caches emptied, then filled again
+  // from the store, to hear of no later change). A PING answered after them says they hold (Redis
+  // answers in order): only then is the subscriber counted back.
+  let adapterSubscribed = true;
+  const whenSubscriptionsHold = (subscriber: typeof sub, back: () => void) => {
+    subscriber.on('ready', () => {
+      subscriber.ping().then(() => {
+        back();
+        recovered();
+      }, () => {}); // closed again: its next 'ready' tries again
+    });
+  };
   sub.on('close', () => void (subscribed = false));
-  sub.on('ready', () => void (subscribed ||= everSubscribed));
+  adapterSub.on('close', () => void (adapterSubscribed = false));
+  whenSubscriptionsHold(sub, () => void (subscribed ||= everSubscribed));
+  whenSubscriptionsHold(adapterSub, () => void (adapterSubscribed = true));
   await sub.subscribe(BUS_CHANNEL);
   subscribed = true;
   everSubscribed = true;
   const state = (): BusState =>
-    subscribed && pub.status === 'ready' && adapterPub.status === 'ready' && adapterSub.status === 'ready' ? 'up' : 'down';
+    subscribed && adapterSubscribed && pub.status === 'ready' && adapterPub.status === 'ready' && adapterSub.status === 'ready' ? 'up' : 'down';
 
   // Any of the four connections can drop on its own (a network blip, Redis closing a subscriber
   // whose output buffer overflowed). While one was down, messages and pushes may have been lost:
@@ -104,10 +120,9 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
     deliver({ type: 'resync' }, true);
     pub.publish(BUS_CHANNEL, JSON.stringify({ node, message: { type: 'resync' } } satisfies Envelope)).catch(() => {});
   };
-  for (const client of [sub, pub, adapterPub, adapterSub]) {
-    client.on('close', () => void (lost = true));
-    client.on('ready', recovered);
-  }
+  for (const client of [sub, pub, adapterPub, adapterSub]) client.on('close', () => void (lost = true));
+  // (the subscribers call it once their subscriptions hold, above)
+  for (const publisher of [pub, adapterPub]) publisher.on('ready', recovered);
 
   return {
     driver: 'redis',

@@ -112,6 +112,18 @@ export function createRedisCounter(redis: Redis, clock: Clock): RateCounter {
     return sent;
   }
 
+  /**
+   * Redis's count, or a failure once ANSWER_WITHIN_MS have passed since the hit. The pipelines go
+   * one after another, each waiting its own ANSWER_WITHIN_MS on a frozen Redis: the hits of the
+   * fifth would otherwise wait five seconds. The count still arriving later is kept (window.known).
+   */
+  function answeredInTime(count: Promise<number>): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const late = clock.after(ANSWER_WITHIN_MS, () => reject(new Error(`Redis did not answer within ${ANSWER_WITHIN_MS} ms`)));
+      count.then(resolve, reject).finally(() => late.cancel());
+    });
+  }
+
   function takeUnsent(window: Window): number {
     const unsent = window.unsent;
     window.unsent = 0;
@@ -150,7 +162,7 @@ export function createRedisCounter(redis: Redis, clock: Clock): RateCounter {
       const estimate = window.known + unacknowledged;
       // written so that a limit that is not a number asks Redis every time
       if (!window.synced || !(estimate * 2 <= limit && unacknowledged <= limit * LOCAL_SHARE)) {
-        return { count: await send(window, takeUnsent(window) + 1), resetMs };
+        return { count: await answeredInTime(send(window, takeUnsent(window) + 1)), resetMs };
       }
       window.unsent += 1;
       dirty.add(window);

@@ -1,4 +1,5 @@
 /** The bus driver suite: in-process and Redis drivers deliver the same messages to every node. */
+import { connect as connectTo, createServer, type AddressInfo, type Socket } from 'node:net';
 import { io as connect } from 'socket.io-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadUws } from '../../gateway/uws.js';
@@ -177,6 +178,52 @@ describe.skipIf(!url)('Redis bus faults', () => {
       await waitFor(() => pair.resyncOnB(false), 5000);
     } finally {
       await pair.close();
+    }
+  });
+
+  it('counts a node back, and resyncs it, only once Redis has taken its subscriptions again: a message published just after reaches it', async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    // Node A reaches Redis through a proxy that, once armed, holds A's re-SUBSCRIBE to the bus
+    // channel for a while (one slow round trip, a busy Redis).
+    let holding = false;
+    const links = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const upstream = connectTo(port, '127.0.0.1');
+      links.add(client);
+      let queue = Promise.resolve();
+      client.on('data', (chunk) => {
+        const held = holding && new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i').test(chunk.toString('latin1'));
+        queue = queue.then(() => (held ? new Promise((resolve) => setTimeout(resolve, 500)) : undefined)).then(() => void upstream.write(chunk));
+      });
+      upstream.on('data', (chunk) => client.write(chunk));
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+        links.delete(client);
+      };
+      for (const side of [client, upstream]) side.on('close', end).on('error', end);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const a = await createRedisBus(`redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+    const b = await createRedisBus(`redis://127.0.0.1:${port}`);
+    try {
+      const heardOnA: BusMessage[] = [];
+      a.subscribe((message) => heardOnA.push(message));
+      holding = true;
+      for (const link of links) link.destroy(); // a network blip on A's connections
+      await waitFor(() => heardOnA.some((m) => m.type === 'resync'), 5000);
+      expect(a.state()).toBe('up');
+      // What A reads after its resync is current until it hears otherwise: it must hear this.
+      b.publish({ type: 'integration', integrationId: 'int_changed' });
+      await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
+    } finally {
+      await a.close();
+      await b.close();
+      for (const link of links) link.destroy();
+      proxy.close();
+      await server.stop();
     }
   });
 

@@ -215,6 +215,24 @@ describe.skipIf(!url)('Redis rate counters across nodes', () => {
     }
   });
 
+  it('gives up on every count within ANSWER_WITHIN_MS of its hit, however many wait on a frozen Redis', async () => {
+    const { server, clock, counter } = await counterOnOwnRedis();
+    try {
+      server.pause();
+      // first hits of new keys, each waiting for Redis's count: more than one pipeline's worth
+      const hits = Array.from({ length: 1200 }, (_, i) => counter.hit(`frozen-many-${Math.random()}-${i}`, 60_000, LIMIT).then((h) => h.count, (error: unknown) => error));
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the first pipeline leaves
+      await clock.advance(ANSWER_WITHIN_MS);
+      const settled = await Promise.race([Promise.all(hits), new Promise((resolve) => setTimeout(() => resolve('still waiting'), 1000))]);
+      expect(settled).not.toBe('still waiting');
+      expect((settled as unknown[]).every((result) => result instanceof Error)).toBe(true);
+    } finally {
+      server.resume();
+      await counter.close();
+      await server.stop();
+    }
+  });
+
   it('ask Redis again for a new window, and drop nothing a closing node holds', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1, 9, 0, 0) + Math.floor(Math.random() * 1e6) * 60_000);
     const [a, b] = await nodes(clock);
