@@ -6,6 +6,9 @@
  * - an engine silent for 90 s is offline, and its calls are ended through the provider (one whose
  *   socket dropped is offline sooner, unless on a call: engines/dropped.ts);
  * - a claimed intent whose provider leg never started fails after 60 s;
+ * - a call whose final provider callback is overdue by 30 s is hung up through the provider and
+ *   ended: inbound unanswered past its ring window, outbound ringing for 30 s, answered past its
+ *   time limit (endOverdue);
  * - the rules on silent engines wait while the store fails and for a grace after it answers again
  *   (LIMITS.storeRecoveryGraceSeconds): a window cannot report to a store that does not answer, so
  *   an outage of 90 s must not end every call when the store comes back;
@@ -23,6 +26,18 @@ import { hangupCall } from './calls/hangup.js';
 import { finishCall } from './calls/lifecycle.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
+
+/**
+ * decided (the spec names none): how long an outbound call may ring. The dial TwiML sets no
+ * timeout, so the provider's own applies: Twilio's <Dial> default of 30 s.
+ */
+export const RING_TIMEOUT_SECONDS = 30;
+/**
+ * decided: how long past the moment the provider ends a call (ring timeout, time limit, inbound ring
+ * window) its final callback may still arrive before the reaper ends the call itself; covers the
+ * provider's own lag and a retried callback.
+ */
+export const PROVIDER_FINAL_CALLBACK_GRACE_SECONDS = 30;
 
 export interface ReaperDeps {
   db: Db;
@@ -71,7 +86,11 @@ export function createReaper(deps: ReaperDeps) {
 
   async function expireQueued(changes: Changes, now: number) {
     const due = await db.query<{ id: string }>(`SELECT id FROM call_intents WHERE status = 'queued' AND expires_at <= $1`, [now]);
-    for (const { id } of due) await db.tx((sql) => finishCall(sql, changes, now, id, { status: 'expired', reason: 'expired', error: 'expired' }));
+    for (const { id } of due) {
+      // still queued: an engine may have claimed it since the select
+      const onlyIfStill = { status: 'queued', withoutProviderCall: true } as const;
+      await db.tx((sql) => finishCall(sql, changes, now, id, { status: 'expired', reason: 'expired', error: 'expired', onlyIfStill }));
+    }
   }
 
   async function orphanStale(changes: Changes, now: number) {
@@ -121,7 +140,41 @@ export function createReaper(deps: ReaperDeps) {
       [now - LIMITS.claimConnectTimeoutSeconds * 1000],
     );
     for (const { id } of stuck) {
-      await db.tx((sql) => finishCall(sql, changes, now, id, { status: 'failed', reason: 'connect_timeout', error: 'connect_timeout' }));
+      // still claimed with no provider call: the browser's connect may have landed since the select,
+      // and a call the voice webhook dialed is no connect timeout (its own rules end it)
+      const onlyIfStill = { status: 'claimed', withoutProviderCall: true } as const;
+      await db.tx((sql) => finishCall(sql, changes, now, id, { status: 'failed', reason: 'connect_timeout', error: 'connect_timeout', onlyIfStill }));
+    }
+  }
+
+  /**
+   * Calls the provider should have ended by now, but whose final callback never came (lost after
+   * the provider's retries, a provider-side outage) while their window keeps heartbeating, so the
+   * silent-engine rules never fire. Each is hung up through the provider (a leg already gone is a
+   * no-op there) and ended:
+   * - an inbound call still `incoming` after its ring window (expires_at) is `no_answer`;
+   * - an outbound call `dialing` or `ringing` RING_TIMEOUT_SECONDS after it was dialed, plus the
+   *   grace, is `no_answer`;
+   * - an answered call past its provider time limit (an inbound one has none: the platform cap),
+   *   plus the grace, is `completed`, billed for the time limit at most (lifecycle.ts).
+   */
+  async function endOverdue(changes: Changes, now: number) {
+    const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
+    const overdue = await db.query<{ id: string; status: string }>(
+      `SELECT id, status FROM call_intents
+       WHERE (status = 'incoming' AND expires_at <= $1)
+          OR (status IN ('dialing', 'ringing') AND dialing_at <= $2)
+          OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4)`,
+      [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace],
+    );
+    for (const call of overdue) {
+      try {
+        const ended = await hangupCall(deps, call.id, call.status === 'connected' ? 'time_limit' : 'ring_timeout');
+        changes.merge(ended.changes);
+      } catch (error) {
+        // The provider is unreachable: the next tick tries again.
+        deps.log?.(`could not end overdue call ${call.id}`, error);
+      }
     }
   }
 
@@ -137,6 +190,7 @@ export function createReaper(deps: ReaperDeps) {
         await endAbandoned(changes, now);
       }
       await failUnconnected(changes, now);
+      await endOverdue(changes, now);
       if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
         prunedAt = now;
         await pruneCommands(db, now, deps.commandRetentionMs);

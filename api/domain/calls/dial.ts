@@ -28,8 +28,14 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
     const [call] = await sql.query<CallRow>('SELECT * FROM call_intents WHERE id = $1 AND account_id = $2 FOR UPDATE', [webhook.to, webhook.biz]);
     if (!call || call.direction !== 'outbound') return { reject: 'unknown intent' };
     const plan = (limit: number) => ({ dial: { number: call.phone_number, callerId: call.caller_id!, timeLimitSeconds: limit, intentId: call.id } });
-    // The provider retrying the same webhook gets the same answer; anything else is a second use.
-    if (call.provider_call_sid === webhook.callSid && call.time_limit_seconds !== null) return plan(call.time_limit_seconds);
+    // Without a CallSid a request cannot be told apart from a retry (nor the call hung up later).
+    if (!webhook.callSid) return { reject: 'no CallSid' };
+    // The provider retrying the same webhook gets the same answer; anything else is a second use. A
+    // retry only makes sense while the first answer may not have reached it (still dialing): once
+    // the call rang, connected or ended, answering <Dial> again would dial the number again, unbilled.
+    if (call.provider_call_sid === webhook.callSid && call.time_limit_seconds !== null) {
+      return call.status === 'dialing' ? plan(call.time_limit_seconds) : { reject: `intent is ${call.status}` };
+    }
     if (call.status !== 'claimed' || call.engine_id === null) return { reject: `intent is ${call.status}` };
     if (webhook.from !== `client:${engineIdentity(call.engine_id)}`) return { reject: 'not the claiming engine' };
     if (webhook.callerId !== call.caller_id) return { reject: 'caller id differs from the intent' };

@@ -1,6 +1,6 @@
 /**
  * Ending a call on request (widget, backend, window, or the service itself). Before a provider leg
- * exists the intent is simply canceled. Otherwise the provider ends the leg through its REST API;
+ * exists the intent is simply canceled (if it still has none when canceled). Otherwise the provider ends the leg through its REST API;
  * only when that succeeds is the call recorded as ended, so an unreachable provider answers
  * hangup_uncertain and never a false "done". The provider's own callback for the same hangup
  * then finds the call ended and changes nothing.
@@ -28,17 +28,29 @@ export async function hangupCall({ db, clock, providers }: HangupDeps, callId: s
     return row;
   };
   let call = await read();
-  if (isTerminal(call.status)) return { call, changes };
-
-  if (call.provider_call_sid === null) {
-    const ended = await db.tx((sql) => finishCall(sql, changes, clock.now(), call.id, { status: endStatusFor(call, reason), reason }));
-    return { call: ended ?? (await read()), changes };
+  // Before a provider leg exists, cancel the intent, but only while it still has none: the voice
+  // webhook may dial it between the read and the update. When the update finds the call moved on,
+  // read it again; a call that gained a provider leg meanwhile is ended through the provider below.
+  // Each retry means the status moved forward, so this ends within a few rounds.
+  while (!isTerminal(call.status) && call.provider_call_sid === null) {
+    const seen = call;
+    const ended = await db.tx((sql) =>
+      finishCall(sql, changes, clock.now(), seen.id, {
+        status: endStatusFor(seen, reason),
+        reason,
+        onlyIfStill: { status: seen.status, withoutProviderCall: true },
+      }),
+    );
+    if (ended) return { call: ended, changes };
+    call = await read();
   }
+  const providerCallSid = call.provider_call_sid;
+  if (isTerminal(call.status) || providerCallSid === null) return { call, changes };
 
   await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2) WHERE id = $1', [call.id, clock.now()]);
   const account = await loadProviderAccount(db, call.account_id);
   try {
-    await providers.byName(call.provider).hangup(account!, call.provider_call_sid);
+    await providers.byName(call.provider).hangup(account!, providerCallSid);
   } catch (error) {
     if (error instanceof ProviderUnreachable) throw new C2CError('hangup_uncertain', undefined, { cause: error });
     throw error;

@@ -36,12 +36,15 @@ export type EndReason =
   | 'connect_timeout'
   | 'integration_revoked'
   | 'declined'
-  | 'time_limit';
+  | 'time_limit'
+  | 'ring_timeout';
 
 /** How a live call ends when someone hangs up or the service ends it: by whether it was answered. */
 export function endStatusFor(call: Pick<CallRow, 'status' | 'answered_at' | 'direction'>, reason: EndReason): CallStatus {
   if (call.answered_at !== null) return 'completed';
   if (reason === 'expired') return 'expired';
+  // rang out with no answer (and no final callback from the provider saying so)
+  if (reason === 'ring_timeout') return 'no_answer';
   if (call.status === 'incoming') return reason === 'hangup' || reason === 'declined' ? 'rejected' : 'no_answer';
   if (reason === 'engine_offline' || reason === 'connect_timeout') return 'failed';
   return 'canceled';
@@ -53,6 +56,12 @@ export interface Finish {
   error?: string | null;
   /** provider's answer time, when the final callback is the first to carry one */
   answeredAt?: number | null;
+  /**
+   * End the call only if it is still as the caller saw it when deciding: in this status, with no
+   * provider call yet. A caller that decided "no provider leg, so no provider hangup" must not end
+   * a call the voice webhook has dialed meanwhile; that leg would stay up, unbilled.
+   */
+  onlyIfStill?: { status: CallStatus; withoutProviderCall: true };
 }
 
 /**
@@ -60,11 +69,17 @@ export interface Finish {
  * was an answered outbound call, and bumps the agent's version.
  */
 export async function finishCall(sql: Sql, changes: Changes, nowMs: number, callId: string, finish: Finish): Promise<CallRow | undefined> {
+  const params: unknown[] = [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null];
+  let stillAsSeen = '';
+  if (finish.onlyIfStill) {
+    params.push(finish.onlyIfStill.status);
+    stillAsSeen = ` AND status = $${params.length} AND provider_call_sid IS NULL`;
+  }
   const [call] = await sql.query<CallRow>(
     `UPDATE call_intents SET status = $2, end_reason = $3, error = coalesce($4, error), ended_at = $5,
        answered_at = coalesce(answered_at, $6), orphaned = false
-     WHERE id = $1 AND status IN (${LIVE_STATUS_LIST}) RETURNING *`,
-    [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null],
+     WHERE id = $1 AND status IN (${LIVE_STATUS_LIST})${stillAsSeen} RETURNING *`,
+    params,
   );
   if (!call) return undefined;
   const billed = call.status === 'completed' ? await bill(sql, call, nowMs) : call;
@@ -72,10 +87,17 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
   return billed;
 }
 
-/** Debits the wallet once per call: the ledger's unique call_id makes a second debit impossible. */
+/**
+ * Debits the wallet once per call: the ledger's unique call_id makes a second debit impossible.
+ * Never for more than the provider time limit: the provider ends the call there, so talk past it
+ * is only a final callback that came late or never (the reaper's time-limit rule, a late hangup),
+ * and the limit is what the wallet was checked to afford.
+ */
 async function bill(sql: Sql, call: CallRow, nowMs: number): Promise<CallRow> {
   if (call.direction !== 'outbound' || call.answered_at === null) return call;
-  const amount = chargeMicros(callDurationSeconds(call, nowMs), call.per_minute_micros);
+  const talkSeconds = callDurationSeconds(call, nowMs);
+  const billedSeconds = call.time_limit_seconds === null ? talkSeconds : Math.min(talkSeconds, call.time_limit_seconds);
+  const amount = chargeMicros(billedSeconds, call.per_minute_micros);
   const inserted = await sql.query(
     `INSERT INTO wallet_ledger (account_id, call_id, amount_micros, reason, created_at) VALUES ($1, $2, $3, 'call', $4)
      ON CONFLICT (call_id) DO NOTHING RETURNING id`,

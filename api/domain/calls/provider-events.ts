@@ -2,6 +2,10 @@
  * Provider status callbacks (ringing, answered, completed, busy, no-answer, failed, canceled)
  * applied to the intent. Forward-only: a duplicate or out-of-order callback changes nothing. The
  * answer time is the provider's (its Timestamp), and the duration is the server's from it.
+ *
+ * Everything is decided from the row locked in the transaction: callbacks for one call arrive
+ * close together and in any order (Twilio does not guarantee order), so a row read before the
+ * transaction may already be stale (an `in-progress` committed meanwhile).
  */
 import type { Clock } from '../../clock.js';
 import type { ProviderCallStatus } from '../../providers/provider.js';
@@ -9,55 +13,88 @@ import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { advanceCall, finishCall } from './lifecycle.js';
+import { isOurLeg, mayTake, providerStep } from './provider-transitions.js';
 
 export interface ProviderEvent {
   callSid: string;
+  /** ParentCallSid, sent for the <Dial> leg of an outbound call */
+  parentCallSid: string | null;
   status: ProviderCallStatus;
   /** the provider's time of the event, Unix ms, when it sent one */
   timestamp: number | null;
+  /** CallDuration in seconds, sent with `completed` */
+  durationSeconds: number | null;
 }
 
-export async function applyProviderEvent(db: Db, clock: Clock, call: CallRow, event: ProviderEvent): Promise<Changes> {
+export interface ProviderEventResult {
+  changes: Changes;
+  /** why the callback changed nothing, for the log */
+  ignored: string | null;
+}
+
+export async function applyProviderEvent(db: Db, clock: Clock, callId: string, event: ProviderEvent): Promise<ProviderEventResult> {
   const changes = new Changes();
   const now = clock.now();
-  // The provider's clock decides the answer moment, but never a moment in the future or before the call.
-  const eventTime = event.timestamp !== null && event.timestamp <= now && event.timestamp >= call.created_at ? event.timestamp : now;
-  await db.tx(async (sql) => {
+  const ignored = await db.tx(async (sql): Promise<string | null> => {
+    const [call] = await sql.query<CallRow>('SELECT * FROM call_intents WHERE id = $1 FOR UPDATE', [callId]);
+    if (!call) return 'unknown call';
+    const step = providerStep(event.status);
+    if (step === null) return null;
+    if (!mayTake(call, step)) return `${event.status} does not apply to a ${call.direction} ${call.status} call`;
+    if (!isOurLeg(call, event.callSid, event.parentCallSid)) return 'CallSid is not this call\'s provider leg';
+    if (call.direction === 'outbound' && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid) {
+      await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
+    }
+    // The provider's clock decides the answer moment, but never a moment in the future or before the call.
+    const eventTime = event.timestamp !== null && event.timestamp <= now && event.timestamp >= call.created_at ? event.timestamp : now;
+    const hungUp = call.hangup_requested_at !== null;
     switch (event.status) {
-      case 'queued':
-      case 'initiated':
-        return;
       case 'ringing':
-        await advanceCall(sql, changes, call.id, 'ringing', { ringing_at: eventTime, provider_leg_sid: event.callSid });
-        return;
+        await advanceCall(sql, changes, call.id, 'ringing', { ringing_at: eventTime });
+        return null;
       case 'in-progress':
-        await advanceCall(sql, changes, call.id, 'connected', { answered_at: eventTime, provider_leg_sid: event.callSid });
-        return;
-      case 'completed':
+        await advanceCall(sql, changes, call.id, 'connected', { answered_at: eventTime });
+        return null;
+      case 'completed': {
+        // A `completed` that overtook `in-progress` still says the call was answered: CallDuration > 0.
+        const answeredAt = call.answered_at ?? answeredFromDuration(call, event, eventTime);
         await finishCall(sql, changes, now, call.id, {
-          status: call.answered_at !== null ? 'completed' : call.hangup_requested_at !== null ? 'canceled' : 'no_answer',
-          reason: call.hangup_requested_at !== null ? 'hangup' : 'far_end',
+          status: answeredAt !== null ? 'completed' : hungUp ? 'canceled' : 'no_answer',
+          reason: hungUp ? 'hangup' : 'far_end',
+          answeredAt,
         });
-        return;
+        return null;
+      }
       case 'busy':
         // An inbound leg that is "busy" was declined by the agent's device.
         await finishCall(sql, changes, now, call.id, call.direction === 'inbound' ? { status: 'rejected', reason: 'declined' } : { status: 'busy', reason: 'provider', error: 'busy' });
-        return;
+        return null;
       case 'no-answer':
         await finishCall(sql, changes, now, call.id, { status: 'no_answer', reason: 'provider', error: 'no_answer' });
-        return;
+        return null;
       case 'failed':
         await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'provider', error: 'provider_failed' });
-        return;
+        return null;
       case 'canceled':
         // An incoming call the agent's side hung up before answering was declined.
-        if (call.direction === 'inbound' && call.status === 'incoming' && call.hangup_requested_at !== null) {
+        if (call.direction === 'inbound' && call.status === 'incoming' && hungUp) {
           await finishCall(sql, changes, now, call.id, { status: 'rejected', reason: 'declined' });
         } else {
-          await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: call.hangup_requested_at !== null ? 'hangup' : 'provider' });
+          await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: hungUp ? 'hangup' : 'provider' });
         }
-        return;
+        return null;
+      default:
+        return null;
     }
   });
-  return changes;
+  return { changes, ignored };
+}
+
+/**
+ * The answer moment implied by a final callback: its time (Timestamp, else now) less CallDuration,
+ * never before the call was dialed. Null when the callback says the call was not answered.
+ */
+function answeredFromDuration(call: CallRow, event: ProviderEvent, endedAt: number): number | null {
+  if (event.durationSeconds === null || event.durationSeconds <= 0) return null;
+  return Math.max(endedAt - event.durationSeconds * 1000, call.dialing_at ?? call.created_at);
 }

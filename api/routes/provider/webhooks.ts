@@ -43,9 +43,11 @@ export const webhookRoutes =
       const form = params(request);
       if (!form.To || !form.Biz || !form.CallerId) throw new C2CError('invalid_request', 'To, Biz and CallerId are required.');
       await verify(request, form.Biz, form);
+      // The provider always sends CallSid; it is what tells a retry from a second use of the intent.
+      if (!form.CallSid) throw new C2CError('invalid_request', 'CallSid is required.');
       if (await services.platform.isDisabled()) return reply.type('text/xml').send(rejectTwiml());
       const { decision, changes } = await consumeForDial(services.db, services.clock, {
-        callSid: form.CallSid ?? '',
+        callSid: form.CallSid,
         from: form.From ?? '',
         to: form.To,
         biz: form.Biz,
@@ -71,16 +73,23 @@ export const webhookRoutes =
       const form = params(request);
       const intentId = (request.query as { intent?: string }).intent;
       if (!intentId) throw new C2CError('invalid_request', 'The intent query parameter is required.');
-      const [call] = await services.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [intentId]);
+      // Read only to find the account whose token signs the callback (it never changes); the
+      // status itself is decided from the row locked inside applyProviderEvent's transaction.
+      const [call] = await services.db.query<Pick<CallRow, 'account_id'>>('SELECT account_id FROM call_intents WHERE id = $1', [intentId]);
       if (!call) throw new C2CError('not_found');
       await verify(request, call.account_id, form);
       if (!form.CallStatus || !STATUSES.has(form.CallStatus) || !form.CallSid) throw new C2CError('invalid_request', 'CallSid and a known CallStatus are required.');
       const timestamp = form.Timestamp ? Date.parse(form.Timestamp) : Number.NaN;
-      const changes = await applyProviderEvent(services.db, services.clock, call, {
+      const duration = typeof form.CallDuration === 'string' && /^\d{1,9}$/.test(form.CallDuration) ? Number(form.CallDuration) : null;
+      const { changes, ignored } = await applyProviderEvent(services.db, services.clock, intentId, {
         callSid: form.CallSid,
+        parentCallSid: typeof form.ParentCallSid === 'string' && form.ParentCallSid !== '' ? form.ParentCallSid : null,
         status: form.CallStatus as ProviderCallStatus,
         timestamp: Number.isFinite(timestamp) ? timestamp : null,
+        durationSeconds: duration,
       });
+      // Answered 204 all the same: the provider would only retry a callback that can never apply.
+      if (ignored) request.log.info({ intent: intentId, status: form.CallStatus, reason: ignored }, 'status callback ignored');
       changes.publish(services.bus);
       return reply.code(204).send();
     });

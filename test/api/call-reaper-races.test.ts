@@ -1,0 +1,238 @@
+/**
+ * Ending a call that moved on while it was being ended, and calls whose provider final callback
+ * never came (spec sections 3 and 8):
+ * - a hangup or a reaper rule that decided on a call with no provider leg ends it only if it still
+ *   has none: a call the voice webhook dialed meanwhile is ended through the provider, or left to
+ *   its own rules, never recorded ended with its leg still up;
+ * - the reaper ends, through the provider, an inbound call still ringing past its ring window, an
+ *   outbound call ringing past the ring timeout, and an answered call past its time limit, each
+ *   30 s (PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) after the provider should have reported it; the
+ *   bill never covers more than the time limit.
+ *
+ * Races are staged with a Db that runs the competing step right after the statement that made the
+ * decision; lost callbacks with a simulator whose status callbacks go nowhere. The reaper does not
+ * run by itself here: tests move the clock and then call tick().
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { hangupCall } from '../../api/domain/calls/hangup.js';
+import { createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, RING_TIMEOUT_SECONDS } from '../../api/domain/reaper.js';
+import { MAGIC_NUMBERS } from '../../api/providers/simulated/behaviours.js';
+import { loadProviderAccount } from '../../api/providers/index.js';
+import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
+import type { Db } from '../../api/store/index.js';
+import { engineIdentity } from '../../shared/prefixes.js';
+import { storeDrivers } from '../helpers/env.js';
+import { command, heartbeat, openSession, launchTicket, readyAgent, requestCall } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { seedTenant, type Tenant } from '../helpers/tenant.js';
+import type { CallRow } from '../../api/domain/views.js';
+
+describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on %s', (driver) => {
+  let h: Harness;
+  let t: Tenant;
+  let api: Client;
+  const simulator = () => h.services.providers.simulator;
+  const row = async (id: string) => (await h.services.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [id]))[0]!;
+  const tick = () => h.services.reaper.tick();
+
+  /** The simulator's webhooks reach the app, except status callbacks when `loseStatus` is set. */
+  function deliverWebhooks(loseStatus: boolean) {
+    simulator().attach(async (path, params, signature) => {
+      if (loseStatus && path.startsWith(PROVIDER_PATHS.status)) return { status: 200, body: '' };
+      const response = await h.app.inject({
+        method: 'POST',
+        url: path,
+        payload: new URLSearchParams(params).toString(),
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature },
+      });
+      return { status: response.statusCode, body: response.body };
+    });
+  }
+
+  /** A Db whose first statement matching `decided` (and returning rows) is followed by `meanwhile`. */
+  function racing(decided: (text: string) => boolean, meanwhile: () => Promise<void>): Db {
+    const db = h.services.db;
+    let fired = false;
+    return {
+      ...db,
+      driver: db.driver,
+      query: async (text, params) => {
+        const rows = await db.query(text, params);
+        if (!fired && decided(text) && rows.length > 0) {
+          fired = true;
+          await meanwhile();
+        }
+        return rows;
+      },
+      tx: (fn, options) => db.tx(fn, options),
+      exec: (script) => db.exec(script),
+      unavailableCount: () => db.unavailableCount(),
+      close: () => db.close(),
+    } as Db;
+  }
+
+  /** A real (not simulated) window: its claim leaves the intent `claimed` until the browser connects. */
+  async function claimedByRealWindow() {
+    const widgetToken = await openSession(api, t);
+    const paired = await api.post('/engine/pair', { ticket: await launchTicket(api, widgetToken), simulated: false });
+    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    const engineToken: string = paired.body.engine_token;
+    await api.post('/engine/voice-token', undefined, { auth: engineToken });
+    await heartbeat(api, engineToken);
+    const requested = await requestCall(api, t);
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    const id: string = requested.body.request_id;
+    const claimed = await api.post('/engine/claim', { request_id: id }, { auth: engineToken });
+    expect(claimed.body.call.status).toBe('claimed');
+    const account = (await loadProviderAccount(h.services.db, t.accountId))!;
+    /** what the browser's Device.connect does: the provider posts the voice webhook and dials */
+    const connect = async () => {
+      await simulator().connect(account, engineIdentity(paired.body.engine.id), claimed.body.connect.params);
+    };
+    return { id, engineToken, connect };
+  }
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  beforeEach(async () => {
+    t = await seedTenant(h.services);
+  });
+
+  // Callbacks flow again, and whatever a test left on the line is hung up through the provider.
+  afterEach(async () => {
+    deliverWebhooks(false);
+    const live = await h.services.db.query<{ id: string; integration_id: string }>(
+      `SELECT id, integration_id FROM call_intents WHERE provider_call_sid IS NOT NULL AND ended_at IS NULL`,
+    );
+    for (const call of live) await h.services.calls.hangupByServer(call.integration_id, call.id);
+  });
+
+  it('a hangup of a claimed call that the voice webhook dials meanwhile ends the dialed leg through the provider', async () => {
+    const { id, connect } = await claimedByRealWindow();
+    const db = racing((text) => text.startsWith('SELECT * FROM call_intents WHERE id'), connect);
+    const ended = await hangupCall({ db, clock: h.clock, providers: h.services.providers }, id, 'hangup');
+    expect(simulator().liveLegs()).toBe(0);
+    expect(ended.call.status).toBe('canceled');
+    const call = await row(id);
+    expect(call.provider_call_sid).not.toBeNull();
+    expect(call.hangup_requested_at).not.toBeNull();
+    await h.clock.advanceSeconds(10); // the simulator would have answered at 3 s
+    expect(await row(id)).toMatchObject({ status: 'canceled', answered_at: null });
+    expect(simulator().liveLegs()).toBe(0);
+  });
+
+  it('the connect timeout spares a claimed call whose browser connect lands as it fires', async () => {
+    const { id, engineToken, connect } = await claimedByRealWindow();
+    await h.clock.advanceSeconds(30);
+    await heartbeat(api, engineToken, { call_id: id });
+    await h.clock.advanceSeconds(30);
+    await heartbeat(api, engineToken, { call_id: id });
+    const db = racing((text) => text.includes("status = 'claimed' AND provider_call_sid IS NULL"), connect);
+    await createReaper({ db, bus: h.services.bus, clock: h.clock, providers: h.services.providers }).tick();
+    expect(await row(id)).toMatchObject({ status: 'dialing', end_reason: null });
+    expect(simulator().liveLegs()).toBe(1);
+    await h.clock.advanceSeconds(3);
+    expect((await row(id)).status).toBe('connected');
+  });
+
+  it('the queued expiry spares an intent claimed as it fires', async () => {
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t);
+    const id: string = requested.body.request_id;
+    await h.clock.advanceSeconds(60);
+    // a claim landing between the reaper's select and its update (staged: the claim itself refuses expired intents)
+    const claim = async () => {
+      await h.services.db.query(`UPDATE call_intents SET status = 'claimed', claimed_at = $2, engine_id = $3 WHERE id = $1`, [
+        id,
+        h.clock.now(),
+        agent.engineId,
+      ]);
+    };
+    const db = racing((text) => text.includes("status = 'queued' AND expires_at"), claim);
+    await createReaper({ db, bus: h.services.bus, clock: h.clock, providers: h.services.providers }).tick();
+    expect(await row(id)).toMatchObject({ status: 'claimed', end_reason: null });
+  });
+
+  it('an answered call whose final callback is lost is ended 30 s past its time limit, and billed for the limit', async () => {
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t);
+    const id: string = requested.body.request_id;
+    await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    await h.clock.advanceSeconds(3);
+    const answered = await row(id);
+    expect(answered.status).toBe('connected');
+    deliverWebhooks(true);
+    const limit = answered.time_limit_seconds!;
+    const endsAt = answered.answered_at! + (limit + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
+    // the window keeps heartbeating (on the call) throughout: no silent-engine rule applies
+    while (h.clock.now() + 60_000 < endsAt) {
+      await h.clock.advanceSeconds(60);
+      await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+      await tick();
+    }
+    await h.clock.advance(endsAt - 1000 - h.clock.now());
+    await tick();
+    expect((await row(id)).status).toBe('connected');
+    const balanceBefore = await balance();
+    await h.clock.advanceSeconds(1);
+    await tick();
+    const ended = await row(id);
+    expect(ended).toMatchObject({ status: 'completed', end_reason: 'time_limit' });
+    expect(Number(ended.charge_micros)).toBe(Math.ceil((limit * Number(ended.per_minute_micros)) / 60));
+    expect(balanceBefore - (await balance())).toBe(Number(ended.charge_micros));
+    expect(simulator().liveLegs()).toBe(0);
+    deliverWebhooks(false);
+    await heartbeat(api, agent.engineToken); // the window is idle again
+    const next = await requestCall(api, t);
+    expect(next.status, JSON.stringify(next.body)).toBe(202);
+  });
+
+  it('an outbound call still ringing with its final callback lost is no_answer 30 s past the 30 s ring timeout', async () => {
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t, { phone_number: MAGIC_NUMBERS.noAnswer });
+    const id: string = requested.body.request_id;
+    await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    const dialedAt = (await row(id)).dialing_at!;
+    await h.clock.advanceSeconds(1);
+    expect((await row(id)).status).toBe('ringing');
+    deliverWebhooks(true); // the provider's no-answer at 31 s never arrives
+    const endsAt = dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
+    await h.clock.advance(endsAt - 1000 - h.clock.now());
+    await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+    await tick();
+    expect((await row(id)).status).toBe('ringing');
+    await h.clock.advanceSeconds(1);
+    await tick();
+    expect(await row(id)).toMatchObject({ status: 'no_answer', end_reason: 'ring_timeout', charge_micros: null });
+    expect(simulator().liveLegs()).toBe(0);
+  });
+
+  it('an inbound call still incoming with its final callback lost is no_answer 30 s past its ring window', async () => {
+    const agent = await readyAgent(api, t);
+    await command(api, agent.widgetToken, { kind: 'availability', request_id: 'available', available: true });
+    await heartbeat(api, agent.engineToken);
+    const inbound = await h.services.calls.injectInbound({ integrationId: t.integrationId, from: '+12025550777' });
+    expect(inbound.status).toBe('incoming');
+    deliverWebhooks(true); // the provider's no-answer at the end of the ring window never arrives
+    const endsAt = (await row(inbound.call_id)).expires_at + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
+    await h.clock.advance(endsAt - 1000 - h.clock.now());
+    await heartbeat(api, agent.engineToken, { call_id: inbound.call_id });
+    await tick();
+    expect((await row(inbound.call_id)).status).toBe('incoming');
+    await h.clock.advanceSeconds(1);
+    await tick();
+    expect(await row(inbound.call_id)).toMatchObject({ status: 'no_answer', end_reason: 'ring_timeout' });
+    expect(simulator().liveLegs()).toBe(0);
+    deliverWebhooks(false);
+    expect((await requestCall(api, t)).status).toBe(202);
+  });
+
+  async function balance(): Promise<number> {
+    const [account] = await h.services.db.query<{ balance_micros: string }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId]);
+    return Number(account!.balance_micros);
+  }
+});

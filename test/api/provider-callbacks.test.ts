@@ -1,0 +1,233 @@
+/**
+ * Provider status callbacks applied in any order and any interleaving (spec section 3): the final
+ * status is decided from the locked row, a `completed` carrying CallDuration means answered even
+ * when it overtakes `in-progress`, callbacks only move calls the provider drives along their
+ * direction's steps and only for the call's own provider leg, and the voice webhook's retry
+ * shortcut answers <Dial> only while the intent is still dialing.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { CALLER_ID, UK_NUMBER, seedTenant, type Tenant } from '../helpers/tenant.js';
+
+const VOICE_PATH = '/api/v1/click2call/provider/voice';
+const statusPath = (intentId: string) => `/api/v1/click2call/provider/status?intent=${encodeURIComponent(intentId)}`;
+
+describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
+  let h: Harness;
+  let api: Client;
+
+  beforeAll(async () => {
+    h = await createHarness(driver);
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+  beforeEach(() => h.clock.advanceSeconds(61));
+
+  async function authTokenOf(accountId: string): Promise<string> {
+    const [row] = await h.services.db.query<{ provider_auth_token: string }>('SELECT provider_auth_token FROM accounts WHERE id = $1', [accountId]);
+    return row!.provider_auth_token;
+  }
+  async function post(path: string, params: WebhookParams, t: Tenant) {
+    const signature = signWebhook(await authTokenOf(t.accountId), h.config.publicBaseUrl + path, params);
+    return api.post(`/${path}`, undefined, {
+      raw: new URLSearchParams(params).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature },
+    });
+  }
+  const signedVoice = (t: Tenant, params: WebhookParams) => post(VOICE_PATH, params, t);
+  const signedStatus = (t: Tenant, id: string, params: WebhookParams) => post(statusPath(id), params, t);
+  const ts = (ms: number) => new Date(ms).toUTCString();
+
+  async function row(id: string) {
+    const [r] = await h.services.db.query<Record<string, any>>('SELECT * FROM call_intents WHERE id = $1', [id]);
+    return r!;
+  }
+  const ledger = (id: string) => h.services.db.query<{ amount_micros: number }>('SELECT amount_micros FROM wallet_ledger WHERE call_id = $1', [id]);
+
+  /** A real (non-simulated) window: the test plays the provider. */
+  async function realAgent(t: Tenant): Promise<Agent> {
+    const widgetToken = await openSession(api, t);
+    const ticket = await launchTicket(api, widgetToken);
+    const paired = await api.post('/engine/pair', { ticket, simulated: false });
+    const engineToken = paired.body.engine_token;
+    await api.post('/engine/voice-token', undefined, { auth: engineToken });
+    expect((await heartbeat(api, engineToken)).body.engine.state).toBe('ready');
+    return { widgetToken, engineToken, engineId: paired.body.engine.id };
+  }
+  async function requestAndClaim(t: Tenant, agent: Agent): Promise<string> {
+    const requested = await requestCall(api, t);
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    const id: string = requested.body.request_id;
+    expect((await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+    return id;
+  }
+  const voiceParams = (t: Tenant, agent: Agent, intentId: string, callSid: string): WebhookParams => ({
+    CallSid: callSid,
+    From: `client:c2c_${agent.engineId}`,
+    To: intentId,
+    Biz: t.accountId,
+    CallerId: CALLER_ID,
+  });
+  /** An outbound call dialed by the voice webhook with parent CallSid `parent`. */
+  async function dialed(t: Tenant, agent: Agent, parent: string): Promise<string> {
+    const id = await requestAndClaim(t, agent);
+    expect((await signedVoice(t, voiceParams(t, agent, id, parent))).body).toContain('<Dial');
+    return id;
+  }
+
+  it('ends an answered call completed and billed when its in-progress and completed callbacks race', async () => {
+    const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
+    const agent = await realAgent(t);
+    for (let i = 0; i < 4; i++) {
+      const id = await dialed(t, agent, `CA-race-${i}`);
+      await h.clock.advanceSeconds(2);
+      const leg = { CallSid: `CA-race-leg-${i}`, ParentCallSid: `CA-race-${i}` };
+      // The completed request reads the call while in-progress is being applied.
+      const [answered, done] = await Promise.all([
+        signedStatus(t, id, { ...leg, CallStatus: 'in-progress' }),
+        signedStatus(t, id, { ...leg, CallStatus: 'completed', CallDuration: '0' }),
+      ]);
+      expect([answered.status, done.status]).toEqual([204, 204]);
+      const r = await row(id);
+      // Whichever commits last, an answered call never ends unanswered and unbilled.
+      if (r.answered_at !== null) {
+        expect(r.status, `round ${i}`).toBe('completed');
+        expect(await ledger(id)).toHaveLength(1);
+      } else {
+        // completed won the lock first: the late in-progress cannot reopen it.
+        expect(r.status, `round ${i}`).toBe('no_answer');
+      }
+      await heartbeat(api, agent.engineToken);
+    }
+  });
+
+  it('decides completed from the locked row: a hangup requested after the route read the call still ends it canceled by hangup', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await realAgent(t);
+    const id = await dialed(t, agent, 'CA-stale');
+    // Deterministic interleaving: right after the status route's own read of the call, a hangup
+    // request is recorded (as hangup.ts does) before the callback is applied.
+    const db = h.services.db;
+    let fired = false;
+    h.services.db = new Proxy(db, {
+      get(target, prop) {
+        if (prop !== 'query') return Reflect.get(target, prop, target);
+        return async (text: string, params?: unknown[]) => {
+          const rows = await target.query(text, params);
+          if (!fired && /FROM call_intents WHERE id = \$1/.test(text)) {
+            fired = true;
+            await target.query('UPDATE call_intents SET hangup_requested_at = $2 WHERE id = $1', [id, h.clock.now()]);
+          }
+          return rows;
+        };
+      },
+    });
+    try {
+      expect((await signedStatus(t, id, { CallSid: 'CA-stale-leg', ParentCallSid: 'CA-stale', CallStatus: 'completed', CallDuration: '0' })).status).toBe(204);
+    } finally {
+      h.services.db = db;
+    }
+    expect(fired).toBe(true);
+    expect(await row(id)).toMatchObject({ status: 'canceled', end_reason: 'hangup' });
+  });
+
+  it('treats a completed with CallDuration > 0 that overtakes in-progress as an answered, billed call', async () => {
+    const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
+    const agent = await realAgent(t);
+    const id = await dialed(t, agent, 'CA-ooo');
+    const t0 = h.clock.now();
+    await h.clock.advanceSeconds(125);
+    const leg = { CallSid: 'CA-ooo-leg', ParentCallSid: 'CA-ooo' };
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'completed', CallDuration: '120', Timestamp: ts(t0 + 125_000) })).status).toBe(204);
+    let r = await row(id);
+    expect(r).toMatchObject({ status: 'completed', end_reason: 'far_end' });
+    expect(Number(r.answered_at)).toBe(t0 + 5_000);
+    // 120 s at 0.01 per minute.
+    expect((await ledger(id)).map((l) => Number(l.amount_micros))).toEqual([-20_000]);
+    // The overtaken callbacks change nothing.
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'ringing', Timestamp: ts(t0 + 1_000) })).status).toBe(204);
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress', Timestamp: ts(t0 + 5_000) })).status).toBe(204);
+    r = await row(id);
+    expect(r.status).toBe('completed');
+    expect(await ledger(id)).toHaveLength(1);
+
+    // Without a Timestamp the answer moment is the server's now less CallDuration.
+    const second = await dialed(t, agent, 'CA-ooo-2');
+    await h.clock.advanceSeconds(90);
+    await signedStatus(t, second, { CallSid: 'CA-ooo-2-leg', ParentCallSid: 'CA-ooo-2', CallStatus: 'completed', CallDuration: '60' });
+    const s = await row(second);
+    expect(s.status).toBe('completed');
+    expect(Number(s.answered_at)).toBe(h.clock.now() - 60_000);
+    expect((await ledger(second)).map((l) => Number(l.amount_micros))).toEqual([-10_000]);
+  });
+
+  it('keeps an incoming call incoming on a ringing callback, so it can still be answered', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const res = await api.post('/simulated/inbound-calls', { integration_id: t.integrationId, from: UK_NUMBER }, { auth: t.serverKey });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const id = res.body.request_id;
+    const sid = (await row(id)).provider_call_sid as string;
+    expect((await signedStatus(t, id, { CallSid: sid, CallStatus: 'ringing' })).status).toBe(204);
+    // Another leg's answer does not connect it either.
+    expect((await signedStatus(t, id, { CallSid: 'CA-not-this-leg', CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await row(id)).status).toBe('incoming');
+    const answer = await command(api, agent.widgetToken, { kind: 'answer', request_id: 'ans-ringing' });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    expect(answer.body.status).toBe('queued');
+  });
+
+  it('ignores callbacks for calls the provider does not drive yet, or from another leg', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await realAgent(t);
+    // queued: no engine has claimed it.
+    const queued = (await requestCall(api, t)).body.request_id;
+    expect((await signedStatus(t, queued, { CallSid: 'CA-fake', CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await signedStatus(t, queued, { CallSid: 'CA-fake', CallStatus: 'completed', CallDuration: '30' })).status).toBe(204);
+    expect((await row(queued)).status).toBe('queued');
+    expect((await api.post(`/calls/${queued}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
+    // claimed: the voice webhook has not dialed it.
+    const claimed = await requestAndClaim(t, agent);
+    expect((await signedStatus(t, claimed, { CallSid: 'CA-fake', CallStatus: 'ringing' })).status).toBe(204);
+    expect((await row(claimed)).status).toBe('claimed');
+    expect((await api.post(`/calls/${claimed}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
+    await heartbeat(api, agent.engineToken);
+
+    // dialing: a leg of another parent call is not this call's.
+    const id = await dialed(t, agent, 'CA-own');
+    expect((await signedStatus(t, id, { CallSid: 'CA-stray', ParentCallSid: 'CA-other', CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await row(id)).status).toBe('dialing');
+    // The first leg of this call binds; another leg cannot drive it after that.
+    expect((await signedStatus(t, id, { CallSid: 'CA-own-leg', ParentCallSid: 'CA-own', CallStatus: 'ringing' })).status).toBe(204);
+    expect((await row(id))).toMatchObject({ status: 'ringing', provider_leg_sid: 'CA-own-leg' });
+    expect((await signedStatus(t, id, { CallSid: 'CA-second-leg', ParentCallSid: 'CA-own', CallStatus: 'busy' })).status).toBe(204);
+    expect((await row(id)).status).toBe('ringing');
+    expect((await signedStatus(t, id, { CallSid: 'CA-own-leg', ParentCallSid: 'CA-own', CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await row(id)).status).toBe('connected');
+  });
+
+  it('answers a voice webhook retry with <Dial> only while dialing, and refuses one without CallSid', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await realAgent(t);
+    const id = await dialed(t, agent, 'CA-retry');
+    expect((await signedVoice(t, voiceParams(t, agent, id, 'CA-retry'))).body).toContain('<Dial');
+    expect((await signedStatus(t, id, { CallSid: 'CA-retry-leg', ParentCallSid: 'CA-retry', CallStatus: 'no-answer' })).status).toBe(204);
+    expect((await row(id)).status).toBe('no_answer');
+    // A replay after the call ended must not dial the number again.
+    const replay = await signedVoice(t, voiceParams(t, agent, id, 'CA-retry'));
+    expect(replay.body).toContain('<Reject');
+    expect(replay.body).not.toContain('<Dial');
+    await heartbeat(api, agent.engineToken);
+
+    // No CallSid: refused, and the intent is not consumed (so no '' "retry" can match it later).
+    const other = await requestAndClaim(t, agent);
+    const { CallSid: _omitted, ...withoutSid } = voiceParams(t, agent, other, 'unused');
+    await expectError(signedVoice(t, withoutSid), 422, 'invalid_request');
+    await expectError(signedVoice(t, withoutSid), 422, 'invalid_request');
+    expect((await row(other))).toMatchObject({ status: 'claimed', provider_call_sid: null });
+  });
+});
