@@ -236,7 +236,34 @@ function clientsMethod(ref: BenchResults, stormClients: number | undefined): str
   );
 }
 
-export function docsBody(main: BenchResults | undefined, capacity: BenchResults | undefined): string {
+/** Where a later run of the full bench goes (BENCH_OUT=push-check): the code since, on the machine then. */
+export const RECHECK_OUT = 'push-check';
+
+/**
+ * A later full run beside the one the section reports, target by target, with what says how fast
+ * its machine was: the baselines and the bench's own clients, whose code did not change.
+ */
+function recheckLines(main: BenchResults, check: BenchResults): string[] {
+  const before = new Map(verdicts(main).map((t) => [t.what, t]));
+  const when = (r: BenchResults) => `${r.ran_at.slice(0, 16).replace('T', ' ')} UTC`;
+  const clientsPerCommand = (r: BenchResults) => r.a?.cpu.per_delivered_command_us.clients;
+  const lines = [
+    `### Re-check (\`${check.command}\`, ${when(check)})`,
+    '',
+    `The full bench run again after later changes, on the machine of that session: ${pct(check.machine_busy_before_start)} busy before the start; raw uWS ${v(check.comparison?.uws.broadcast?.per_message_us_net, ' µs')} of CPU per message (${v(main.comparison?.uws.broadcast?.per_message_us_net, ' µs')} in the run above), 10000 fresh raw uWS connections in ${v(check.comparison?.uws.storm?.seconds, ' s')} (${v(main.comparison?.uws.storm?.seconds, ' s')}), the bench's own clients (unchanged code) ${v(clientsPerCommand(check), ' µs')} of CPU per command (${v(clientsPerCommand(main), ' µs')}); (a)'s machine ${check.a ? pct(check.a.cpu.machine_busy) : '–'} busy (${main.a ? pct(main.a.cpu.machine_busy) : '–'}), our servers' CPU per command net of the idle load ${v(check.a?.cpu.server_per_command_net_us, ' µs')} (${v(main.a?.cpu.server_per_command_net_us, ' µs')}). Raw figures: \`loadtest/results/${RECHECK_OUT}.json\`. Where a machine is slower, its figures are too; what the changes themselves cost shows in our servers' net CPU per command, and where (a)'s machine is saturated its queues, not that work, set the latency (below).`,
+    '',
+    `| target | wanted | run above (${when(main)}) | re-check (${when(check)}) | re-check's verdict |`,
+    '|---|---|---|---|---|',
+  ];
+  for (const t of verdicts(check)) {
+    const then = before.get(t.what);
+    lines.push(`| ${t.what} | ${t.target} | ${then?.value ?? '–'} | ${t.value} | ${t.met === null ? 'not measurable' : t.met ? 'met' : '**MISSED**'} |`);
+  }
+  lines.push('');
+  return lines;
+}
+
+export function docsBody(main: BenchResults | undefined, capacity: BenchResults | undefined, check?: BenchResults): string {
   const lines: string[] = [];
   const ref = main ?? capacity!;
   const stormClients = main?.comparison?.gateway.storm?.cpu?.cpu_s.clients;
@@ -261,6 +288,7 @@ export function docsBody(main: BenchResults | undefined, capacity: BenchResults 
     for (const t of verdicts(main)) lines.push(`| ${t.what} | ${t.target} | ${t.value} | ${t.met === null ? 'not measurable' : t.met ? 'met' : '**MISSED**'} |`);
     lines.push('');
   }
+  if (main && check) lines.push(...recheckLines(main, check));
   const why = limits(main, capacity);
   if (why.length) lines.push('### What limits the missed targets', '', ...why, '');
   lines.push(
