@@ -23,7 +23,8 @@ import type { Db } from '../store/index.js';
 import { Changes } from './changes.js';
 import { ON_ENGINE_STATUS_LIST } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
-import { finishCall } from './calls/lifecycle.js';
+import { endStatusFor, finishCall } from './calls/lifecycle.js';
+import { loadProviderAccount } from '../providers/index.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
 
@@ -128,7 +129,7 @@ export function createReaper(deps: ReaperDeps) {
         const ended = await hangupCall(deps, call.id, 'engine_offline');
         changes.merge(ended.changes);
       } catch (error) {
-        // The provider is unreachable: the next tick tries again.
+        // The provider is unreachable (or the call was deleted meanwhile): the next tick tries again.
         deps.log?.(`could not end call ${call.id} of an offline engine`, error);
       }
     }
@@ -150,8 +151,8 @@ export function createReaper(deps: ReaperDeps) {
   /**
    * Calls the provider should have ended by now, but whose final callback never came (lost after
    * the provider's retries, a provider-side outage) while their window keeps heartbeating, so the
-   * silent-engine rules never fire. Each is hung up through the provider (a leg already gone is a
-   * no-op there) and ended:
+   * silent-engine rules never fire. Each is ended, then hung up through the provider (a leg already
+   * gone is a no-op there):
    * - an inbound call still `incoming` after its ring window (expires_at) is `no_answer`;
    * - an outbound call `dialing` or `ringing` RING_TIMEOUT_SECONDS after it was dialed, plus the
    *   grace, is `no_answer`;
@@ -160,20 +161,26 @@ export function createReaper(deps: ReaperDeps) {
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
-    const overdue = await db.query<{ id: string; status: string }>(
-      `SELECT id, status FROM call_intents
+    const overdue = await db.query<CallRow>(
+      `SELECT * FROM call_intents
        WHERE (status = 'incoming' AND expires_at <= $1)
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2)
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4)`,
       [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace],
     );
     for (const call of overdue) {
+      // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
+      // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,
+      // which keeps a hangup from being reported done before the provider confirms it, would let
+      // it). The provider ended such a call long ago by its own limits; the hangup is a safeguard.
+      const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
+      const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason }));
+      if (!ended?.provider_call_sid) continue;
       try {
-        const ended = await hangupCall(deps, call.id, call.status === 'connected' ? 'time_limit' : 'ring_timeout');
-        changes.merge(ended.changes);
+        const account = await loadProviderAccount(db, ended.account_id);
+        await deps.providers.byName(ended.provider).hangup(account!, ended.provider_call_sid);
       } catch (error) {
-        // The provider is unreachable: the next tick tries again.
-        deps.log?.(`could not end overdue call ${call.id}`, error);
+        deps.log?.(`could not hang up overdue call ${call.id} at the provider`, error);
       }
     }
   }

@@ -32,20 +32,16 @@ export function createOriginPolicy(services: Services) {
   });
   async function read(origin: string): Promise<boolean> {
     const readIn = generation;
-    try {
-      const [row] = await services.db.query(
-        `SELECT 1 FROM integrations i JOIN accounts a ON a.id = i.account_id
-         WHERE i.status = 'active' AND a.status = 'active' AND (i.allow_all_origins OR $1 = ANY(i.allowed_origins)) LIMIT 1`,
-        [origin],
-      );
-      if (readIn === generation) {
-        if (cache.size >= MAX_CACHED_ORIGINS) cache.clear();
-        cache.set(origin, Boolean(row));
-      }
-      return Boolean(row);
-    } finally {
-      if (readIn === generation) reading.delete(origin);
+    const [row] = await services.db.query(
+      `SELECT 1 FROM integrations i JOIN accounts a ON a.id = i.account_id
+       WHERE i.status = 'active' AND a.status = 'active' AND (i.allow_all_origins OR $1 = ANY(i.allowed_origins)) LIMIT 1`,
+      [origin],
+    );
+    if (readIn === generation) {
+      if (cache.size >= MAX_CACHED_ORIGINS) cache.clear();
+      cache.set(origin, Boolean(row));
     }
+    return Boolean(row);
   }
   return async function isAllowedByAnyIntegration(origin: string): Promise<boolean> {
     const normalized = parseOrigin(origin);
@@ -54,7 +50,9 @@ export function createOriginPolicy(services: Services) {
     if (known !== undefined) return known;
     let answer = reading.get(normalized);
     if (!answer) {
-      answer = read(normalized);
+      // forgotten once settled, unless a change forgot it first and another read took its place
+      const settled = (): void => void (reading.get(normalized) === answer && reading.delete(normalized));
+      answer = read(normalized).finally(settled);
       reading.set(normalized, answer);
     }
     return answer;

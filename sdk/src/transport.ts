@@ -35,6 +35,13 @@ export type SocketFactory = (url: string, options: Record<string, unknown>) => M
  */
 export const SOCKET_HEALTHY_MS = 10_000;
 
+/**
+ * A final refusal of the socket this soon after the one that made the session be asked again (the
+ * new token's first handshakes) means the gateway refuses what REST accepts. One much later, after
+ * the socket could not even reach the gateway meanwhile, is judged afresh.
+ */
+export const REFUSED_AGAIN_WITHIN_MS = 60_000;
+
 export interface TransportDeps {
   clock: Clock;
   io: SocketFactory;
@@ -68,6 +75,8 @@ export class Transport {
    * reset by every poll that works, would otherwise re-ask forever).
    */
   private socketReasked = false;
+  /** when (clock ms): a refusal long after, with the socket never up between, is a new one */
+  private reaskedAt = 0;
   /** the token the gateway refused a second time: the socket stays closed until another token */
   private refusedToken: string | null = null;
   private planned = false;
@@ -260,11 +269,12 @@ export class Transport {
     // credential: the session endpoint is asked once more, and its new token reopens the socket.
     // Refused again before it was ever accepted, the socket stays closed until the next token (the
     // refresh) while the widget polls: REST, if it refuses the token too, asks the session itself.
-    if (!isFatal(error) && this.socketReasked) {
+    if (!isFatal(error) && this.socketReasked && this.d.clock.now() - this.reaskedAt < REFUSED_AGAIN_WITHIN_MS) {
       this.refusedToken = this.d.session.token;
       return true;
     }
     this.socketReasked = !isFatal(error);
+    this.reaskedAt = this.d.clock.now();
     void this.d.session.rejected(error);
     return true;
   }

@@ -1,6 +1,7 @@
 /**
  * What any request may carry, before its own schema looks at it (REST bodies, path and query, and
- * socket payloads alike). Each of these is refused as `invalid_request` here:
+ * socket payloads alike). Each of these is refused, as `invalid_request` (in a path parameter it
+ * names nothing: `not_found`, api/http/inputs.ts):
  * - the NUL character: PostgreSQL's text cannot hold it, so it would fail in the store as a 500
  *   (or a webhook's retry loop) instead of a refusal;
  * - half of a UTF-16 surrogate pair (a lone `\ud800`: valid JSON, not Unicode text): jsonb refuses

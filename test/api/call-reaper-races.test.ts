@@ -231,6 +231,22 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect((await requestCall(api, t)).status).toBe(202);
   });
 
+  it("keeps the reaper's outcome when the provider's callback for the reaper's own hangup comes back", async () => {
+    const agent = await readyAgent(api, t);
+    await command(api, agent.widgetToken, { kind: 'availability', request_id: 'available-again', available: true });
+    await heartbeat(api, agent.engineToken);
+    const inbound = await h.services.calls.injectInbound({ integrationId: t.integrationId, from: '+12025550778' });
+    // The provider rings longer than the service's ring window says: the leg is still up when the
+    // reaper ends the call, and the callback for the reaper's hangup arrives. For an incoming call,
+    // a hangup by us reads as the agent declining it; the reaper's outcome must stand.
+    const overdueAt = h.clock.now() - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000 - 1;
+    await h.services.db.query('UPDATE call_intents SET expires_at = $2 WHERE id = $1', [inbound.call_id, overdueAt]);
+    expect(simulator().liveLegs()).toBe(1);
+    await tick();
+    expect(await row(inbound.call_id)).toMatchObject({ status: 'no_answer', end_reason: 'ring_timeout' });
+    expect(simulator().liveLegs()).toBe(0);
+  });
+
   async function balance(): Promise<number> {
     const [account] = await h.services.db.query<{ balance_micros: string }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId]);
     return Number(account!.balance_micros);

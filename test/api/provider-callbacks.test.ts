@@ -201,6 +201,9 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
     const id = await dialed(t, agent, 'CA-own');
     expect((await signedStatus(t, id, { CallSid: 'CA-stray', ParentCallSid: 'CA-other', CallStatus: 'in-progress' })).status).toBe(204);
     expect((await row(id)).status).toBe('dialing');
+    // nor is a leg that names no parent at all (a stray callback of another call of the account)
+    expect((await signedStatus(t, id, { CallSid: 'CA-orphan', CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await row(id))).toMatchObject({ status: 'dialing', provider_leg_sid: null });
     // The first leg of this call binds; another leg cannot drive it after that.
     expect((await signedStatus(t, id, { CallSid: 'CA-own-leg', ParentCallSid: 'CA-own', CallStatus: 'ringing' })).status).toBe(204);
     expect((await row(id))).toMatchObject({ status: 'ringing', provider_leg_sid: 'CA-own-leg' });

@@ -580,15 +580,21 @@ describe('endings and tokens', () => {
     expect(service.sockets).toHaveLength(2);
     expect(service.count('/widget/state')).toBeGreaterThan(20);
     expect(q('c2c-state').dataset.state).toBe('ready');
-    // the refresh's token is tried once on the socket; refused, it does not ask the session again
+    // The refresh's token is tried once on the socket. Refused half an hour after the last
+    // refusal, it is judged afresh (REFUSED_AGAIN_WITHIN_MS): the session is asked once more, and
+    // that token, refused at once, keeps the socket closed again.
     service.serverTime = T0 + 1740;
     await vi.advanceTimersByTimeAsync(1740_000);
     expect(service.count('/widget/refresh')).toBe(1);
     expect(service.sockets).toHaveLength(3);
     refuse(service.sockets[2]!);
+    await flush();
+    expect(service.count('/crm/session')).toBe(3);
+    expect(service.sockets).toHaveLength(4);
+    refuse(service.sockets[3]!);
     await vi.advanceTimersByTimeAsync(60_000);
-    expect(service.count('/crm/session')).toBe(2);
-    expect(service.sockets).toHaveLength(3);
+    expect(service.count('/crm/session')).toBe(3);
+    expect(service.sockets).toHaveLength(4);
     expect(q('c2c-state').dataset.state).toBe('ready');
   });
 

@@ -17,6 +17,7 @@ import type { MicState } from '../../window/src/mic.js';
 import { STORAGE_KEY } from '../../window/src/session.js';
 import type { SocketHandlers } from '../../window/src/socket.js';
 import { TimerTicker } from '../../window/src/ticker.js';
+import { VOICE_RETRY_MS } from '../../window/src/voice.js';
 
 const BASE = 'http://127.0.0.1:8080/api/v1/click2call';
 const SERVER_NOW_S = 1_767_261_600;
@@ -73,6 +74,10 @@ class FakeServer {
   /** seconds, for a 429 heartbeat answer's Retry-After */
   heartbeatRetryAfter = 0;
   voiceTtlS = 3600;
+  /** voice tokens answered 503 provider_unavailable */
+  voiceDown = false;
+  /** every answer this long after its request (a real round trip) */
+  latencyMs = 0;
   /** how many heartbeats from now are never answered (their abort ignored: a proxy holding the connection) */
   hangHeartbeats = 0;
 
@@ -92,6 +97,7 @@ class FakeServer {
       if (this.heartbeatStatus !== 200) return { status: this.heartbeatStatus, body: { ok: false, error: 'unauthorized', message: 'This call window was closed or replaced by a newer one.' } };
       return { status: 200, body: this.answer(this.queue.shift()) };
     }
+    if (path === '/engine/voice-token' && this.voiceDown) return { status: 503, body: { ok: false, error: 'provider_unavailable', message: 'The voice provider cannot issue a token right now.' } };
     if (path === '/engine/voice-token') return { status: 200, body: { ok: true, provider: 'simulated', token: 'sim-token', identity: 'c2c_eng_1', expires_at: Math.floor(Date.now() / 1000) + this.voiceTtlS } };
     if (path === '/engine/claim') return this.claims[body.request_id]?.() ?? { status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } };
     if (path === '/engine/hangup') return this.hangup();
@@ -108,6 +114,7 @@ class FakeServer {
       return new Promise<Response>(() => {});
     }
     const result = this.respond(path, body);
+    if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
     return new Response(JSON.stringify(result.body), { status: result.status, headers: result.headers });
   });
 }
@@ -242,6 +249,39 @@ describe('Engine', () => {
     await vi.advanceTimersByTimeAsync(30_000);
     expect(tokens()).toBe(2);
     expect(spies.updateToken).toHaveBeenCalledWith('sim-token');
+  });
+
+  it('asks again for a voice token the provider could not give at most every few seconds, not after every heartbeat', async () => {
+    // the token held expires within the margin: every heartbeat tick would ask for another
+    const { server } = await engine({ voiceTtlS: 60 });
+    const tokens = () => server.requests.filter((r) => r.path === '/engine/voice-token').length;
+    server.voiceDown = true;
+    server.latencyMs = 20;
+    const before = { tokens: tokens(), heartbeats: server.heartbeats().length };
+    await vi.advanceTimersByTimeAsync(30_000);
+    // each failed attempt is followed by a heartbeat; neither comes once per round trip (1,500 in 30 s)
+    expect(tokens() - before.tokens).toBeGreaterThan(0);
+    expect(tokens() - before.tokens).toBeLessThanOrEqual(30_000 / VOICE_RETRY_MS + 1);
+    expect(server.heartbeats().length - before.heartbeats).toBeLessThanOrEqual(30_000 / VOICE_RETRY_MS + 30_000 / 3000 + 2);
+  });
+
+  it('refuses a mute or digits for another call than the one it holds (handed over again after a gap), and carries out those for its own', async () => {
+    const { instance, server, socket, spies } = await engine();
+    socket.up();
+    server.current = call('connected', { call_id: 'ci_B', request_id: 'ci_B', answered_at: SERVER_NOW_S });
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.onCall).toBe(true);
+    socket.ack.mockResolvedValue(true);
+    socket.work({ commands: [{ ...command(7, 'mute'), call_id: 'ci_OLD' }, { ...command(8, 'dtmf', '1234'), call_id: 'ci_OLD' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.mute).not.toHaveBeenCalled();
+    expect(spies.sendDigits).not.toHaveBeenCalled();
+    const refused = socket.ack.mock.calls.flatMap(([acks]) => acks ?? []);
+    expect(refused).toEqual(expect.arrayContaining([expect.objectContaining({ command_id: 7, result: 'failed' }), expect.objectContaining({ command_id: 8, result: 'failed' })]));
+    socket.work({ commands: [{ ...command(9, 'mute'), call_id: 'ci_B' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.mute).toHaveBeenCalledWith(true);
   });
 
   it('reports enabling and shows a clear message when the microphone is denied', async () => {

@@ -8,6 +8,8 @@ import type { VoiceDriver } from './drivers/types.js';
 
 export interface CommandTarget {
   driver: VoiceDriver | null;
+  /** the call this window holds (or answered), which mute, unmute and dtmf act on */
+  heldCallId: string | null;
   focus(): void;
   setMuted(muted: boolean): void;
   /** the window answered this call: it holds it from now on */
@@ -21,11 +23,20 @@ export interface CommandTarget {
  */
 export const REPORTED_KINDS: ReadonlySet<EngineCommand['kind']> = new Set(['answer', 'decline', 'hangup', 'mute', 'unmute']);
 
+/** The commands that act on the call the device holds, whichever it is. */
+const ON_THE_HELD_CALL: ReadonlySet<EngineCommand['kind']> = new Set(['mute', 'unmute', 'dtmf']);
+
 export async function carryOut(command: EngineCommand, target: CommandTarget): Promise<void> {
   if (command.kind === 'focus') return target.focus();
   if (command.kind === 'availability') return; // the server's own setting
   const driver = target.driver;
   if (!driver?.ready) throw new Error('The voice device is not ready.');
+  // The device acts on the call it holds. A command for another one (queued near the end of a call
+  // and handed over again after a gap, when the next call is up) must not mute it or send it digits.
+  const held = target.heldCallId;
+  if (ON_THE_HELD_CALL.has(command.kind) && command.call_id !== null && held !== null && command.call_id !== held) {
+    throw new Error('The command is for another call than the one this window holds.');
+  }
   switch (command.kind) {
     case 'answer':
       await driver.accept();

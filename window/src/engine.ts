@@ -358,6 +358,7 @@ export class Engine {
   #execute(command: EngineCommand): Promise<void> {
     return carryOut(command, {
       driver: this.#driver,
+      heldCallId: this.#calls.reportId,
       focus: () => this.#deps.focus(),
       setMuted: (muted) => {
         this.#muted = muted;

@@ -10,6 +10,12 @@ import { MESSAGES } from './messages.js';
 
 /** Fetch a new voice token this long before the current one expires. */
 export const VOICE_REFRESH_MARGIN_MS = 5 * 60_000;
+/**
+ * After an attempt that left no usable token (the provider unavailable, a token that expires within
+ * the margin), the next heartbeat tick asks again no sooner than this: every attempt is followed by
+ * a heartbeat, which would otherwise ask again at once, once per round trip.
+ */
+export const VOICE_RETRY_MS = 3000;
 
 export interface VoiceKeeperDeps {
   api: EngineApi;
@@ -26,15 +32,20 @@ export class VoiceKeeper {
   readonly #deps: VoiceKeeperDeps;
   #token: { token: string; expiresAtMs: number } | null = null;
   #inFlight: Promise<void> | null = null;
+  /** server time of the last attempt maybeRefresh started */
+  #triedAtMs = -Infinity;
 
   constructor(deps: VoiceKeeperDeps) {
     this.#deps = deps;
   }
 
-  /** Refreshes when there is no token yet or it expires within the margin (server time). */
+  /** Refreshes when there is no token yet or it expires within the margin (server time), at most every VOICE_RETRY_MS. */
   maybeRefresh(serverNowMs: number): void {
     const token = this.#token;
-    if (!token || serverNowMs >= token.expiresAtMs - VOICE_REFRESH_MARGIN_MS) void this.refresh();
+    if (token && serverNowMs < token.expiresAtMs - VOICE_REFRESH_MARGIN_MS) return;
+    if (this.#inFlight || serverNowMs < this.#triedAtMs + VOICE_RETRY_MS) return;
+    this.#triedAtMs = serverNowMs;
+    void this.refresh();
   }
 
   /** Fetches a token, then starts the driver with it or hands it over. One at a time. */

@@ -29,6 +29,7 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
     if (!call || call.direction !== 'outbound') return { reject: 'unknown intent' };
     const plan = (limit: number) => ({ dial: { number: call.phone_number, callerId: call.caller_id!, timeLimitSeconds: limit, intentId: call.id } });
     // Without a CallSid a request cannot be told apart from a retry (nor the call hung up later).
+    // The route refuses such a webhook (422) before this; kept here for any other caller.
     if (!webhook.callSid) return { reject: 'no CallSid' };
     // The provider retrying the same webhook gets the same answer; anything else is a second use. A
     // retry only makes sense while the first answer may not have reached it (still dialing): once

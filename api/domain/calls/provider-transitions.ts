@@ -41,5 +41,6 @@ export function isOurLeg(call: Pick<CallRow, 'direction' | 'provider_call_sid' |
   if (callSid === call.provider_call_sid || callSid === call.provider_leg_sid) return true;
   if (call.provider_call_sid === null && call.provider_leg_sid === null) return true; // nothing stored to match
   if (call.direction !== 'outbound' || call.provider_leg_sid !== null) return false;
-  return parentCallSid === null || parentCallSid === call.provider_call_sid;
+  // only a leg of this call's own parent is bound: a stray callback (another call of the account) is not
+  return parentCallSid !== null && parentCallSid === call.provider_call_sid;
 }
