@@ -6,15 +6,13 @@
  * shortcut answers <Dial> only while the intent is still dialing.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
+import type { WebhookParams } from '../../api/providers/signature.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
-import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
+import { command, heartbeat, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { providerWebhooks, realAgent, requestAndClaim } from '../helpers/provider.js';
 import { CALLER_ID, UK_NUMBER, seedTenant, type Tenant } from '../helpers/tenant.js';
-
-const VOICE_PATH = '/api/v1/click2call/provider/voice';
-const statusPath = (intentId: string) => `/api/v1/click2call/provider/status?intent=${encodeURIComponent(intentId)}`;
 
 describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
   let h: Harness;
@@ -27,19 +25,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
   afterAll(() => h.close());
   beforeEach(() => h.clock.advanceSeconds(61));
 
-  async function authTokenOf(accountId: string): Promise<string> {
-    const [row] = await h.services.db.query<{ provider_auth_token: string }>('SELECT provider_auth_token FROM accounts WHERE id = $1', [accountId]);
-    return row!.provider_auth_token;
-  }
-  async function post(path: string, params: WebhookParams, t: Tenant) {
-    const signature = signWebhook(await authTokenOf(t.accountId), h.config.publicBaseUrl + path, params);
-    return api.post(`/${path}`, undefined, {
-      raw: new URLSearchParams(params).toString(),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signature },
-    });
-  }
-  const signedVoice = (t: Tenant, params: WebhookParams) => post(VOICE_PATH, params, t);
-  const signedStatus = (t: Tenant, id: string, params: WebhookParams) => post(statusPath(id), params, t);
+  const { signedVoice, signedStatus } = providerWebhooks(() => h, () => api);
   const ts = (ms: number) => new Date(ms).toUTCString();
 
   async function row(id: string) {
@@ -48,23 +34,6 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
   }
   const ledger = (id: string) => h.services.db.query<{ amount_micros: number }>('SELECT amount_micros FROM wallet_ledger WHERE call_id = $1', [id]);
 
-  /** A real (non-simulated) window: the test plays the provider. */
-  async function realAgent(t: Tenant): Promise<Agent> {
-    const widgetToken = await openSession(api, t);
-    const ticket = await launchTicket(api, widgetToken);
-    const paired = await api.post('/engine/pair', { ticket, simulated: false });
-    const engineToken = paired.body.engine_token;
-    await api.post('/engine/voice-token', undefined, { auth: engineToken });
-    expect((await heartbeat(api, engineToken)).body.engine.state).toBe('ready');
-    return { widgetToken, engineToken, engineId: paired.body.engine.id };
-  }
-  async function requestAndClaim(t: Tenant, agent: Agent): Promise<string> {
-    const requested = await requestCall(api, t);
-    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
-    const id: string = requested.body.request_id;
-    expect((await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
-    return id;
-  }
   const voiceParams = (t: Tenant, agent: Agent, intentId: string, callSid: string): WebhookParams => ({
     CallSid: callSid,
     From: `client:c2c_${agent.engineId}`,
@@ -74,14 +43,14 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
   });
   /** An outbound call dialed by the voice webhook with parent CallSid `parent`. */
   async function dialed(t: Tenant, agent: Agent, parent: string): Promise<string> {
-    const id = await requestAndClaim(t, agent);
+    const id = await requestAndClaim(api, t, agent);
     expect((await signedVoice(t, voiceParams(t, agent, id, parent))).body).toContain('<Dial');
     return id;
   }
 
   it('ends an answered call completed and billed when its in-progress and completed callbacks race', async () => {
     const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
-    const agent = await realAgent(t);
+    const agent = await realAgent(api, t);
     for (let i = 0; i < 4; i++) {
       const id = await dialed(t, agent, `CA-race-${i}`);
       await h.clock.advanceSeconds(2);
@@ -107,7 +76,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
 
   it('decides completed from the locked row: a hangup requested after the route read the call still ends it canceled by hangup', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
+    const agent = await realAgent(api, t);
     const id = await dialed(t, agent, 'CA-stale');
     // Deterministic interleaving: right after the status route's own read of the call, a hangup
     // request is recorded (as hangup.ts does) before the callback is applied.
@@ -137,7 +106,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
 
   it('treats a completed with CallDuration > 0 that overtakes in-progress as an answered, billed call', async () => {
     const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
-    const agent = await realAgent(t);
+    const agent = await realAgent(api, t);
     const id = await dialed(t, agent, 'CA-ooo');
     const t0 = h.clock.now();
     await h.clock.advanceSeconds(125);
@@ -183,7 +152,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
 
   it('ignores callbacks for calls the provider does not drive yet, or from another leg', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
+    const agent = await realAgent(api, t);
     // queued: no engine has claimed it.
     const queued = (await requestCall(api, t)).body.request_id;
     expect((await signedStatus(t, queued, { CallSid: 'CA-fake', CallStatus: 'in-progress' })).status).toBe(204);
@@ -191,7 +160,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
     expect((await row(queued)).status).toBe('queued');
     expect((await api.post(`/calls/${queued}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
     // claimed: the voice webhook has not dialed it.
-    const claimed = await requestAndClaim(t, agent);
+    const claimed = await requestAndClaim(api, t, agent);
     expect((await signedStatus(t, claimed, { CallSid: 'CA-fake', CallStatus: 'ringing' })).status).toBe(204);
     expect((await row(claimed)).status).toBe('claimed');
     expect((await api.post(`/calls/${claimed}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
@@ -215,7 +184,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
 
   it('answers a voice webhook retry with <Dial> only while dialing, and refuses one without CallSid', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
+    const agent = await realAgent(api, t);
     const id = await dialed(t, agent, 'CA-retry');
     expect((await signedVoice(t, voiceParams(t, agent, id, 'CA-retry'))).body).toContain('<Dial');
     expect((await signedStatus(t, id, { CallSid: 'CA-retry-leg', ParentCallSid: 'CA-retry', CallStatus: 'no-answer' })).status).toBe(204);
@@ -227,7 +196,7 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
     await heartbeat(api, agent.engineToken);
 
     // No CallSid: refused, and the intent is not consumed (so no '' "retry" can match it later).
-    const other = await requestAndClaim(t, agent);
+    const other = await requestAndClaim(api, t, agent);
     const { CallSid: _omitted, ...withoutSid } = voiceParams(t, agent, other, 'unused');
     await expectError(signedVoice(t, withoutSid), 422, 'invalid_request');
     await expectError(signedVoice(t, withoutSid), 422, 'invalid_request');

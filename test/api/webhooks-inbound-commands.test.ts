@@ -15,12 +15,10 @@ import { LIMITS } from '../../shared/limits.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
-import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, widgetState, type Agent } from '../helpers/flows.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { providerWebhooks, realAgent, requestAndClaim, statusPath, VOICE_PATH } from '../helpers/provider.js';
 import { CALLER_ID, UK_NUMBER, US_NUMBER, seedTenant, type Tenant } from '../helpers/tenant.js';
-
-const VOICE_PATH = '/api/v1/click2call/provider/voice';
-const statusPath = (intentId: string) => `/api/v1/click2call/provider/status?intent=${encodeURIComponent(intentId)}`;
 
 describe.each(storeDrivers())('provider webhooks, incoming calls and widget commands on %s', (driver) => {
   let h: Harness;
@@ -38,29 +36,7 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   const nowSeconds = () => Math.floor(h.clock.now() / 1000);
 
-  async function authTokenOf(accountId: string): Promise<string> {
-    const [row] = await h.services.db.query<{ provider_auth_token: string }>('SELECT provider_auth_token FROM accounts WHERE id = $1', [accountId]);
-    return row!.provider_auth_token;
-  }
-
-  /** The signature the provider sends for path (with its query) under the configured public URL. */
-  const sign = (authToken: string, path: string, params: WebhookParams) => signWebhook(authToken, h.config.publicBaseUrl + path, params);
-
-  /** A form-encoded provider webhook; signature undefined sends no X-Twilio-Signature header. */
-  function postWebhook(path: string, params: WebhookParams, signature: string | undefined, extraHeaders: Record<string, string> = {}) {
-    const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', ...extraHeaders };
-    if (signature !== undefined) headers['x-twilio-signature'] = signature;
-    return api.post(`/${path}`, undefined, { raw: new URLSearchParams(params).toString(), headers });
-  }
-
-  async function signedVoice(t: Tenant, params: WebhookParams) {
-    return postWebhook(VOICE_PATH, params, sign(await authTokenOf(t.accountId), VOICE_PATH, params));
-  }
-
-  async function signedStatus(t: Tenant, intentId: string, params: WebhookParams) {
-    const path = statusPath(intentId);
-    return postWebhook(path, params, sign(await authTokenOf(t.accountId), path, params));
-  }
+  const { authTokenOf, sign, postWebhook, signedVoice, signedStatus } = providerWebhooks(() => h, () => api);
 
   async function callStatus(t: Tenant, id: string) {
     const res = await api.get(`/calls/${id}`, { auth: t.serverKey });
@@ -91,33 +67,9 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
   }
 
   /** Session → ticket → pair as a real (non-simulated) window → voice token → ready heartbeat. */
-  async function realAgent(t: Tenant): Promise<Agent> {
-    const widgetToken = await openSession(api, t);
-    const ticket = await launchTicket(api, widgetToken);
-    const paired = await api.post('/engine/pair', { ticket, simulated: false });
-    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
-    expect(paired.body.engine.simulated).toBe(false);
-    const engineToken = paired.body.engine_token;
-    expect((await api.post('/engine/voice-token', undefined, { auth: engineToken })).status).toBe(200);
-    const beat = await heartbeat(api, engineToken);
-    expect(beat.status, JSON.stringify(beat.body)).toBe(200);
-    expect(beat.body.engine.state).toBe('ready');
-    return { widgetToken, engineToken, engineId: paired.body.engine.id };
-  }
-
-  /** POST /calls then POST /engine/claim; answers the request id. */
-  async function requestAndClaim(t: Tenant, agent: Agent, body: Record<string, unknown> = {}): Promise<string> {
-    const requested = await requestCall(api, t, body);
-    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
-    const id: string = requested.body.request_id;
-    const claimed = await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
-    expect(claimed.status, JSON.stringify(claimed.body)).toBe(200);
-    return id;
-  }
-
   /** A simulated outbound call to the connected state (the simulator answers 3 s after dialing). */
   async function connectedCall(t: Tenant, agent: Agent): Promise<string> {
-    const id = await requestAndClaim(t, agent);
+    const id = await requestAndClaim(api, t, agent);
     await heartbeat(api, agent.engineToken, { call_id: id });
     await h.clock.advanceSeconds(3);
     expect((await callStatus(t, id)).status).toBe('connected');
@@ -154,8 +106,8 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   it('refuses a voice webhook with a bad, missing or wrong-URL signature with 403 signature_invalid', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
-    const id = await requestAndClaim(t, agent);
+    const agent = await realAgent(api, t);
+    const id = await requestAndClaim(api, t, agent);
     const params = voiceParams(t, agent, id, 'CA-sig-1');
     const token = await authTokenOf(t.accountId);
 
@@ -180,8 +132,8 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   it('consumes a claimed intent exactly once: same answer to a provider retry, <Reject> to any other use', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
-    const id = await requestAndClaim(t, agent);
+    const agent = await realAgent(api, t);
+    const id = await requestAndClaim(api, t, agent);
     // A real window connects itself: the claim alone does not dial.
     expect((await callStatus(t, id)).status).toBe('claimed');
 
@@ -214,9 +166,9 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   it('rejects a voice webhook from another engine or with a caller ID other than the intent\'s', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
+    const agent = await realAgent(api, t);
 
-    const fromOther = await requestAndClaim(t, agent);
+    const fromOther = await requestAndClaim(api, t, agent);
     const other = await signedVoice(t, voiceParams(t, agent, fromOther, 'CA-other-engine', { From: 'client:c2c_eng_someoneelse' }));
     expect(other.status).toBe(200);
     expect(other.body).toContain('<Reject');
@@ -224,7 +176,7 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect((await callStatus(t, fromOther)).status).toBe('claimed');
     expect((await api.post(`/calls/${fromOther}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
 
-    const wrongCallerId = await requestAndClaim(t, agent);
+    const wrongCallerId = await requestAndClaim(api, t, agent);
     const spoofed = await signedVoice(t, voiceParams(t, agent, wrongCallerId, 'CA-caller-id', { CallerId: '+12025550199' }));
     expect(spoofed.status).toBe(200);
     expect(spoofed.body).toContain('<Reject');
@@ -240,8 +192,8 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
   it('rejects a voice webhook naming another account as Biz (signed with that account\'s token)', async () => {
     const t = await seedTenant(h.services);
     const stranger = await seedTenant(h.services);
-    const agent = await realAgent(t);
-    const id = await requestAndClaim(t, agent);
+    const agent = await realAgent(api, t);
+    const id = await requestAndClaim(api, t, agent);
     const params = voiceParams(t, agent, id, 'CA-foreign-biz', { Biz: stranger.accountId });
     const res = await postWebhook(VOICE_PATH, params, sign(await authTokenOf(stranger.accountId), VOICE_PATH, params));
     expect(res.status).toBe(200);
@@ -253,8 +205,8 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   it('moves a call forward only on status callbacks, takes the answer time from Timestamp, and bills once', async () => {
     const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
-    const agent = await realAgent(t);
-    const id = await requestAndClaim(t, agent);
+    const agent = await realAgent(api, t);
+    const id = await requestAndClaim(api, t, agent);
     expect((await signedVoice(t, voiceParams(t, agent, id, 'CA-status'))).body).toContain('<Dial');
     await h.clock.advanceSeconds(5);
 
@@ -307,8 +259,8 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   it('takes the server\'s time as the answer moment when the provider\'s Timestamp is in the future', async () => {
     const t = await seedTenant(h.services);
-    const agent = await realAgent(t);
-    const id = await requestAndClaim(t, agent);
+    const agent = await realAgent(api, t);
+    const id = await requestAndClaim(api, t, agent);
     expect((await signedVoice(t, voiceParams(t, agent, id, 'CA-future'))).body).toContain('<Dial');
     await h.clock.advanceSeconds(3);
     const future = new Date(h.clock.now() + 3600_000).toUTCString();
@@ -520,7 +472,7 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     await expectError(command(api, agent.widgetToken, { kind: 'decline', request_id: 's-decline' }), 409, 'invalid_state');
 
     // An outgoing call is not an incoming one: answer is still refused, mute too until it connects.
-    const id = await requestAndClaim(t, agent);
+    const id = await requestAndClaim(api, t, agent);
     await heartbeat(api, agent.engineToken, { call_id: id });
     await expectError(command(api, agent.widgetToken, { kind: 'answer', request_id: 's-answer-2' }), 409, 'invalid_state');
     await expectError(command(api, agent.widgetToken, { kind: 'mute', request_id: 's-mute-2' }), 409, 'invalid_state');
