@@ -18,6 +18,7 @@ import { STORAGE_KEY } from '../../window/src/session.js';
 import type { SocketHandlers } from '../../window/src/socket.js';
 import { TimerTicker } from '../../window/src/ticker.js';
 import { VOICE_RETRY_MS } from '../../window/src/voice.js';
+import { CLAIM_RETRY_MS } from '../../window/src/dialer.js';
 
 const BASE = 'http://127.0.0.1:8080/api/v1/click2call';
 const SERVER_NOW_S = 1_767_261_600;
@@ -431,6 +432,47 @@ describe('Engine', () => {
     socket.work({ dial_requests: [dial('ci_gone'), dial('ci_1')] });
     await vi.advanceTimersByTimeAsync(0);
     expect(server.requests.filter((r) => r.path === '/engine/claim')).toHaveLength(2);
+  });
+
+  it('connects a call whose claim answer was lost: asks the claim again and gets it, even once a heartbeat lists the call as its own', async () => {
+    const { server, socket, spies, instance } = await engine();
+    const won = () => ({ status: 200, body: { ok: true, call: call('claimed'), connect: { params: { To: 'ci_1', Biz: 'acc_1', CallerId: '+12025550100' } } } });
+    // The server claimed it, then the answer was lost (a proxy's 502); the request is not offered again.
+    server.claims.ci_1 = () => {
+      server.current = call('claimed');
+      server.claims.ci_1 = won;
+      return { status: 502, body: { ok: false, error: 'internal', message: 'Bad gateway.' } };
+    };
+    socket.work({ dial_requests: [{ request_id: 'ci_1', display: call('queued').display, expires_at: SERVER_NOW_S + 60 }] });
+    await vi.advanceTimersByTimeAsync(0);
+    // The heartbeat the push asked for lists the claimed call as the window's; the claim is asked again all the same.
+    expect(server.heartbeats().length).toBeGreaterThan(0);
+    expect(instance.model().call).toMatchObject({ status: 'claimed', live: true });
+    await vi.advanceTimersByTimeAsync(CLAIM_RETRY_MS);
+    expect(server.requests.filter((r) => r.path === '/engine/claim')).toHaveLength(2);
+    expect(spies.connect).toHaveBeenCalledTimes(1);
+    expect(spies.connect).toHaveBeenCalledWith({ To: 'ci_1', Biz: 'acc_1', CallerId: '+12025550100' });
+    await vi.advanceTimersByTimeAsync(CLAIM_RETRY_MS * 5);
+    expect(server.requests.filter((r) => r.path === '/engine/claim')).toHaveLength(2);
+  });
+
+  it('keeps a call it hung up ended when an answer to a heartbeat sent before the hang-up arrives late, listing it live', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model().call).toMatchObject({ status: 'connected', live: true });
+    // The next heartbeat's answer is slow: it describes the call as it was before the hang-up.
+    server.latencyMs = 1000;
+    await vi.advanceTimersByTimeAsync(3000);
+    server.latencyMs = 0;
+    await instance.hangup();
+    server.current = null;
+    expect(instance.model()).toMatchObject({ state: 'ready', call: { status: 'completed', live: false } });
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(instance.onCall).toBe(false);
+    expect(instance.model()).toMatchObject({ state: 'ready', call: { status: 'completed', live: false } });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.call_id).toBeNull();
   });
 
   it('follows the call from heartbeat answers and shows it ended when the server stops listing it', async () => {

@@ -19,7 +19,11 @@ export interface HeldCall {
 
 export class CallState {
   #current: HeldCall | null = null;
-  /** calls whose device leg ended here: a late heartbeat listing them does not bring them back */
+  /**
+   * Calls that are over for this window: the server gave a final status (a hang-up answer, say), or
+   * their device leg ended here. An answer to a heartbeat sent before that, listing them live,
+   * arrives late and does not bring them back: a call's status never goes from final to live.
+   */
   readonly #released = new Set<string>();
   /** a call answered by command before any answer described it (the push beat the heartbeat) */
   #answered: string | null = null;
@@ -42,6 +46,7 @@ export class CallState {
   update(call: Call, now: number): boolean {
     const live = LIVE_STATUSES.includes(call.status);
     if (live && this.#released.has(call.call_id)) return false;
+    if (!live) this.#released.add(call.call_id);
     const before = this.reportId;
     this.#current = { call, receivedAt: now, ended: !live, lostAt: null };
     this.#answered = null;

@@ -100,7 +100,7 @@ export class Engine {
     this.#scheduler = new HeartbeatScheduler({ ticker: deps.ticker, send: () => this.#beat(), heartbeatMs: paired.heartbeat_ms, fallbackMs: paired.heartbeat_fallback_ms, now: deps.now });
     this.#dialer = new Dialer({
       claim: (id) => deps.api.claim(id),
-      canClaim: () => !this.#stopped && this.#ready() && this.#calls.reportId === null,
+      canClaim: (requestId) => !this.#stopped && this.#ready() && (this.#calls.reportId === null || this.#calls.reportId === requestId),
       onClaimed: (claimed) => this.#take(claimed),
       serverNow: () => this.#serverNow(),
       onError: (error) => {
@@ -438,6 +438,7 @@ export class Engine {
     this.#scheduler.stop();
     this.#deps.ticker.destroy();
     this.#socket?.stop();
+    this.#dialer.stop();
     this.#driver?.destroy();
   }
 

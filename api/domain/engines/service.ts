@@ -125,11 +125,12 @@ export function createEngines(deps: EnginesDeps) {
 
     async claim(context: EngineContext, requestId: string) {
       const provider = providerFor(context);
-      const { call, changes } = await claimIntent(db, clock, context, requestId, provider.name);
+      const { call, changes, fresh } = await claimIntent(db, clock, context, requestId, provider.name);
       changes.publish(bus);
       const params = { To: call.id, Biz: call.account_id, CallerId: call.caller_id ?? '' };
-      if (context.engine.simulated) {
-        // A simulated engine has no voice SDK: the simulator connects for it, as Device.connect would.
+      if (context.engine.simulated && fresh) {
+        // A simulated engine has no voice SDK: the simulator connects for it, as Device.connect would
+        // (once: a repeated claim finds the first connect under way).
         const account = await loadProviderAccount(db, call.account_id);
         await providers.simulator.connect(account!, engineIdentity(context.engine.id), params);
       }
