@@ -13,7 +13,7 @@ import { trustOf } from './http/client-address.js';
 import { useApiCors } from './http/cors.js';
 import { frameworkError, registerErrorHandling, sendError } from './http/errors.js';
 import { refuseWhileClosing } from './http/closing.js';
-import { acceptEmptyJsonBodies, refuseUnstorableInput } from './http/inputs.js';
+import { acceptEmptyJsonBodies, refuseRepeatedHeaders, refuseUnstorableInput } from './http/inputs.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
 import { serverKeyRoutes } from './routes/server/index.js';
@@ -83,6 +83,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   refuseWhileClosing(app);
   acceptEmptyJsonBodies(app);
   refuseUnstorableInput(app);
+  refuseRepeatedHeaders(app);
   // Optionally shed load with a retryable 503 rather than queue requests behind a stalled event loop.
   if (services.config.maxEventLoopDelayMs > 0) {
     await app.register(underPressure, {

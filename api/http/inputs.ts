@@ -7,6 +7,8 @@
  *   surrogate pair) in a query or body, or a body nested too deep; in a path parameter it names
  *   nothing (404). Provider webhooks included, whose bodies
  *   are form fields.
+ * - A header that carries one value may come once: Node joins repeated header lines it does not
+ *   know into one value ("a, b"), so two Idempotency-Keys would silently count as a third key.
  */
 import type { FastifyInstance } from 'fastify';
 import { C2CError } from '../../shared/errors.js';
@@ -28,5 +30,19 @@ export function refuseUnstorableInput(app: FastifyInstance): void {
     if (inPath) throw new C2CError('not_found', `No such resource: a part of the path cannot name one (${inPath}).`);
     const why = unstorable(request.query) ?? unstorable(request.body);
     if (why) throw new C2CError('invalid_request', `The request cannot be taken: ${why}.`);
+  });
+}
+
+/** Headers whose value is one token, never a list. */
+const SINGLE_VALUE_HEADERS = ['idempotency-key'] as const;
+
+export function refuseRepeatedHeaders(app: FastifyInstance): void {
+  // preValidation, as the schema's own header checks: after authentication and rate limits.
+  app.addHook('preValidation', async (request) => {
+    for (const name of SINGLE_VALUE_HEADERS) {
+      // headersDistinct is Node's (fastify.inject's requests lack it: their headers are taken as given)
+      const values = request.raw.headersDistinct?.[name];
+      if (values && values.length > 1) throw new C2CError('invalid_request', `Send the ${name} header once (it came ${values.length} times).`);
+    }
   });
 }

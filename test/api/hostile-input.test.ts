@@ -3,6 +3,7 @@
  * never a 500 or a hang): NUL characters anywhere, JSON nested thousands deep, broken or overlong
  * paths; and what HTTP clients commonly send that must not be refused (an empty body labelled JSON).
  */
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REQUEST_TIMEOUT_MS } from '../../api/app.js';
 import { API_PREFIX } from '../../api/config.js';
@@ -145,5 +146,29 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     // fastify's default is no bound, which let a short body behind a long Content-Length hang.
     expect(h.app.server.requestTimeout).toBe(REQUEST_TIMEOUT_MS);
     expect(REQUEST_TIMEOUT_MS).toBeGreaterThan(0);
+  });
+
+  it('refuses an Idempotency-Key sent twice (Node would join the two into a third key), over a real connection', async () => {
+    const address = await h.app.listen({ port: 0, host: '127.0.0.1' });
+    const post = (keys: string[]) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const body = JSON.stringify({ integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, phone_number: US_NUMBER });
+        const request = http.request(`${address}${API_PREFIX}/calls`, { method: 'POST', headers: { authorization: `Bearer ${t.serverKey}`, 'content-type': 'application/json' } }, (response) => {
+          let text = '';
+          response.on('data', (chunk) => (text += chunk));
+          response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(text) }));
+        });
+        request.setHeader('idempotency-key', keys);
+        request.on('error', reject);
+        request.end(body);
+      });
+    const before = await intents();
+    const twice = await post(['order-1', 'order-2']);
+    expect(twice).toMatchObject({ status: 422, body: { ok: false, error: 'invalid_request' } });
+    expect(twice.body.message).toContain('idempotency-key');
+    expect(await intents()).toBe(before);
+    // Once, the same request is taken.
+    expect(await post(['order-1'])).toMatchObject({ status: 202, body: { ok: true, status: 'queued' } });
+    expect(await intents()).toBe(before + 1);
   });
 });
