@@ -11,6 +11,7 @@ import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
 import { steadyClock, systemClock, type Clock, type Timer } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
+import { localFirst } from './local-first.js';
 import { closeIo, createSocketServer } from './socket-server.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
@@ -44,7 +45,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   // The pushes a node makes in one turn of the event loop (the commands of one shared statement, say) leave in one write.
   const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub', { clock: probeClock }));
   const adapterSub = adapterSubscriber(url, probeClock);
-  const io = createSocketServer({ adapter: createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }) });
+  const io = createSocketServer({ adapter: localFirst(createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' })) });
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
   // connection's commands in order, so the answer to a PING sent after them says they are in

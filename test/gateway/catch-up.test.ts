@@ -164,6 +164,22 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
     await busesAre('up');
   }, 60_000);
 
+  it("pushes a node's own changes to its own sockets at once while Redis is frozen, before anything notices", async () => {
+    const w = widget();
+    const first = await snapshotOf(w);
+    const e = engine();
+    await e.next('work');
+    // Paused, Redis keeps every connection open and answers nothing; the probes' clock stands still,
+    // so nothing takes Redis for down: the SPUBLISH of each push waits unanswered.
+    redis.pause();
+    const away = w.next('state', { where: (state) => state.version > first.version, timeoutMs: 3000 });
+    expect(await request(w.socket, 'command', { kind: 'availability', request_id: 'own-node', available: false })).toMatchObject({ ok: true });
+    expect(await away).toMatchObject({ engine: { available: false } });
+    const focus = await request(w.socket, 'command', { kind: 'focus', request_id: 'own-node-focus' });
+    expect(await e.next('work', { where: (next) => next.commands.some((c: { command_id: number }) => c.command_id === focus.command_id), timeoutMs: 3000 })).toBeTruthy();
+    expect(buses.every((bus) => bus.state() === 'up')).toBe(true);
+  }, 60_000);
+
   // PGlite has one connection, so only PostgreSQL can hold a lock against the catch-up.
   if (driver === 'pg') {
     it('makes the catch-up again when the store could not answer it', async () => {
