@@ -15,12 +15,14 @@ export async function findRate(sql: Sql, e164: string): Promise<number | null> {
 }
 
 /**
- * Seconds of talk the wallet pays for when `callsPlanning` calls share it, each at its own rate.
+ * Seconds of talk the wallet pays for when `callsPlanning` calls share it, each at its own rate,
+ * and calls already dialed have set `setAsideMicros` aside for their time limits (calls/wallet.ts).
  * A free destination (rate 0) is limited only by the caps.
  */
-export function affordableSeconds(balanceMicros: number, perMinuteMicros: number, callsPlanning: number): number {
+export function affordableSeconds(balanceMicros: number, perMinuteMicros: number, callsPlanning: number, setAsideMicros = 0): number {
   if (perMinuteMicros <= 0) return Number.POSITIVE_INFINITY;
-  const share = Math.max(0, balanceMicros) / Math.max(1, callsPlanning);
+  const balance = Math.max(0, balanceMicros);
+  const share = Math.min(balance / Math.max(1, callsPlanning), Math.max(0, balance - setAsideMicros));
   return Math.floor((share * 60) / perMinuteMicros);
 }
 

@@ -174,7 +174,8 @@ export function createReaper(deps: ReaperDeps) {
       // which keeps a hangup from being reported done before the provider confirms it, would let
       // it). The provider ended such a call long ago by its own limits; the hangup is a safeguard.
       const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
-      const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason }));
+      // Only as selected: a call answered meanwhile (ringing → connected) is not overdue, nor hung up.
+      const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, onlyIfStill: { status: call.status } }));
       if (!ended?.provider_call_sid) continue;
       try {
         const account = await loadProviderAccount(db, ended.account_id);

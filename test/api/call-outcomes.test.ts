@@ -1,7 +1,7 @@
 /**
  * How outgoing calls end, over HTTP (spec sections 3, 4, 7 and 8): the simulated provider's magic
  * numbers (busy, no answer, failed, long ringing, far-end hangup), the duration caps (policy and
- * wallet share) and their billing, the 502 hangup_uncertain path, intent expiry, a claim that never
+ * wallet share, and what calls already dialed set aside) and their billing, the 502 hangup_uncertain path, intent expiry, a claim that never
  * connects, every engine-dependent refusal of POST /calls, and the Idempotency-Key under concurrency.
  * Each test seeds its own tenant, so live calls and balances never leak from one test to the next.
  */
@@ -207,6 +207,73 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       expect(await balance(t)).toBe(start - debit);
       expect(await ledgerFor(id)).toHaveLength(1);
       await expectError(requestCall(api, t), 402, 'insufficient_balance');
+    });
+  });
+
+  describe('the wallet shared by calls at once', () => {
+    const talking = async (t: Tenant, id: string) => {
+      await h.clock.advanceSeconds(3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected' });
+    };
+
+    it('a call beside one already dialed plans only on what that one has not set aside, so the balance never goes below zero', async () => {
+      // 30,000 micros pay for 180 s alone. The first call, dialed alone, sets all of it aside.
+      const { t, id } = await dialed(US_NUMBER, { balanceMicros: 30_000 });
+      expect((await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE id = $1', [id]))[0]!.time_limit_seconds).toBe(180);
+      await talking(t, id);
+      const bob = await salesMember(t, 'bob');
+      await readyAgent(api, t, bob);
+      // Half the balance would have been its share, but the first call may yet spend all of it.
+      await expectError(requestCall(api, t, { agent: { type: 'email', value: bob } }), 402, 'insufficient_balance');
+      // Both to their limits: the first ends at 180 s, and the balance at zero, not below.
+      await h.clock.advanceSeconds(180);
+      expect(await getCall(t, id)).toMatchObject({ status: 'completed', duration: 180 });
+      expect(await balance(t)).toBe(0);
+    });
+
+    it('calls requested together each plan for their share, and together never spend more than the balance', async () => {
+      const t = await seedTenant(h.services, { balanceMicros: 30_000 });
+      const bob = await salesMember(t, 'bob');
+      const ana = await readyAgent(api, t);
+      const bobs = await readyAgent(api, t, bob);
+      const first = (await requestCall(api, t)).body.request_id as string;
+      const second = await requestCall(api, t, { agent: { type: 'email', value: bob }, phone_number: '+12025550124' });
+      expect(second.status, JSON.stringify(second.body)).toBe(202);
+      expect((await api.post('/engine/claim', { request_id: first }, { auth: ana.engineToken })).status).toBe(200);
+      expect((await api.post('/engine/claim', { request_id: second.body.request_id }, { auth: bobs.engineToken })).status).toBe(200);
+      const limits = await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE account_id = $1 ORDER BY created_at', [t.accountId]);
+      expect(limits.map((row) => row.time_limit_seconds)).toEqual([90, 90]);
+      await h.clock.advanceSeconds(3 + 90);
+      expect(await getCall(t, first)).toMatchObject({ status: 'completed', duration: 90 });
+      expect(await getCall(t, second.body.request_id)).toMatchObject({ status: 'completed', duration: 90 });
+      expect(await balance(t)).toBe(0);
+    });
+
+    it('an inbound call, which is not billed, takes no share of the wallet', async () => {
+      // 16,000 micros pay for 96 s: over the 60 s a call needs, unless an inbound call took half.
+      const t = await seedTenant(h.services, { balanceMicros: 16_000 });
+      const bob = await salesMember(t, 'bob');
+      await readyAgent(api, t, bob);
+      const inbound = await h.services.calls.injectInbound({ integrationId: t.integrationId, from: '+12025550778' });
+      expect(inbound.status).toBe('incoming');
+      const ana = await readyAgent(api, t);
+      const requested = await requestCall(api, t);
+      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+      expect((await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: ana.engineToken })).status).toBe(200);
+      expect((await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE id = $1', [requested.body.request_id]))[0]!.time_limit_seconds).toBe(96);
+    });
+
+    it('a call the wallet can no longer pay for when it is dialed fails at once, saying why, not a minute later', async () => {
+      const t = await seedTenant(h.services, { balanceMicros: 30_000 });
+      const agent = await readyAgent(api, t);
+      const requested = await requestCall(api, t);
+      expect(requested.status).toBe(202);
+      // spent elsewhere between the request and the dial
+      await h.services.db.query('UPDATE accounts SET balance_micros = 0 WHERE id = $1', [t.accountId]);
+      const claimed = await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: agent.engineToken });
+      expect(claimed.status).toBe(200);
+      expect(await getCall(t, requested.body.request_id)).toMatchObject({ status: 'failed', error: 'insufficient_balance', ended_at: nowSeconds() });
+      expect(await balance(t)).toBe(0);
     });
   });
 

@@ -9,11 +9,14 @@
  *   30 s (PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) after the provider should have reported it; the
  *   bill never covers more than the time limit.
  *
+ * A call answered while it is being ended ends `completed` and billed, whatever the ender decided
+ * from its earlier read; a reaper rule finding it answered leaves it be.
+ *
  * Races are staged with a Db that runs the competing step right after the statement that made the
  * decision; lost callbacks with a simulator whose status callbacks go nowhere. The reaper does not
  * run by itself here: tests move the clock and then call tick().
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { hangupCall } from '../../api/domain/calls/hangup.js';
 import { createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, RING_TIMEOUT_SECONDS } from '../../api/domain/reaper.js';
 import { MAGIC_NUMBERS } from '../../api/providers/simulated/behaviours.js';
@@ -229,6 +232,56 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect(simulator().liveLegs()).toBe(0);
     deliverWebhooks(false);
     expect((await requestCall(api, t)).status).toBe(202);
+  });
+
+  /** An outbound call ringing (the simulator's no-answer number) whose callbacks from now on are lost. */
+  async function ringingWithCallbacksLost() {
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t, { phone_number: MAGIC_NUMBERS.noAnswer });
+    const id: string = requested.body.request_id;
+    await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    await h.clock.advanceSeconds(1);
+    expect((await row(id)).status).toBe('ringing');
+    deliverWebhooks(true);
+    return { agent, id };
+  }
+  /** What the provider's in-progress callback does to the row (staged: the simulator would not answer this number). */
+  const answerNow = (id: string) => async () => {
+    await h.services.db.query(`UPDATE call_intents SET status = 'connected', answered_at = $2 WHERE id = $1`, [id, h.clock.now()]);
+  };
+
+  it('the ring-timeout rule spares, and does not hang up, a call answered as it fires', async () => {
+    const { agent, id } = await ringingWithCallbacksLost();
+    const dialedAt = (await row(id)).dialing_at!;
+    await h.clock.advance(dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000 - h.clock.now());
+    await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+    const db = racing((text) => text.includes("status IN ('dialing', 'ringing') AND dialing_at"), answerNow(id));
+    const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
+    try {
+      await createReaper({ db, bus: h.services.bus, clock: h.clock, providers: h.services.providers }).tick();
+      expect(await row(id)).toMatchObject({ status: 'connected', end_reason: null, ended_at: null });
+      expect(hangups).not.toHaveBeenCalled();
+    } finally {
+      hangups.mockRestore();
+    }
+  });
+
+  it('a hangup decided on a ringing call records it completed, and bills it, when the answer lands before the hangup is recorded', async () => {
+    const { id } = await ringingWithCallbacksLost();
+    const balanceBefore = await balance();
+    // The hangup reads the call (ringing), asks the provider, reads it again (still ringing: the
+    // callbacks are lost), and then the answer lands before it records the end.
+    let reads = 0;
+    const db = racing((text) => text.startsWith('SELECT * FROM call_intents WHERE id') && ++reads === 2, async () => {
+      await h.clock.advanceSeconds(4);
+      await answerNow(id)();
+      await h.clock.advanceSeconds(6);
+    });
+    const ended = await hangupCall({ db, clock: h.clock, providers: h.services.providers }, id, 'hangup');
+    expect(ended.call).toMatchObject({ status: 'completed', end_reason: 'hangup' });
+    const charge = Math.ceil((6 * Number(ended.call.per_minute_micros)) / 60);
+    expect(Number(ended.call.charge_micros)).toBe(charge);
+    expect(balanceBefore - (await balance())).toBe(charge);
   });
 
   it("keeps the reaper's outcome when the provider's callback for the reaper's own hangup comes back", async () => {

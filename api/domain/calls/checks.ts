@@ -6,9 +6,10 @@ import { C2CError } from '../../../shared/errors.js';
 import type { CallRequest } from '../../../shared/types.js';
 import type { Sql } from '../../store/index.js';
 import { resolveAgent, type ResolvedAgent } from '../agents.js';
-import { affordableSeconds, findRate } from '../billing.js';
+import { findRate } from '../billing.js';
 import { assertIntegrationUsable, type IntegrationWithAccount } from '../integrations/repo.js';
 import { parseE164, type ParsedNumber } from '../phone.js';
+import { planOnWallet } from './wallet.js';
 import { LIMITS } from '../../../shared/limits.js';
 
 /** Everything the intent will freeze, once the request passed the checks. */
@@ -60,13 +61,8 @@ export async function checkCallRequest(sql: Sql, integration: IntegrationWithAcc
   if (!callerId) throw new C2CError('no_caller_id');
   const perMinuteMicros = await findRate(sql, number.e164);
   if (perMinuteMicros === null) throw new C2CError('destination_not_allowed', 'No calling rate covers this destination.');
-  const [account] = await sql.query<{ balance_micros: number; live_calls: number }>(
-    `SELECT a.balance_micros,
-            (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST})) AS live_calls
-     FROM accounts a WHERE a.id = $1`,
-    [integration.account_id],
-  );
-  if (!account || affordableSeconds(account.balance_micros, perMinuteMicros, account.live_calls + 1) < LIMITS.minAffordableCallSeconds) {
+  // The plan the dial will make (calls/wallet.ts), had it been made now.
+  if ((await planOnWallet(sql, integration.account_id, perMinuteMicros)).seconds < LIMITS.minAffordableCallSeconds) {
     throw new C2CError('insufficient_balance');
   }
   const [concurrent] = await sql.query<{ n: number }>(

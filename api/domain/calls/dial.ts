@@ -6,10 +6,11 @@
 import { engineIdentity } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
-import { affordableSeconds, timeLimitSeconds } from '../billing.js';
+import { timeLimitSeconds } from '../billing.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
-import { LIVE_STATUS_LIST } from './checks.js';
+import { finishCall } from './lifecycle.js';
+import { planOnWallet } from './wallet.js';
 
 export interface DialWebhook {
   callSid: string;
@@ -41,16 +42,14 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
     if (webhook.from !== `client:${engineIdentity(call.engine_id)}`) return { reject: 'not the claiming engine' };
     if (webhook.callerId !== call.caller_id) return { reject: 'caller id differs from the intent' };
 
-    const [account] = await sql.query<{ balance_micros: number; live_calls: number }>(
-      `SELECT a.balance_micros,
-              (SELECT count(*)::int FROM call_intents c WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST}) AND c.direction = 'outbound') AS live_calls
-       FROM accounts a WHERE a.id = $1`,
-      [call.account_id],
-    );
-    const affordable = affordableSeconds(account?.balance_micros ?? 0, call.per_minute_micros, Math.max(1, account?.live_calls ?? 1));
-    const limit = timeLimitSeconds(call.policy.max_call_seconds, affordable);
-    if (limit <= 0) return { reject: 'no balance' };
+    const wallet = await planOnWallet(sql, call.account_id, call.per_minute_micros, { callId: call.id, lock: true });
+    const limit = timeLimitSeconds(call.policy.max_call_seconds, wallet.seconds);
     const now = clock.now();
+    if (limit <= 0) {
+      // Said now, not by the connect timeout a minute later: the agent and the backend learn why.
+      await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'insufficient_balance', error: 'insufficient_balance' });
+      return { reject: 'no balance' };
+    }
     const [updated] = await sql.query<CallRow>(
       `UPDATE call_intents SET status = 'dialing', dialing_at = $2, provider_call_sid = $3, time_limit_seconds = $4
        WHERE id = $1 AND status = 'claimed' RETURNING *`,

@@ -37,7 +37,8 @@ export type EndReason =
   | 'integration_revoked'
   | 'declined'
   | 'time_limit'
-  | 'ring_timeout';
+  | 'ring_timeout'
+  | 'insufficient_balance';
 
 /** How a live call ends when someone hangs up or the service ends it: by whether it was answered. */
 export function endStatusFor(call: Pick<CallRow, 'status' | 'answered_at' | 'direction'>, reason: EndReason): CallStatus {
@@ -57,26 +58,30 @@ export interface Finish {
   /** provider's answer time, when the final callback is the first to carry one */
   answeredAt?: number | null;
   /**
-   * End the call only if it is still as the caller saw it when deciding: in this status, with no
-   * provider call yet. A caller that decided "no provider leg, so no provider hangup" must not end
-   * a call the voice webhook has dialed meanwhile; that leg would stay up, unbilled.
+   * End the call only if it is still as the caller saw it when deciding: in this status (and, with
+   * `withoutProviderCall`, with no provider call yet). A caller that decided "no provider leg, so no
+   * provider hangup" must not end a call the voice webhook has dialed meanwhile; that leg would stay
+   * up, unbilled. The reaper, deciding a call rang too long, must not end one answered meanwhile.
    */
-  onlyIfStill?: { status: CallStatus; withoutProviderCall: true };
+  onlyIfStill?: { status: CallStatus; withoutProviderCall?: boolean };
 }
 
 /**
  * Ends a live call once (a second attempt finds it ended and returns undefined), bills it when it
- * was an answered outbound call, and bumps the agent's version.
+ * was an answered outbound call, and bumps the agent's version. A call answered by the time the
+ * update runs ends `completed`, whatever status the caller decided on from an earlier read (a
+ * hangup racing the answer): it was talked on, and is billed.
  */
 export async function finishCall(sql: Sql, changes: Changes, nowMs: number, callId: string, finish: Finish): Promise<CallRow | undefined> {
   const params: unknown[] = [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null];
   let stillAsSeen = '';
   if (finish.onlyIfStill) {
     params.push(finish.onlyIfStill.status);
-    stillAsSeen = ` AND status = $${params.length} AND provider_call_sid IS NULL`;
+    stillAsSeen = ` AND status = $${params.length}${finish.onlyIfStill.withoutProviderCall ? ' AND provider_call_sid IS NULL' : ''}`;
   }
   const [call] = await sql.query<CallRow>(
-    `UPDATE call_intents SET status = $2, end_reason = $3, error = coalesce($4, error), ended_at = $5,
+    `UPDATE call_intents SET status = CASE WHEN coalesce(answered_at, $6) IS NOT NULL THEN 'completed' ELSE $2 END,
+       end_reason = $3, error = coalesce($4, error), ended_at = $5,
        answered_at = coalesce(answered_at, $6), orphaned = false
      WHERE id = $1 AND status IN (${LIVE_STATUS_LIST})${stillAsSeen} RETURNING *`,
     params,

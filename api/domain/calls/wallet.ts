@@ -1,0 +1,39 @@
+/**
+ * What the wallet can still pay for (spec section 8, "call duration": the provider time limit comes
+ * from the caps and "the affordable share of the wallet; concurrent calls each plan for their
+ * share"). Each live outbound call plans for an equal share of the balance, and a call already
+ * dialed has set aside what its time limit can cost: a new call plans for the smaller of its share
+ * and what is not set aside. Without the second bound, a call dialed alone planned on the whole
+ * balance and one started beside it on half of it again, so both talking to their limits took the
+ * balance below zero. Inbound calls are not billed and plan for nothing.
+ */
+import type { Sql } from '../../store/index.js';
+import { affordableSeconds } from '../billing.js';
+import { LIVE_STATUS_LIST } from './checks.js';
+
+export interface WalletPlan {
+  /** seconds of talk at `perMinuteMicros` the wallet pays for the call (0 when none) */
+  seconds: number;
+}
+
+/**
+ * Plans a call at `perMinuteMicros` on the account's wallet. `callId`: the call being dialed (it
+ * counts among the live calls and sets nothing aside yet); none for a call not yet created (it is
+ * counted in addition). `lock` takes the account row until the transaction ends, so that two dials
+ * of one account plan one after the other.
+ */
+export async function planOnWallet(sql: Sql, accountId: string, perMinuteMicros: number, options: { callId?: string; lock?: boolean } = {}): Promise<WalletPlan> {
+  const [account] = await sql.query<{ balance_micros: number; live_calls: number; set_aside_micros: number }>(
+    `SELECT a.balance_micros,
+            (SELECT count(*)::int FROM call_intents c
+              WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST}) AND c.direction = 'outbound') AS live_calls,
+            (SELECT coalesce(sum(ceil(c.time_limit_seconds * c.per_minute_micros / 60.0)), 0)::bigint FROM call_intents c
+              WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST}) AND c.direction = 'outbound'
+                AND c.time_limit_seconds IS NOT NULL AND c.id IS DISTINCT FROM $2) AS set_aside_micros
+     FROM accounts a WHERE a.id = $1${options.lock ? ' FOR UPDATE' : ''}`,
+    [accountId, options.callId ?? null],
+  );
+  if (!account) return { seconds: 0 };
+  const planning = options.callId === undefined ? account.live_calls + 1 : Math.max(1, account.live_calls);
+  return { seconds: affordableSeconds(account.balance_micros, perMinuteMicros, planning, account.set_aside_micros) };
+}
