@@ -7,7 +7,7 @@
  * call's state, are deduplicated by request_id and reach the call window; widget tokens refresh
  * with a short grace and revoke without ending the call.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { runCommand } from '../../api/cli/admin-bridge.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
@@ -15,7 +15,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
-import { command, heartbeat, launchTicket, openSession, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, widgetState, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, realAgent, requestAndClaim, statusPath, VOICE_PATH } from '../helpers/provider.js';
 import { CALLER_ID, UK_NUMBER, US_NUMBER, seedTenant, type Tenant } from '../helpers/tenant.js';
@@ -363,6 +363,30 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     const ringing = await inbound(t);
     expect(ringing.status, JSON.stringify(ringing.body)).toBe(201);
     expect(ringing.body.status).toBe('incoming');
+  });
+
+  it('gives an agent one call of two incoming calls and an outgoing one arriving together; the others are refused and ring no leg', async () => {
+    const t = await seedTenant(h.services);
+    await readyAgent(api, t);
+    const legsBefore = h.services.providers.simulator.liveLegs();
+    // Ringing takes a provider round trip: long enough for the other requests to decide meanwhile.
+    const simulator = h.services.providers.simulator;
+    const ring = simulator.ringClient.bind(simulator);
+    const slowRing = vi.spyOn(simulator, 'ringClient').mockImplementation(async (...args) => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return ring(...args);
+    });
+    const [first, second, outgoing] = await Promise.all([inbound(t), inbound(t, { from: US_NUMBER }), requestCall(api, t)]).finally(() => slowRing.mockRestore());
+    const won = [first, second, outgoing].filter((reply) => reply.status === 201 || reply.status === 202);
+    expect(won, JSON.stringify([first.body, second.body, outgoing.body])).toHaveLength(1);
+    for (const reply of [first, second].filter((r) => r.status !== 201)) await expectError(reply, 409, 'agent_offline');
+    if (outgoing.status !== 202) expect(outgoing.status).toBe(409);
+    const [live] = await h.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND ended_at IS NULL`,
+      [t.integrationId, t.agent.id],
+    );
+    expect(live!.n).toBe(1);
+    expect(h.services.providers.simulator.liveLegs() - legsBefore).toBe(won[0] === outgoing ? 0 : 1);
   });
 
   it('rings an incoming call from the CLI: c2c --json call inbound', async () => {

@@ -12,11 +12,13 @@ import type { Config } from '../../config.js';
 import { loadProviderAccount, type Providers } from '../../providers/index.js';
 import { INBOUND_RING_SECONDS } from '../../providers/simulated/behaviours.js';
 import { statusCallbackUrl } from '../../providers/twiml.js';
-import type { Db } from '../../store/index.js';
+import type { Db, Sql } from '../../store/index.js';
 import { reloadAgent } from '../agents.js';
 import { Changes } from '../changes.js';
 import { newId } from '../credentials.js';
 import { assertIntegrationUsable, findIntegration } from '../integrations/repo.js';
+import type { IntegrationRow } from '../integrations/model.js';
+import { integrationLock } from '../locks.js';
 import { parseE164 } from '../phone.js';
 import type { CallRow, EngineRow } from '../views.js';
 import { LIVE_STATUS_LIST } from './checks.js';
@@ -40,8 +42,65 @@ export async function injectInbound(
   if (!integration) throw new C2CError('not_found', 'No such integration.');
   assertIntegrationUsable(integration);
 
-  const candidates = await db.query<EngineRow & { email: string; last_call_at: number | null }>(
-    `SELECT e.*, m.email,
+  // Asked before ringing, so that a call nobody can take rings no leg; asked again, and decided, with
+  // the call's insert, under the integration's lock (as POST /calls takes it): two calls arriving
+  // together, or a call requested meanwhile, must not give one agent two live calls.
+  if (!(await chooseAgent(db, integration, request))) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
+
+  const changes = new Changes();
+  const id = newId(ID_PREFIX.callIntent);
+  const account = await loadProviderAccount(db, integration.account_id);
+  const legSid = await deps.providers.simulator.ringClient(account!, statusCallbackUrl(deps.config.publicBaseUrl, id), from.e164);
+  let call: CallRow;
+  try {
+    call = await db.tx(
+      async (sql) => {
+        const chosen = await chooseAgent(sql, integration, request);
+        if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
+        const now = clock.now();
+        const [row] = await sql.query<CallRow>(
+          `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
+             department, policy, engine_id, provider, provider_call_sid, created_at, expires_at)
+           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, 'simulated', $10, $11, $12) RETURNING *`,
+          [
+            id,
+            integration.id,
+            integration.account_id,
+            chosen.engine.member_id,
+            from.e164,
+            request.callerName ?? null,
+            chosen.department,
+            JSON.stringify(chosen.policy),
+            chosen.engine.id,
+            legSid,
+            now,
+            now + INBOUND_RING_SECONDS * 1000,
+          ],
+        );
+        await changes.touchAgent(sql, integration.id, chosen.engine.member_id);
+        changes.nudgeEngine(chosen.engine.id);
+        return row!;
+      },
+      { lock: integrationLock(integration.id) },
+    );
+  } catch (error) {
+    // Taken meanwhile (or the store failed): the caller's leg does not ring on.
+    await deps.providers.simulator.hangup(account!, legSid).catch(() => {});
+    throw error;
+  }
+  return { call, changes };
+}
+
+interface Chosen {
+  engine: EngineRow;
+  policy: CallRow['policy'];
+  department: string | null;
+}
+
+/** The routable agent that has been idle longest, or undefined when there is none. */
+async function chooseAgent(sql: Sql, integration: IntegrationRow, request: InboundRequest): Promise<Chosen | undefined> {
+  const candidates = await sql.query<EngineRow & { last_call_at: number | null }>(
+    `SELECT e.*,
             (SELECT max(coalesce(c.ended_at, c.created_at)) FROM call_intents c WHERE c.engine_id = e.id) AS last_call_at
      FROM engines e JOIN members m ON m.id = e.member_id
      WHERE e.integration_id = $1 AND e.state = 'ready' AND e.mic_ready AND e.available AND e.registered AND NOT e.busy
@@ -50,47 +109,15 @@ export async function injectInbound(
      ORDER BY last_call_at ASC NULLS FIRST, e.created_at ASC`,
     [integration.id, request.memberEmail ?? null],
   );
-  let chosen: { engine: EngineRow; policy: CallRow['policy']; department: string | null } | undefined;
   for (const engine of candidates) {
     try {
-      const agent = await reloadAgent(db, integration, engine.member_id);
+      const agent = await reloadAgent(sql, integration, engine.member_id);
       if (!agent.effective.policy.inbound) continue;
-      chosen = { engine, policy: agent.effective.policy, department: agent.member.department_name };
-      break;
-    } catch {
-      // disabled or no longer covered: not routable
+      return { engine, policy: agent.effective.policy, department: agent.member.department_name };
+    } catch (error) {
+      // disabled or no longer covered: not routable; anything else (the store) is not "nobody"
+      if (!(error instanceof C2CError)) throw error;
     }
   }
-  if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
-
-  const changes = new Changes();
-  const now = clock.now();
-  const id = newId(ID_PREFIX.callIntent);
-  const account = await loadProviderAccount(db, integration.account_id);
-  const legSid = await deps.providers.simulator.ringClient(account!, statusCallbackUrl(deps.config.publicBaseUrl, id), from.e164);
-  const call = await db.tx(async (sql) => {
-    const [row] = await sql.query<CallRow>(
-      `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
-         department, policy, engine_id, provider, provider_call_sid, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, 'simulated', $10, $11, $12) RETURNING *`,
-      [
-        id,
-        integration.id,
-        integration.account_id,
-        chosen!.engine.member_id,
-        from.e164,
-        request.callerName ?? null,
-        chosen!.department,
-        JSON.stringify(chosen!.policy),
-        chosen!.engine.id,
-        legSid,
-        now,
-        now + INBOUND_RING_SECONDS * 1000,
-      ],
-    );
-    await changes.touchAgent(sql, integration.id, chosen!.engine.member_id);
-    changes.nudgeEngine(chosen!.engine.id);
-    return row!;
-  });
-  return { call, changes };
+  return undefined;
 }
