@@ -70,6 +70,32 @@ describe('c2c operator commands', () => {
     expect(result.code).not.toBe(0);
     expect(result.stderr.join('\n')).toContain('show, hide, masked');
   });
+
+  it('takes no money away: a negative or empty top-up or opening balance is refused, saying why, and changes nothing', async () => {
+    const account = await c2c('account', 'create', '--name', 'Delta', '--balance', '100');
+    const balance = async () => Number((await h.services.db.query<{ balance_micros: number }>('SELECT balance_micros FROM accounts WHERE id = $1', [account.json.id]))[0]!.balance_micros);
+    for (const amount of ['-5', '0', 'abc', '']) {
+      const refused = await c2c('account', 'fund', account.json.id, amount);
+      expect(refused.code, amount).toBe(1);
+      expect(refused.stderr.join('\n'), amount).toMatch(/expected an amount/);
+    }
+    const dashed = await c2c('account', 'fund', account.json.id, '--', '-5');
+    expect(dashed.code).toBe(1);
+    expect(await balance()).toBe(100_000_000);
+    const negative = await c2c('account', 'create', '--name', 'Overdrawn', '--balance', '-5');
+    expect(negative.code).toBe(1);
+    expect((await h.services.db.query('SELECT 1 FROM accounts WHERE name = $1', ['Overdrawn'])).length).toBe(0);
+    const rate = await c2c('rate', 'set', '+44', 'abc');
+    expect([rate.code, rate.stderr.join('\n')]).toEqual([1, expect.stringContaining('expected an amount')]);
+    expect((await c2c('account', 'fund', account.json.id, '2.5')).json.balance_micros).toBe(102_500_000);
+  });
+
+  it("refuses integration-wide settings on a member's overrides rather than ignoring them", async () => {
+    const refused = await c2c('integration', 'override', 'c2c_x', 'mem_x', '--countries', 'FR');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.join('\n')).toContain('--countries');
+    expect((await c2c('integration', 'override', 'c2c_x', 'mem_x', '--concurrency', '2')).code).toBe(1);
+  });
 });
 
 describe('the admin bridge', () => {

@@ -48,11 +48,17 @@ const integer = (value: string): number => {
   if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
   return n;
 };
-/** Money on the command line is in currency units ("12.50"); the store keeps micros. */
+/** Money on the command line is in currency units ("12.50"); the store keeps micros. Never negative: no command takes money away. */
 const money = (value: string): number => {
   const n = Number(value);
-  if (!Number.isFinite(n)) throw new InvalidArgumentError('expected an amount such as 12.50');
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`expected an amount such as 12.50, not "${value}"`);
   return Math.round(n * 1_000_000);
+};
+/** A top-up: more than nothing. */
+const topUp = (value: string): number => {
+  const micros = money(value);
+  if (micros <= 0) throw new InvalidArgumentError(`expected an amount above zero, not "${value}"`);
+  return micros;
 };
 const list = (value: string): string[] => value.split(',').map((s) => s.trim()).filter(Boolean);
 const choice =
@@ -89,14 +95,20 @@ function policyFromFlags(flags: PolicyFlags): PolicySettings {
   };
 }
 
-function withPolicyOptions(command: Command): Command {
+/** What a member's overrides may change (per-member overrides, spec section 8). */
+function withMemberPolicyOptions(command: Command): Command {
   return command
     .option('--outbound <on|off>', 'outgoing calls allowed', onOff)
     .option('--inbound <on|off>', 'incoming calls allowed', onOff)
     .option('--numbers <show|hide|masked>', 'number visibility', choice<NumberVisibility>('show', 'hide', 'masked'))
     .option('--controls <list>', 'in-call controls: mute,dtmf or none', list)
     .option('--max-call-seconds <n>', 'duration cap', integer)
-    .option('--caller-id <e164|none>', 'caller ID for outgoing calls')
+    .option('--caller-id <e164|none>', 'caller ID for outgoing calls');
+}
+
+/** The integration's policy: the member options, and what only the integration sets. */
+function withPolicyOptions(command: Command): Command {
+  return withMemberPolicyOptions(command)
     .option('--countries <list>', 'destination countries, ISO codes: US,GB', list)
     .option('--concurrency <n>', 'concurrent call limit', integer);
 }
@@ -130,7 +142,7 @@ export function buildProgram(services: ServicesProvider, out: Output): Command {
       out.result(created, `account ${created.id} (${created.kind}) created`);
     });
   account.command('fund <accountId> <amount>').action(async (id: string, amount: string) => {
-    const balance = await fundAccount(await deps(), id, money(amount));
+    const balance = await fundAccount(await deps(), id, topUp(amount));
     out.result({ account_id: id, balance_micros: balance }, `balance of ${id}: ${(balance / 1e6).toFixed(2)}`);
   });
   for (const [name, status] of [['suspend', 'suspended'], ['activate', 'active']] as const) {
@@ -259,7 +271,7 @@ export function buildProgram(services: ServicesProvider, out: Output): Command {
       await setCoverage(await deps(), id, { mode: o.mode, inheritFuture: o.inheritFuture, memberIds: o.members, departmentIds: o.departments });
       out.result({ integration_id: id, coverage: o }, `coverage of ${id}: ${o.mode}`);
     });
-  withPolicyOptions(integration.command('override <integrationId> <memberId>').description('per-member overrides'))
+  withMemberPolicyOptions(integration.command('override <integrationId> <memberId>').description('per-member overrides'))
     .option('--calls <on|off>', 'calls enabled for this member', onOff)
     .action(async (id: string, memberId: string, o: PolicyFlags & { calls?: boolean }) => {
       const p = policyFromFlags(o);

@@ -36,6 +36,8 @@ export async function createAccount(
   { db, clock }: OperatorDeps,
   input: { id?: string; kind: 'personal' | 'business'; name: string; balanceMicros?: number; currency?: string },
 ): Promise<AccountRecord> {
+  const opening = input.balanceMicros ?? 0;
+  if (!Number.isSafeInteger(opening) || opening < 0) throw new OperatorError('An opening balance cannot be negative.');
   const [row] = await db.query<AccountRecord>(
     `INSERT INTO accounts (id, kind, name, balance_micros, currency, provider_account_sid, provider_auth_token, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -65,6 +67,8 @@ export async function setAccountProvider({ db }: OperatorDeps, accountId: string
 }
 
 export async function fundAccount({ db, clock }: OperatorDeps, accountId: string, amountMicros: number): Promise<number> {
+  // A top-up adds money; nothing here takes it away (a call's debit is billing's, with its ledger reason).
+  if (!Number.isSafeInteger(amountMicros) || amountMicros <= 0) throw new OperatorError('A top-up must be a positive amount.');
   return db.tx(async (sql) => {
     const [row] = await sql.query<{ balance_micros: number }>(
       'UPDATE accounts SET balance_micros = balance_micros + $2 WHERE id = $1 RETURNING balance_micros',
