@@ -62,7 +62,8 @@ describe.each(storeDrivers())('POST /calls checks on %s', (driver) => {
     await setPolicy(deps(), t.integrationId, { callerId: '+12025550100' });
 
     const [{ balance_micros }] = (await h.services.db.query<{ balance_micros: number }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId])) as [{ balance_micros: number }];
-    await fundAccount(deps(), t.accountId, -balance_micros + 5000); // less than a minute at 0.01/min
+    // spent down to less than a minute at 0.01/min (calls' debits; no operator command takes money away)
+    await h.services.db.query('UPDATE accounts SET balance_micros = 5000 WHERE id = $1', [t.accountId]);
     await expectError(call(valid()), 402, 'insufficient_balance');
     await fundAccount(deps(), t.accountId, balance_micros - 5000);
     await expectError(call(valid()), 409, 'agent_offline');
