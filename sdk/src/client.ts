@@ -101,7 +101,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       refreshCall: () => this.api('POST', '/widget/refresh'),
       serverNowMs: () => this.snapshots.serverNowMs(),
       onStatus: (status, error) => {
-        if (error) this.say(error.message, 0);
+        if (error) this.say(this.errorText(error), 0);
         // Over for this instance: nothing more to poll or push.
         if (status === 'unauthorized' || status === 'error') this.stopAll();
         this.update();
@@ -200,6 +200,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   /** Asks the integrator's backend for an outgoing call; resolves with its JSON. */
   async requestCall(params: CallParams = {}): Promise<unknown> {
+    if (this.detached) throw new SdkError('detached', 'The widget is detached.');
     if (!this.options.requestCallEndpoint) throw new SdkError('invalid_options', 'requestCallEndpoint is not set.');
     const previous = this.snapshots.state?.call?.request_id ?? null;
     let body: any;
@@ -258,8 +259,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   /** Revokes this widget session (for logout); the call window keeps its own session. */
   async endSession(): Promise<unknown> {
-    const hadToken = this.session.token !== null;
+    const asking = this.session.asking;
     this.stopAll();
+    // A session still being asked for is revoked too, once its token arrives (within the request's time limit).
+    if (asking) await asking.catch(() => {});
+    const hadToken = this.session.token !== null;
     let body: unknown = { ok: true };
     if (hadToken) {
       try {
@@ -473,7 +477,9 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     // Tick while something on screen depends on time: the call timer, a message, an effect, a launch.
     this.d.clock.cancel(this.tickTimer);
     this.tickTimer = undefined;
-    const timed = (isLive(call) && call.answered_at !== null) || (this.message && this.message.until !== Infinity) || this.effects.active || launching;
+    // A session that is over shows no call: its timer does not tick (the state may still hold a live call).
+    const over = this.session.status === 'unauthorized' || this.session.status === 'error';
+    const timed = (!over && isLive(call) && call.answered_at !== null) || (this.message && this.message.until !== Infinity) || this.effects.active || launching;
     if (timed) this.tickTimer = this.d.clock.after(1000 - (now % 1000) || 1000, () => this.update());
   }
 
@@ -501,10 +507,15 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     if (render) this.update();
   }
 
+  /** What the agent reads for a refusal, in the widget's language (the service's own message stays in events and promises). */
   private errorText(error: SdkError): string {
     // the window's own reason, after what it means
     if (error.code === 'command_failed') return `${this.t.errors.command_failed}: ${error.message}`;
-    return this.t.errors[error.code] ?? error.message;
+    const errors: Record<string, string> = this.t.errors;
+    if (Object.hasOwn(errors, error.code)) return errors[error.code]!;
+    // Not the service's (an integrator endpoint's answer, a set-up mistake): its detail is for the developer.
+    this.warnOnce(`ServiceClick2Call: ${error.code}: ${error.message}`);
+    return this.t.unexpected;
   }
 
   private mount(language: string | undefined, position: Position | undefined): void {

@@ -44,6 +44,8 @@ export class SessionKeeper {
   private refreshTimer: TimerHandle | undefined;
   private stopped = false;
   private readyWaiters: Array<(ok: boolean) => void> = [];
+  /** the sessionEndpoint request in flight, if any (endSession waits for its token, to revoke it) */
+  asking: Promise<unknown> | null = null;
 
   constructor(private readonly d: SessionDeps) {}
 
@@ -126,13 +128,22 @@ export class SessionKeeper {
   private async obtain(): Promise<boolean> {
     for (let attempt = 0; !this.stopped; attempt++) {
       try {
-        const answer = await postIntegrator<IntegratorSession>(
+        const asking = postIntegrator<IntegratorSession>(
           this.d.fetch,
           this.d.sessionEndpoint,
           { integration_id: this.d.integrationId, origin: this.d.origin },
           this.d.headers,
           { clock: this.d.clock, ms: REQUEST_TIMEOUT_MS },
-        );
+        ).then((answer) => {
+          // Stopped while it was asked (a logout right after the page loaded): the token is held
+          // only so that endSession, which waits for this, can revoke it; nothing else uses it.
+          if (this.stopped && typeof answer.body?.widget_token === 'string') this.token = answer.body.widget_token;
+          return answer;
+        });
+        this.asking = asking;
+        const answer = await asking.finally(() => {
+          if (this.asking === asking) this.asking = null;
+        });
         const session = answer.body;
         if (!session || typeof session.widget_token !== 'string' || typeof session.expires_at !== 'number') {
           return this.fail('error', new SdkError('invalid_session', 'sessionEndpoint must answer the Session of POST /sessions (widget_token, expires_at).', answer.status));

@@ -295,7 +295,7 @@ describe('session and first state', () => {
     start();
     await flush();
     expect(q('c2c-state').dataset.state).toBe('unauthorized');
-    expect(q('c2c-message').textContent).toContain('not covered');
+    expect(q('c2c-message').textContent).toBe('Calls are not enabled for you in this application.');
   });
 
   it('says error without apiBaseUrl when not loaded from a script tag', async () => {
@@ -606,7 +606,7 @@ describe('endings and tokens', () => {
     socket.fire('ended', { code: 'platform_disabled', final: true, message: 'The service is disabled platform-wide.' });
     await flush();
     expect(q('c2c-state').dataset.state).toBe('error');
-    expect(q('c2c-message').textContent).toBe('The service is disabled platform-wide.');
+    expect(q('c2c-message').textContent).toBe('The calling service is switched off.');
     const requests = service.requests.length;
     await vi.advanceTimersByTimeAsync(60_000);
     expect(service.requests.length).toBe(requests);
@@ -931,7 +931,7 @@ describe('requestCall and the 30 s rule', () => {
     service.script.set('/crm/call', [{ status: 409, body: { ok: false, error: 'agent_offline', message: 'The agent has no live call window.' } }]);
     const answer = await widget.requestCall({ contact_reference: 'x' });
     expect(answer).toEqual({ ok: false, error: 'agent_offline', message: 'The agent has no live call window.' });
-    expect(q('c2c-message').textContent).toBe('The agent has no live call window.');
+    expect(q('c2c-message').textContent).toBe('Open the call window first (Enable calls).');
     await vi.advanceTimersByTimeAsync(31_000);
     expect(q('c2c-message').textContent).not.toBe('The call did not start');
   });
@@ -1146,7 +1146,7 @@ describe('enableCalls', () => {
     await flush();
     expect(stopped.close).not.toHaveBeenCalled();
     expect(stopped.location.replace).not.toHaveBeenCalled();
-    expect(q('c2c-message').textContent).toContain('switched off');
+    expect(q('c2c-message').textContent).toBe('Calls are disabled for you.');
   });
 
   it('works with a sessionEndpoint that answers only widget_token and expires_at', async () => {
@@ -1389,6 +1389,39 @@ describe('the widget', () => {
     expect(document.querySelector('style')).toBeNull(); // nothing leaks into the page
   });
 
+  it('announces every incoming call, the same hidden caller twice included, and reads messages out as they appear', async () => {
+    const hidden = (id: string) => call('incoming', { direction: 'inbound', call_id: id, request_id: id, display: { name: null, company: null, number: null, contact_reference: null, department: null } });
+    service.set({ call: hidden('ci_a') });
+    const socket = await ready();
+    const spoken: string[] = [];
+    const observer = new MutationObserver(() => spoken.push(q('c2c-alert').textContent ?? ''));
+    observer.observe(q('c2c-alert'), { childList: true, characterData: true, subtree: true });
+    service.set({ call: { ...hidden('ci_a'), status: 'no_answer', ended_at: T0 + 30 } });
+    service.push(socket);
+    service.set({ call: hidden('ci_b') });
+    service.push(socket);
+    await flush();
+    observer.disconnect();
+    expect(spoken).toEqual(['Incoming call']);
+    expect(q('c2c-message').getAttribute('role')).toBe('status');
+  });
+
+  it('closes the keypad when the call changes: it does not open by itself on the next call', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    const socket = await ready();
+    (q('c2c-dtmf') as HTMLButtonElement).click();
+    await flush();
+    expect(visible('c2c-keypad')).toBe(true);
+    service.set({ call: call('completed', { answered_at: T0, ended_at: T0 + 5 }) });
+    service.push(socket);
+    service.set({ call: call('connected', { call_id: 'ci_2', request_id: 'ci_2', answered_at: T0 + 10 }) });
+    service.push(socket);
+    await flush();
+    expect(visible('c2c-dtmf')).toBe(true);
+    expect(visible('c2c-keypad')).toBe(false);
+    expect(q('c2c-dtmf').getAttribute('aria-expanded')).toBe('false');
+  });
+
   it('answers and declines incoming calls from its buttons', async () => {
     service.set({ call: call('incoming', { direction: 'inbound' }) });
     start();
@@ -1491,6 +1524,20 @@ describe('the widget', () => {
     expect(q('c2c-widget').getAttribute('lang')).toBe('fr');
   });
 
+  it("shows the service's refusals in the widget's language, and one it does not know as a plain failure, its detail for the developer", async () => {
+    const warnings: string[] = [];
+    start({ language: 'fr' }, { warn: (message) => warnings.push(message) });
+    await flush();
+    service.script.set('/crm/call', [{ status: 409, body: { ok: false, error: 'agent_offline', message: 'The agent has no live call window.' } }]);
+    // the promise keeps the service's own answer
+    expect(await widget.requestCall({})).toMatchObject({ error: 'agent_offline', message: 'The agent has no live call window.' });
+    expect(q('c2c-message').textContent).toBe('Ouvrez d’abord la fenêtre d’appel (Activer les appels).');
+    service.script.set('/crm/call', [{ status: 400, body: { ok: false, error: 'crm_quota', message: 'Our CRM says no.' } }]);
+    await widget.requestCall({});
+    expect(q('c2c-message').textContent).toBe('Une erreur s’est produite ; réessayez.');
+    expect(warnings).toEqual([expect.stringContaining('crm_quota: Our CRM says no.')]);
+  });
+
   it.each([
     ['the session answer', null],
     ['the state when the session answer left them out', { widget_token: 'c2cw_min', expires_at: T0 + 1800 }],
@@ -1557,6 +1604,46 @@ describe('detach, endSession and the global', () => {
     expect(service.requests.at(-1)).toMatchObject({ path: '/widget/revoke', headers: { authorization: 'Bearer c2cw_1' } });
     expect(widget.getState().state).toBe('unauthorized');
     expect(service.count('/crm/session')).toBe(1);
+  });
+
+  it('endSession while the session is still being asked for revokes the token that then arrives, and starts nothing with it', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    start({}, {
+      fetch: async (input, init) => {
+        if (String(input).endsWith('/crm/session')) await held;
+        return service.fetch(String(input), init);
+      },
+    });
+    await flush();
+    const ended = outcome(widget.endSession());
+    await flush();
+    expect(ended.settled).toBe(false);
+    release();
+    await flush();
+    expect(ended).toEqual({ settled: true, value: { ok: true, revoked: true } });
+    expect(service.requests.at(-1)).toMatchObject({ path: '/widget/revoke', headers: { authorization: 'Bearer c2cw_1' } });
+    expect(widget.getState().state).toBe('unauthorized');
+    expect(service.sockets).toHaveLength(0);
+    expect(service.count('/widget/state')).toBe(0);
+  });
+
+  it('leaves no timer running after endSession, even with a connected call in the last state', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    await ready();
+    await flush();
+    await widget.endSession();
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('refuses requestCall once detached, sending nothing', async () => {
+    await ready();
+    widget.detach();
+    const before = service.requests.length;
+    await expect(widget.requestCall({ contact_reference: 'x' })).rejects.toMatchObject({ code: 'detached' });
+    expect(service.requests.length).toBe(before);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('makes the global methods act on the last initialised widget', async () => {

@@ -55,6 +55,8 @@ export class Widget {
   private announcedState: string | null = null;
   private announcedIncoming: string | null = null;
   private keypadOpen = false;
+  /** the call the keypad was last opened for (it closes when the call changes) */
+  private keypadCall: string | null = null;
 
   constructor(container: HTMLElement, position: Position, language: string | undefined, private readonly h: WidgetHandlers, fixed: boolean) {
     this.texts = textsFor(language);
@@ -84,6 +86,8 @@ export class Widget {
     n.timer = el('p', 'c2c-timer', 't', call);
     n.timer.setAttribute('role', 'timer');
     n.message = el('p', 'c2c-message', 'm', panel);
+    // refusals and outcomes ("The hangup could not be confirmed…") are read out as they appear
+    n.message.setAttribute('role', 'status');
     const tab = (n.openTab = el('a', 'c2c-open-tab', 'l', panel));
     tab.textContent = t.openTab;
     tab.addEventListener('click', () => this.h.openTab());
@@ -171,6 +175,12 @@ export class Widget {
     show(mute, connected && controls.includes('mute'));
     mute.dataset.muted = String(muted);
     setText(mute, muted ? t.unmute : t.mute);
+    // The keypad opens for the call it was opened on, not by itself on the next one.
+    if ((live?.call_id ?? null) !== this.keypadCall) {
+      this.keypadCall = live?.call_id ?? null;
+      this.keypadOpen = false;
+      n['c2c-dtmf']!.setAttribute('aria-expanded', 'false');
+    }
     const dtmf = connected && controls.includes('dtmf');
     show(n['c2c-dtmf']!, dtmf);
     show(n.keypad!, dtmf && this.keypadOpen);
@@ -187,7 +197,9 @@ export class Widget {
     if (incoming && live.call_id !== this.announcedIncoming) {
       this.announcedIncoming = live.call_id;
       const who = live.display.name ?? live.display.number ?? '';
-      setText(n.alert!, who ? `${t.incoming}: ${who}` : t.incoming);
+      // Written even when the text is the same as the last call's (a hidden caller twice): the new
+      // text node is what makes the alert speak again.
+      n.alert!.textContent = who ? `${t.incoming}: ${who}` : t.incoming;
     }
   }
 
