@@ -503,6 +503,35 @@ describe('Engine', () => {
     expect(instance.model()).toMatchObject({ call: { status: 'completed', live: false }, message: null });
   });
 
+  it("drops a hang-up warning once the call is over, and keeps saying why a call could not be connected until the next call", async () => {
+    const { server, instance, spies } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    server.hangup = () => ({ status: 502, body: { ok: false, error: 'hangup_uncertain', message: 'uncertain' } });
+    await instance.hangup();
+    expect(instance.model().message).toMatchObject({ text: MESSAGES.hangupUncertain });
+    // The provider ended it after all: the next heartbeat no longer lists it.
+    server.current = null;
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { live: false }, message: null });
+
+    // A call whose voice leg cannot be connected: the reason stays after the call ended...
+    spies.connect.mockRejectedValueOnce(new Error('Device busy'));
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('canceled', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S }) } });
+    server.claims.ci_2 = () => ({ status: 200, body: { ok: true, call: call('claimed', { call_id: 'ci_2', request_id: 'ci_2' }), connect: { params: { To: 'ci_2', Biz: 'acc_1', CallerId: '+12025550100' } } } });
+    await instance.resume();
+    await vi.advanceTimersByTimeAsync(0);
+    server.queue.push({ dial_requests: [{ request_id: 'ci_2', display: call('queued').display, expires_at: SERVER_NOW_S + 60 }] });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { live: false }, message: { text: expect.stringContaining(MESSAGES.connectFailed) } });
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(instance.model().message).toMatchObject({ text: expect.stringContaining(MESSAGES.connectFailed) });
+    // ...and goes with the next call.
+    server.current = call('incoming', { call_id: 'ci_3', request_id: 'ci_3', direction: 'inbound' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { live: true }, message: null });
+  });
+
   it('mutes from its own button (when the policy allows) and reports muted in the next heartbeat', async () => {
     const { server, instance, spies } = await engine({ realtime: false });
     server.current = call('connected', { answered_at: SERVER_NOW_S });

@@ -91,6 +91,10 @@ export class Engine {
   #stopped = false;
   #hangupBusy = false;
   readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
+  /** the call the window last held (or null), to tell when it changes */
+  #lastHeld: string | null = null;
+  /** the call problem says why a call ended (it could not be connected), so it stays once that call is over */
+  #problemOutlivesCall = false;
 
   constructor(paired: Paired, deps: EngineDeps) {
     this.#paired = paired;
@@ -380,6 +384,7 @@ export class Engine {
       await this.#driver!.connect(claimed.connect.params);
     } catch (error) {
       this.#problems.call = `${MESSAGES.connectFailed} ${text(error)}`;
+      this.#problemOutlivesCall = true;
       const answer = await this.#deps.api.hangup(claimed.call.call_id).catch(() => null);
       if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
       else this.#calls.end(this.#deps.now());
@@ -408,7 +413,17 @@ export class Engine {
   }
 
   #afterCallChange(): void {
-    const onCall = this.#calls.reportId !== null;
+    const held = this.#calls.reportId;
+    if (held !== this.#lastHeld) {
+      // A message about the call before (a hangup that may not have worked, a mute that failed) is
+      // stale once it is over or another call comes; one saying why it ended stays until the next.
+      if (held !== null || !this.#problemOutlivesCall) {
+        this.#problems.call = null;
+        this.#problemOutlivesCall = false;
+      }
+      this.#lastHeld = held;
+    }
+    const onCall = held !== null;
     if (!onCall) this.#muted = false;
     this.#scheduler.setOnCall(onCall);
     this.#changed();
