@@ -393,6 +393,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.effects.confirm(engine, call);
     this.noticeWindowFailure(state.failed_command);
     if (engine?.state === 'ready') this.launch.stop();
+    else if (engine?.live) this.launch.paired();
     if (this.openTab && engine?.live) this.openTab = null;
     this.callWatch.check(call);
     this.session.schedule(); // the server clock may have moved the refresh time

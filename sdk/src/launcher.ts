@@ -177,12 +177,21 @@ function placeholder(win: Window): void {
 /** How long an opened window may take to become ready before the widget stops saying 'enabling'. */
 export const LAUNCH_WAIT_MS = 60_000;
 
+/**
+ * Once the window has paired (its engine is live), how long it may still take to become ready:
+ * the browser's microphone prompt, then the voice line, take a few seconds. A window still not
+ * ready after that is waiting on the agent (a microphone blocked, a prompt left open), and the
+ * widget says what it waits for (no_mic) instead of "Opening the call window…" for a minute.
+ */
+export const PAIRED_WAIT_MS = 10_000;
+
 /** Whether a window enableCalls() opened is still on its way: not ready yet, not closed, not too late. */
 export class LaunchTracker {
   private on = false;
   private since = 0;
   private win: Window | null = null;
   private timer: TimerHandle | undefined;
+  private pairedTimer: TimerHandle | undefined;
 
   constructor(
     private readonly clock: Clock,
@@ -205,6 +214,17 @@ export class LaunchTracker {
     this.on = false;
     this.win = null;
     this.clock.cancel(this.timer);
+    this.clock.cancel(this.pairedTimer);
+    this.pairedTimer = undefined;
+  }
+
+  /** The window on its way has paired (its engine is live, not ready yet): it has PAIRED_WAIT_MS more. */
+  paired(): void {
+    if (!this.on || this.pairedTimer !== undefined) return;
+    this.pairedTimer = this.clock.after(PAIRED_WAIT_MS, () => {
+      this.stop();
+      this.onTimeout();
+    });
   }
 
   /** The window on its way (null when none is, or it went through the link). */

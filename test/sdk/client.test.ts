@@ -12,6 +12,7 @@ import { systemClock } from '../../sdk/src/timing.js';
 import { ACK_TIMEOUT_MS, COMMAND_ATTEMPTS, SESSION_WAIT_MS } from '../../sdk/src/commands.js';
 import { REQUEST_TIMEOUT_MS } from '../../sdk/src/http.js';
 import { SOCKET_HEALTHY_MS } from '../../sdk/src/transport.js';
+import { PAIRED_WAIT_MS } from '../../sdk/src/launcher.js';
 import { SOCKET_SILENT_MS } from '../../shared/events.js';
 import { T0, call, engine } from './fixtures.js';
 
@@ -1075,6 +1076,22 @@ describe('enableCalls', () => {
     service.push();
     expect(q('c2c-state').dataset.state).toBe('no_mic');
     expect(q('c2c-state').textContent).toBe('Call window not ready');
+  });
+
+  it('says what the paired window waits for (its microphone) once it has had PAIRED_WAIT_MS to become ready, not "opening" for a minute', async () => {
+    service.set({ engine: null });
+    const socket = await ready();
+    widget.enableCalls();
+    await flush();
+    // Paired, asking for the microphone: still opening.
+    service.set({ engine: engine({ state: 'enabling', mic_ready: false }) });
+    service.push(socket);
+    await vi.advanceTimersByTimeAsync(PAIRED_WAIT_MS - 1000);
+    expect(q('c2c-state').dataset.state).toBe('enabling');
+    // The agent blocked it (or left the prompt open): the widget says so, and offers Enable calls.
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(q('c2c-state').dataset.state).toBe('no_mic');
+    expect(visible('c2c-enable')).toBe(true);
   });
 
   it('brings a live window to the front instead of opening a second one', async () => {
