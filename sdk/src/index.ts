@@ -73,3 +73,13 @@ export const on = <E extends SdkEventName>(event: E, fn: Listener<E>): Click2Cal
 export const off = <E extends SdkEventName>(event: E, fn: Listener<E>): Click2CallWidget => widget().off(event, fn);
 export const detach = (): void => widget().detach();
 export const endSession = (): Promise<unknown> => widget().endSession();
+
+/**
+ * Frame-shell mode (spec section 4) is not built in this version: no page runs inside a shell, and
+ * there is no shell to enter. enterShell fails clearly (SdkError `not_supported`) rather than being
+ * missing, so a page written for the shell learns why; calls work through the popup or tab window.
+ */
+export const inShell = false;
+export function enterShell(_shellPath?: string): never {
+  throw new SdkError('not_supported', 'The frame shell is not available in this version; the call window opens as a popup or tab (enableCalls()).');
+}

@@ -27,6 +27,11 @@ export interface InitOptions {
   apiBaseUrl?: string;
   /** where the widget is mounted; default document.body (fixed at `position`); another element shows it inline */
   container?: HTMLElement;
+  /**
+   * the spec's opt-out of the automatic redirect into the frame shell. This version has no frame
+   * shell (calls use a popup or tab), so there is nothing to redirect into: accepted and ignored.
+   */
+  shellRedirect?: boolean;
 }
 
 export interface CommandFailure {

@@ -1663,6 +1663,14 @@ describe('detach, endSession and the global', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('has the frame-shell entry points of the spec, which say clearly that this version has no shell', () => {
+    expect(SDK.inShell).toBe(false);
+    expect(() => SDK.enterShell('/shell')).toThrow(expect.objectContaining({ code: 'not_supported' }));
+    // the option is taken (there is nothing to redirect into)
+    start({ shellRedirect: false });
+    expect(widget.getState().state).toBeDefined();
+  });
+
   it('makes the global methods act on the last initialised widget', async () => {
     const w = SDK.init(
       { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API },
