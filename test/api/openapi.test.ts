@@ -36,6 +36,12 @@ describe('GET /developers/click2call/openapi.json', () => {
         for (const status of statuses) expect(Object.keys(operation.responses), `${method} ${path}`).toContain(status);
       }
     }
+    // Any route may fail or be briefly unavailable (docs/errors.md): every documented operation says so.
+    for (const [path, methods] of Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        expect(Object.keys(operation.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['500', '503']));
+      }
+    }
   });
 
   it('describes the resources from the same schemas that validate requests', () => {

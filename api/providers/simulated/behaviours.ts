@@ -1,6 +1,6 @@
 /**
  * Magic destination numbers of the simulated provider, for integrators' own CI (documented in
- * docs/simulated-provider.md). Any other number rings for 2 s and answers.
+ * docs/simulated-provider.md). Any other number rings after 1 s and answers after 3 s.
  */
 export interface Behaviour {
   /** seconds after dialing: the destination rings */
