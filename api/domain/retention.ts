@@ -24,12 +24,14 @@ const BATCHES_PER_PASS = 20;
 
 /**
  * Ids come from one sequence as commands are recorded, so the oldest records are the lowest ids:
- * each statement takes the BATCH lowest (the primary key's order, no index of their own to keep
- * up on the INSERT every command makes) and deletes those older than the cutoff. It reports
- * whether it reached records younger than that, where the pass can stop.
+ * each statement takes the BATCH lowest after the last one it looked at (the primary key's order,
+ * no index of their own to keep up on the INSERT every command makes) and deletes those older than
+ * the cutoff. It reports whether it reached records younger than that, where the pass can stop,
+ * and the last id it looked at: the next statement goes on from there, so a batch of records kept
+ * (commands still waiting for a live window) never hides the older ones behind it.
  */
 const PRUNE = `WITH head AS (
-    SELECT id, created_at, status, engine_id FROM widget_commands ORDER BY id LIMIT ${BATCH}
+    SELECT id, created_at, status, engine_id FROM widget_commands WHERE id > $2 ORDER BY id LIMIT ${BATCH}
   ), gone AS (
     DELETE FROM widget_commands c USING head h
     WHERE c.id = h.id AND h.created_at < $1
@@ -37,15 +39,20 @@ const PRUNE = `WITH head AS (
         AND EXISTS (SELECT 1 FROM engines e WHERE e.id = h.engine_id AND e.state IN ('enabling', 'ready')))
     RETURNING 1
   ) SELECT (SELECT count(*)::int FROM gone) AS deleted,
-      (SELECT count(*)::int FROM head) < ${BATCH} OR (SELECT max(created_at) FROM head) >= $1 AS reached`;
+      (SELECT count(*)::int FROM head) < ${BATCH} OR (SELECT max(created_at) FROM head) >= $1 AS reached,
+      (SELECT max(id) FROM head) AS last_id`;
 
 /** Deletes the command records older than the retention window; returns how many. */
 export async function pruneCommands(db: Db, now: number, retentionMs: number): Promise<number> {
   let pruned = 0;
+  let after = 0;
   for (let batch = 0; batch < BATCHES_PER_PASS; batch += 1) {
-    const [row] = await db.tx((sql) => sql.query<{ deleted: number; reached: boolean }>(PRUNE, [now - retentionMs]), { lock: 'c2c:prune-commands' });
+    const [row] = await db.tx((sql) => sql.query<{ deleted: number; reached: boolean; last_id: number | null }>(PRUNE, [now - retentionMs, after]), {
+      lock: 'c2c:prune-commands',
+    });
     pruned += row?.deleted ?? 0;
-    if (!row || row.reached || row.deleted === 0) break;
+    if (!row || row.reached || row.last_id === null) break;
+    after = Number(row.last_id);
   }
   return pruned;
 }

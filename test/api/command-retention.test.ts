@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../api/config.js';
+import { pruneCommands } from '../../api/domain/retention.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, heartbeat, openSession, readyAgent } from '../helpers/flows.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
@@ -71,6 +72,35 @@ describe.each(storeDrivers())('widget command records (%s)', (driver) => {
       await h.close();
     }
   });
+});
+
+describe.each(storeDrivers())('the retention pass (%s)', (driver) => {
+  it('reaches old records behind a whole batch of records it must keep', async () => {
+    const h = await createHarness(driver);
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const old = h.clock.now();
+      // More than one statement's batch (10,000) of old commands still waiting for the live window, then one done.
+      await h.services.db.query(
+        `INSERT INTO widget_commands (integration_id, member_id, request_id, kind, engine_id, status, created_at)
+         SELECT $1, $2, 'pending-' || g, 'focus', $3, 'queued', $4 FROM generate_series(1, 10050) AS g`,
+        [t.integrationId, t.agent.id, agent.engineId, old],
+      );
+      await h.services.db.query(
+        `INSERT INTO widget_commands (integration_id, member_id, request_id, kind, status, created_at) VALUES ($1, $2, 'old-done', 'focus', 'done', $3)`,
+        [t.integrationId, t.agent.id, old],
+      );
+      expect(await pruneCommands(h.services.db, old + 31 * DAY_MS, 30 * DAY_MS)).toBe(1);
+      const [left] = await h.services.db.query<{ n: number; done: number }>(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE request_id = 'old-done')::int AS done FROM widget_commands`,
+      );
+      expect(left).toEqual({ n: 10050, done: 0 });
+    } finally {
+      await h.close();
+    }
+  }, 60_000);
 });
 
 describe('COMMAND_RETENTION_DAYS', () => {
