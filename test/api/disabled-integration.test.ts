@@ -4,12 +4,15 @@
  * read the calls that were up and end them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setAccountStatus } from '../../api/domain/operator/accounts.js';
 import { setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
+import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { heartbeat, READY, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
-import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+import { providerWebhooks, realAgent, requestAndClaim } from '../helpers/provider.js';
+import { CALLER_ID, ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe.each(storeDrivers())('a disabled integration on %s', (driver) => {
   let h: Harness;
@@ -22,6 +25,7 @@ describe.each(storeDrivers())('a disabled integration on %s', (driver) => {
     api = client(h.app);
   });
   afterAll(() => h.close());
+  const { signedVoice } = providerWebhooks(() => h, () => api);
 
   it('refuses new sessions, calls, widgets and windows, and lets its server key read and end the calls that were up', async () => {
     const agent = await readyAgent(api, t);
@@ -42,5 +46,22 @@ describe.each(storeDrivers())('a disabled integration on %s', (driver) => {
     const ended = await api.post(`/calls/${callId}/hangup`, undefined, { auth: t.serverKey });
     expect(ended.status, JSON.stringify(ended.body)).toBe(200);
     expect((await api.get(`/calls/${callId}`, { auth: t.serverKey })).body.status).not.toBe('queued');
+  });
+
+  it('does not dial a call claimed before the integration was disabled, nor one whose account was suspended since', async () => {
+    for (const stop of ['integration', 'account'] as const) {
+      const tenant = await seedTenant(h.services);
+      const agent = await realAgent(api, tenant);
+      const id = await requestAndClaim(api, tenant, agent);
+      const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+      if (stop === 'integration') await setIntegrationEnabled(deps, tenant.integrationId, false);
+      else await setAccountStatus(deps, tenant.accountId, 'suspended');
+      // The window had already connected: the provider asks for dial instructions.
+      const voice = await signedVoice(tenant, { CallSid: `CA-disabled-${stop}`, From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: tenant.accountId, CallerId: CALLER_ID });
+      expect(voice.status).toBe(200);
+      expect(voice.body, stop).toContain('<Reject');
+      const call = await api.get(`/calls/${id}`, { auth: tenant.serverKey });
+      expect(call.body, stop).toMatchObject({ status: 'failed', error: 'integration_disabled' });
+    }
   });
 });

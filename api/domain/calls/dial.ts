@@ -42,6 +42,16 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
     if (webhook.from !== `client:${engineIdentity(call.engine_id)}`) return { reject: 'not the claiming engine' };
     if (webhook.callerId !== call.caller_id) return { reject: 'caller id differs from the intent' };
 
+    // Disabled or suspended between the claim and the dial: no new call leaves on its account (the
+    // window's own requests are refused from then on; this webhook comes from the provider).
+    const [usable] = await sql.query<{ ok: boolean }>(
+      `SELECT i.status = 'active' AND a.status = 'active' AS ok FROM integrations i JOIN accounts a ON a.id = i.account_id WHERE i.id = $1`,
+      [call.integration_id],
+    );
+    if (!usable?.ok) {
+      await finishCall(sql, changes, clock.now(), call.id, { status: 'failed', reason: 'integration_disabled', error: 'integration_disabled' });
+      return { reject: 'integration disabled or account suspended' };
+    }
     const wallet = await planOnWallet(sql, call.account_id, call.per_minute_micros, { callId: call.id, lock: true });
     const limit = timeLimitSeconds(call.policy.max_call_seconds, wallet.seconds);
     const now = clock.now();

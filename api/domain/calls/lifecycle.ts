@@ -38,7 +38,8 @@ export type EndReason =
   | 'declined'
   | 'time_limit'
   | 'ring_timeout'
-  | 'insufficient_balance';
+  | 'insufficient_balance'
+  | 'integration_disabled';
 
 /** How a live call ends when someone hangs up or the service ends it: by whether it was answered. */
 export function endStatusFor(call: Pick<CallRow, 'status' | 'answered_at' | 'direction'>, reason: EndReason): CallStatus {
