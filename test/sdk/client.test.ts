@@ -1423,6 +1423,26 @@ describe('the widget', () => {
     expect(q('c2c-message').getAttribute('role')).toBe('status');
   });
 
+  it('keeps the keyboard focus in the widget when the control that had it goes away', async () => {
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    const socket = await ready();
+    q('c2c-answer').focus();
+    expect(root().activeElement).toBe(q('c2c-answer'));
+    // answered: Answer and Decline go, Hang up comes
+    service.set({ call: call('connected', { direction: 'inbound', answered_at: T0 }) });
+    service.push(socket);
+    await flush();
+    expect(visible('c2c-answer')).toBe(false);
+    expect(root().activeElement).toBe(q('c2c-hangup'));
+    // ended: no control left but Available; focus stays in the widget
+    service.set({ call: call('completed', { direction: 'inbound', answered_at: T0, ended_at: T0 + 5 }) });
+    service.push(socket);
+    await flush();
+    expect(visible('c2c-hangup')).toBe(false);
+    const now = root().activeElement as HTMLElement;
+    expect(now === q('c2c-available') || now === q('c2c-widget')).toBe(true);
+  });
+
   it('closes the keypad when the call changes: it does not open by itself on the next call', async () => {
     service.set({ call: call('connected', { answered_at: T0 }) });
     const socket = await ready();

@@ -75,6 +75,8 @@ export class Widget {
     const n = this.n;
     const panel = (n.panel = el('section', 'c2c-widget', 'p'));
     panel.setAttribute('aria-label', t.title);
+    // focusable by script only: where focus goes when the control that had it goes away
+    panel.tabIndex = -1;
     panel.lang = langOf(language);
     this.root.appendChild(panel);
     n.state = el('p', 'c2c-state', 's', panel);
@@ -92,7 +94,7 @@ export class Widget {
     tab.textContent = t.openTab;
     tab.addEventListener('click', () => this.h.openTab());
 
-    const row = el('div', 'c2c-actions', 'r', panel);
+    const row = (n.actions = el('div', 'c2c-actions', 'r', panel));
     const button = (testid: string, label: string, cls: string, onClick: () => void) => {
       const b = el('button', testid, cls, row);
       b.type = 'button';
@@ -188,6 +190,15 @@ export class Widget {
     show(available, engineLive && !!v.policy?.inbound && v.state !== 'reconnecting');
     available.setAttribute('aria-pressed', String(!!v.engine?.available));
 
+    // A control that had the focus and is now hidden (Answer once answered, Hang up once the call
+    // ended) would drop it to the page: keyboard and screen-reader users would lose their place.
+    // It goes to the first control still shown, else to the panel.
+    const focused = this.root.activeElement as HTMLElement | null;
+    if (focused && focused !== n.panel && isHidden(focused)) {
+      const next = [...n.actions!.querySelectorAll<HTMLElement>('button')].find((button) => !isHidden(button));
+      (next ?? n.panel!).focus();
+    }
+
     // Announcements: each state once, each incoming call once.
     const said = v.state + (live ? ':' + live.status : '');
     if (said !== this.announcedState) {
@@ -210,6 +221,12 @@ export class Widget {
 
 function setText(node: HTMLElement, text: string): void {
   if (node.textContent !== text) node.textContent = text;
+}
+
+/** Hidden itself or inside something hidden (a digit of the closed keypad). */
+function isHidden(node: HTMLElement): boolean {
+  for (let at: HTMLElement | null = node; at; at = at.parentElement) if (at.hidden) return true;
+  return false;
 }
 
 function show(node: HTMLElement, visible: boolean): void {
