@@ -23,8 +23,12 @@ export function localFirst(make: AdapterFactory): AdapterFactory {
     const adapter = make(nsp) as ClusterAdapter & Publishing;
     adapter.broadcast = async function broadcast(this: ClusterAdapter & Publishing, packet: any, opts: BroadcastOptions) {
       if (!opts.flags?.local) {
-        // encoded at once (the local send below then sets packet.nsp), as ClusterAdapter encodes it
-        this.publish({ type: MessageType.BROADCAST, data: { packet, opts: { rooms: [...opts.rooms], except: [...(opts.except ?? [])], flags: opts.flags } } });
+        try {
+          // encoded at once (the local send below then sets packet.nsp), as ClusterAdapter encodes it
+          this.publish({ type: MessageType.BROADCAST, data: { packet, opts: { rooms: [...opts.rooms], except: [...(opts.except ?? [])], flags: opts.flags } } });
+        } catch {
+          // a packet that cannot be encoded for Redis still reaches this node's sockets, as in ClusterAdapter
+        }
       }
       // Looked up now, not at import: Socket.IO's uWS support replaces it when a gateway attaches (one app.publish per room).
       Adapter.prototype.broadcast.call(this, packet, opts);

@@ -42,6 +42,8 @@ export class SessionKeeper {
   private reasked = false;
   private renewing: Promise<boolean> | null = null;
   private refreshTimer: TimerHandle | undefined;
+  private backoffTimer: TimerHandle | undefined;
+  private wake: (() => void) | null = null;
   private stopped = false;
   private readyWaiters: Array<(ok: boolean) => void> = [];
   /** the sessionEndpoint request in flight, if any (endSession waits for its token, to revoke it) */
@@ -121,6 +123,8 @@ export class SessionKeeper {
   stop(): void {
     this.stopped = true;
     this.d.clock.cancel(this.refreshTimer);
+    this.d.clock.cancel(this.backoffTimer);
+    this.wake?.();
     this.flushWaiters(false);
   }
 
@@ -163,7 +167,12 @@ export class SessionKeeper {
         if (this.stopped) return false;
         if (!isTransient(error)) return this.fail(refusalState(error as SdkError), error as SdkError);
         const retry = (error as SdkError).retryAfter;
-        await new Promise<void>((resolve) => this.d.clock.after(retry ? retry * 1000 : fullJitter(attempt, 1000, 30_000), resolve));
+        // stop() cancels the wait and wakes it, so no timer outlives the session
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+          this.backoffTimer = this.d.clock.after(retry ? retry * 1000 : fullJitter(attempt, 1000, 30_000), resolve);
+        });
+        this.wake = null;
       }
     }
     return false;

@@ -6,7 +6,11 @@
  * Each test seeds its own tenant, so live calls and balances never leak from one test to the next.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { consumeForDial } from '../../api/domain/calls/dial.js';
 import { hangupCall } from '../../api/domain/calls/hangup.js';
+import type { Db } from '../../api/store/index.js';
+import { engineIdentity } from '../../shared/prefixes.js';
+import { waitFor } from '../helpers/processes.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -262,6 +266,63 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       expect((await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: ana.engineToken })).status).toBe(200);
       expect((await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE id = $1', [requested.body.request_id]))[0]!.time_limit_seconds).toBe(96);
     });
+
+    // PGlite runs one statement at a time, so only PostgreSQL can dial two calls of one account at once.
+    if (driver === 'pg') {
+      it('a dial that waited for another dial of its account plans on what that one set aside', async () => {
+        const t = await seedTenant(h.services, { balanceMicros: 30_000 });
+        const bob = await salesMember(t, 'bob');
+        const ana = await pairOnly(t, t.agent.email, false);
+        const bobs = await pairOnly(t, bob, false);
+        for (const agent of [ana, bobs]) {
+          await api.post('/engine/voice-token', undefined, { auth: agent.engineToken });
+          await heartbeat(api, agent.engineToken);
+        }
+        const first = (await requestCall(api, t)).body.request_id as string;
+        expect((await api.post('/engine/claim', { request_id: first }, { auth: ana.engineToken })).status).toBe(200);
+        const webhook = (agent: Agent, id: string) => ({ callSid: `CA-${id}`, from: `client:${engineIdentity(agent.engineId)}`, to: id, biz: t.accountId, callerId: '+12025550100' });
+        const db = h.services.db;
+        let second: Promise<unknown> | undefined;
+        let secondId = '';
+        // The first dial plans alone (the whole balance); while it holds the account, the second call
+        // is requested and claimed, and its dial waits for the account.
+        const racing: Db = {
+          ...db,
+          driver: db.driver,
+          query: (text, params) => db.query(text, params),
+          tx: (fn, options) =>
+            db.tx(
+              (sql) =>
+                fn({
+                  query: async (text, params) => {
+                    const rows = await sql.query(text, params);
+                    if (text.includes('set_aside_micros') && !second) {
+                      const requested = await requestCall(api, t, { agent: { type: 'email', value: bob } });
+                      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+                      secondId = requested.body.request_id;
+                      expect((await api.post('/engine/claim', { request_id: secondId }, { auth: bobs.engineToken })).status).toBe(200);
+                      second = consumeForDial(db, h.clock, webhook(bobs, secondId));
+                      await waitFor(async () => ((await lockWaits()) > 0 ? true : undefined), 'the second dial to wait for the account');
+                    }
+                    return rows as never;
+                  },
+                }),
+              options,
+            ),
+          exec: (script) => db.exec(script),
+          unavailableCount: () => db.unavailableCount(),
+          close: () => db.close(),
+        };
+        const lockWaits = async () =>
+          (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))[0]!.n;
+        const dialed = await consumeForDial(racing, h.clock, webhook(ana, first));
+        expect(dialed.decision).toMatchObject({ dial: { timeLimitSeconds: 180 } });
+        const refused = (await second) as Awaited<ReturnType<typeof consumeForDial>>;
+        // All 30,000 is set aside for the first call's 180 s: nothing is left for the second.
+        expect(refused.decision).toEqual({ reject: 'no balance' });
+        expect(await getCall(t, secondId)).toMatchObject({ status: 'failed', error: 'insufficient_balance' });
+      });
+    }
 
     it('a call the wallet can no longer pay for when it is dialed fails at once, saying why, not a minute later', async () => {
       const t = await seedTenant(h.services, { balanceMicros: 30_000 });

@@ -8,6 +8,7 @@
  * with a short grace and revoke without ending the call.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { runCommand } from '../../api/cli/admin-bridge.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
@@ -387,6 +388,25 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     );
     expect(live!.n).toBe(1);
     expect(h.services.providers.simulator.liveLegs() - legsBefore).toBe(won[0] === outgoing ? 0 : 1);
+  });
+
+  it('does not put through an incoming call whose integration was disabled while it rang', async () => {
+    const t = await seedTenant(h.services);
+    await readyAgent(api, t);
+    const simulator = h.services.providers.simulator;
+    const ring = simulator.ringClient.bind(simulator);
+    const slowRing = vi.spyOn(simulator, 'ringClient').mockImplementation(async (...args) => {
+      await setIntegrationEnabled({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.integrationId, false);
+      return ring(...args);
+    });
+    try {
+      const refused = await inbound(t);
+      expect(refused.status).toBe(409);
+    } finally {
+      slowRing.mockRestore();
+    }
+    const [calls] = await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1', [t.integrationId]);
+    expect(calls!.n).toBe(0);
   });
 
   it('rings an incoming call from the CLI: c2c --json call inbound', async () => {

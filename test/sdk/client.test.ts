@@ -1674,6 +1674,17 @@ describe('detach, endSession and the global', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('leaves no timer running after endSession while the session endpoint is being retried', async () => {
+    service.script.set('/crm/session', ['network']);
+    start();
+    await flush();
+    expect(service.count('/crm/session')).toBe(1);
+    expect(await widget.endSession()).toEqual({ ok: true });
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(service.count('/crm/session')).toBe(1);
+  });
+
   it('refuses requestCall once detached, sending nothing', async () => {
     await ready();
     widget.detach();

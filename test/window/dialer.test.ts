@@ -185,5 +185,14 @@ describe('Dialer', () => {
     await vi.advanceTimersByTimeAsync(CLAIM_RETRY_MS * 5);
     await second.dialer.offer([request('ci_1')]);
     expect(second.deps.claim).toHaveBeenCalledTimes(1);
+
+    // a claim in flight when the window stops, then failing: nothing is scheduled to ask it again
+    let fail!: (error: unknown) => void;
+    const third = dialer(() => new Promise<Claimed>((_, reject) => (fail = reject)));
+    const pending = third.dialer.offer([request('ci_1')]);
+    third.dialer.stop();
+    fail(new ApiError(0, 'unreachable', 'offline'));
+    await pending;
+    expect(vi.getTimerCount()).toBe(0);
   });
 });

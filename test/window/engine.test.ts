@@ -503,12 +503,25 @@ describe('Engine', () => {
     expect(instance.model()).toMatchObject({ call: { status: 'completed', live: false }, message: null });
   });
 
-  it("drops a hang-up warning once the call is over, and keeps saying why a call could not be connected until the next call", async () => {
-    const { server, instance, spies } = await engine({ realtime: false });
+  it("keeps a hang-up warning until the server says the call is over, and says why a call could not be connected until the next call", async () => {
+    // A device that ends its own leg when told to, as the Twilio driver does (its `disconnected` event).
+    const device = new SimulatedDriver();
+    const listeners: Array<(event: DriverEvent) => void> = [];
+    vi.spyOn(device, 'on').mockImplementation((listener) => {
+      listeners.push(listener);
+      return () => {};
+    });
+    vi.spyOn(device, 'disconnect').mockImplementation(() => {
+      for (const listener of listeners) listener({ type: 'disconnected' });
+    });
+    const { server, instance, spies } = await engine({ realtime: false, driver: device });
     server.current = call('connected', { answered_at: SERVER_NOW_S });
     await vi.advanceTimersByTimeAsync(3000);
     server.hangup = () => ({ status: 502, body: { ok: false, error: 'hangup_uncertain', message: 'uncertain' } });
     await instance.hangup();
+    expect(instance.model().message).toMatchObject({ text: MESSAGES.hangupUncertain });
+    // The window let go of its own leg; the server still lists the call live: it may still be up.
+    await vi.advanceTimersByTimeAsync(3000);
     expect(instance.model().message).toMatchObject({ text: MESSAGES.hangupUncertain });
     // The provider ended it after all: the next heartbeat no longer lists it.
     server.current = null;

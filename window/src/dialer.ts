@@ -102,6 +102,7 @@ export class Dialer {
   }
 
   #askAgain(request: DialRequest, retryAfterMs: number): void {
+    if (this.#stopped) return;
     this.#unsure = request;
     this.#timers.cancel(this.#retry);
     this.#retry = this.#timers.after(Math.max(CLAIM_RETRY_MS, retryAfterMs), () => {

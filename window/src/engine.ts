@@ -7,7 +7,7 @@ import { NUDGE_MIN_MS } from '../../shared/events.js';
 import { spaced } from '../../shared/spaced.js';
 import { systemTimers } from '../../shared/timers.js';
 import { ApiError, type Claimed, type EngineApi, type EngineCommand, type HeartbeatRequest, type HeartbeatResponse, type Paired } from './api.js';
-import { CallState } from './call-state.js';
+import { CallState, LIVE_STATUSES } from './call-state.js';
 import { CommandRunner } from './commands.js';
 import { carryOut, REPORTED_KINDS } from './device-commands.js';
 import { Dialer } from './dialer.js';
@@ -93,8 +93,13 @@ export class Engine {
   readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
   /** the call the window last held (or null), to tell when it changes */
   #lastHeld: string | null = null;
-  /** the call problem says why a call ended (it could not be connected), so it stays once that call is over */
-  #problemOutlivesCall = false;
+  /**
+   * What problems.call is about, which decides how long it stays: `device` (a mute that failed)
+   * goes when its call does; `hangup` (a hang-up that may not have worked) stays, also through the
+   * window letting go of its own leg, until the server says that call is over; `connect` (why a
+   * call could not be connected) stays until the next call.
+   */
+  #callProblem: { kind: 'device' | 'hangup' | 'connect'; callId: string | null } | null = null;
 
   constructor(paired: Paired, deps: EngineDeps) {
     this.#paired = paired;
@@ -215,12 +220,12 @@ export class Engine {
     this.#changed();
     try {
       const answer = await this.#deps.api.hangup(this.#calls.reportId);
-      this.#problems.call = null;
+      this.#setCallProblem(null);
       if (answer.call) this.#calls.update(answer.call, this.#deps.now());
       else this.#calls.end(this.#deps.now());
     } catch (error) {
       if (isFinal(error)) return this.#stop(error.code, error.message);
-      this.#problems.call = error instanceof ApiError && error.code === 'hangup_uncertain' ? MESSAGES.hangupUncertain : MESSAGES.hangupFailed;
+      this.#setCallProblem(error instanceof ApiError && error.code === 'hangup_uncertain' ? MESSAGES.hangupUncertain : MESSAGES.hangupFailed, 'hangup');
     } finally {
       // Also end the device's own leg: with a real voice SDK that ends the call in any case.
       if (!this.#calls.heldId || this.#problems.call) this.#driver?.disconnect();
@@ -236,9 +241,9 @@ export class Engine {
     try {
       this.#driver.mute(next);
       this.#muted = next;
-      this.#problems.call = null;
+      this.#setCallProblem(null);
     } catch (error) {
-      this.#problems.call = text(error);
+      this.#setCallProblem(text(error), 'device');
     }
     this.#changed();
     void this.#scheduler.beat();
@@ -325,6 +330,9 @@ export class Engine {
       this.#deps.tellWidget?.();
     }
     this.#scheduler.setHeartbeatMs(answer.heartbeat_ms);
+    const hangupDoubt = this.#callProblem?.kind === 'hangup' ? this.#callProblem.callId : undefined;
+    // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
+    if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);
     if (epoch === this.#epoch && this.#calls.reconcile(answer.call, this.#deps.now())) this.#afterCallChange();
     await this.#onWork(answer.commands, answer.dial_requests, false);
   }
@@ -377,14 +385,13 @@ export class Engine {
   /** A claim won: show the call, report it at once, and connect the voice driver. */
   async #take(claimed: Claimed): Promise<void> {
     this.#epoch += 1;
-    this.#problems.call = null;
+    this.#setCallProblem(null);
     this.#calls.update(claimed.call, this.#deps.now());
     this.#afterCallChange();
     try {
       await this.#driver!.connect(claimed.connect.params);
     } catch (error) {
-      this.#problems.call = `${MESSAGES.connectFailed} ${text(error)}`;
-      this.#problemOutlivesCall = true;
+      this.#setCallProblem(`${MESSAGES.connectFailed} ${text(error)}`, 'connect');
       const answer = await this.#deps.api.hangup(claimed.call.call_id).catch(() => null);
       if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
       else this.#calls.end(this.#deps.now());
@@ -412,15 +419,17 @@ export class Engine {
     void this.#scheduler.beat();
   }
 
+  /** Says (or, with null, stops saying) what went wrong with a call, and what it is about. */
+  #setCallProblem(message: string | null, kind: 'device' | 'hangup' | 'connect' = 'device'): void {
+    this.#problems.call = message;
+    this.#callProblem = message === null ? null : { kind, callId: this.#calls.reportId ?? this.#calls.current?.call.call_id ?? null };
+  }
+
   #afterCallChange(): void {
     const held = this.#calls.reportId;
     if (held !== this.#lastHeld) {
-      // A message about the call before (a hangup that may not have worked, a mute that failed) is
-      // stale once it is over or another call comes; one saying why it ended stays until the next.
-      if (held !== null || !this.#problemOutlivesCall) {
-        this.#problems.call = null;
-        this.#problemOutlivesCall = false;
-      }
+      const about = this.#callProblem;
+      if (about && (held !== null ? about.callId !== held : about.kind === 'device')) this.#setCallProblem(null);
       this.#lastHeld = held;
     }
     const onCall = held !== null;

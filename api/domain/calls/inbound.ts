@@ -103,6 +103,8 @@ async function chooseAgent(sql: Sql, integration: IntegrationRow, request: Inbou
     `SELECT e.*,
             (SELECT max(coalesce(c.ended_at, c.created_at)) FROM call_intents c WHERE c.engine_id = e.id) AS last_call_at
      FROM engines e JOIN members m ON m.id = e.member_id
+       JOIN integrations i ON i.id = e.integration_id AND i.status = 'active'
+       JOIN accounts a ON a.id = i.account_id AND a.status = 'active'
      WHERE e.integration_id = $1 AND e.state = 'ready' AND e.mic_ready AND e.available AND e.registered AND NOT e.busy
        AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}))
        AND ($2::text IS NULL OR lower(m.email) = lower($2))

@@ -23,6 +23,11 @@ export interface WalletPlan {
  * of one account plan one after the other.
  */
 export async function planOnWallet(sql: Sql, accountId: string, perMinuteMicros: number, options: { callId?: string; lock?: boolean } = {}): Promise<WalletPlan> {
+  // The lock first, in a statement of its own: a statement reads the store as it was when it began,
+  // so the sums below, read after waiting on the lock in that same statement, would miss what the
+  // dial that held it just set aside. NO KEY UPDATE: inserts referencing the account (calls, the
+  // ledger) do not wait on it.
+  if (options.lock) await sql.query('SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE', [accountId]);
   const [account] = await sql.query<{ balance_micros: number; live_calls: number; set_aside_micros: number }>(
     `SELECT a.balance_micros,
             (SELECT count(*)::int FROM call_intents c
@@ -30,7 +35,7 @@ export async function planOnWallet(sql: Sql, accountId: string, perMinuteMicros:
             (SELECT coalesce(sum(ceil(c.time_limit_seconds * c.per_minute_micros / 60.0)), 0)::bigint FROM call_intents c
               WHERE c.account_id = a.id AND c.status IN (${LIVE_STATUS_LIST}) AND c.direction = 'outbound'
                 AND c.time_limit_seconds IS NOT NULL AND c.id IS DISTINCT FROM $2) AS set_aside_micros
-     FROM accounts a WHERE a.id = $1${options.lock ? ' FOR UPDATE' : ''}`,
+     FROM accounts a WHERE a.id = $1`,
     [accountId, options.callId ?? null],
   );
   if (!account) return { seconds: 0 };
