@@ -240,6 +240,19 @@ function clientsMethod(ref: BenchResults, stormClients: number | undefined): str
 export const RECHECK_OUT = 'push-check';
 
 /**
+ * (c) is RSS after minus RSS before the sockets, over N: the RSS a process starts from moves by
+ * megabytes with how its heap happened to grow, and that alone moves the per-connection figure by
+ * hundreds of bytes. The heap per connection, and the RSS with the sockets, say whether the code's
+ * memory changed.
+ */
+function memoryRecheck(main: BenchResults, check: BenchResults): string {
+  const m = main.comparison?.gateway.memory;
+  const c = check.comparison?.gateway.memory;
+  if (!m || !c) return '';
+  return `Memory per connection (c) in the re-check: ${c.per_connection_bytes} B of RSS (${m.per_connection_bytes} B above), of which JavaScript heap ${c.heap_per_connection_bytes} B (${m.heap_per_connection_bytes} B); the gateway's RSS with its 10000 sockets ${c.rss_after_mb} MB (${m.rss_after_mb} MB), before them ${c.rss_before_mb} MB (${m.rss_before_mb} MB). Where the heap per connection and the RSS with the sockets are the same, a different figure comes from where the process's RSS stood before the sockets, not from what each connection holds.`;
+}
+
+/**
  * A later full run beside the one the section reports, target by target, with what says how fast
  * its machine was: the baselines and the bench's own clients, whose code did not change.
  */
@@ -251,6 +264,8 @@ function recheckLines(main: BenchResults, check: BenchResults): string[] {
     `### Re-check (\`${check.command}\`, ${when(check)})`,
     '',
     `The full bench run again after later changes, on the machine of that session: ${pct(check.machine_busy_before_start)} busy before the start; raw uWS ${v(check.comparison?.uws.broadcast?.per_message_us_net, ' µs')} of CPU per message (${v(main.comparison?.uws.broadcast?.per_message_us_net, ' µs')} in the run above), 10000 fresh raw uWS connections in ${v(check.comparison?.uws.storm?.seconds, ' s')} (${v(main.comparison?.uws.storm?.seconds, ' s')}), the bench's own clients (unchanged code) ${v(clientsPerCommand(check), ' µs')} of CPU per command (${v(clientsPerCommand(main), ' µs')}); (a)'s machine ${check.a ? pct(check.a.cpu.machine_busy) : '–'} busy (${main.a ? pct(main.a.cpu.machine_busy) : '–'}), our servers' CPU per command net of the idle load ${v(check.a?.cpu.server_per_command_net_us, ' µs')} (${v(main.a?.cpu.server_per_command_net_us, ' µs')}). Raw figures: \`loadtest/results/${RECHECK_OUT}.json\`. Where a machine is slower, its figures are too; what the changes themselves cost shows in our servers' net CPU per command, and where (a)'s machine is saturated its queues, not that work, set the latency (below).`,
+    '',
+    memoryRecheck(main, check),
     '',
     `| target | wanted | run above (${when(main)}) | re-check (${when(check)}) | re-check's verdict |`,
     '|---|---|---|---|---|',
