@@ -12,7 +12,7 @@ import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
 import { Engine, type EngineSocketLike } from '../../window/src/engine.js';
 import { NUDGE_MIN_MS } from '../../shared/events.js';
-import { MESSAGES } from '../../window/src/messages.js';
+import { MESSAGES, useLanguage } from '../../window/src/messages.js';
 import type { MicState } from '../../window/src/mic.js';
 import { STORAGE_KEY } from '../../window/src/session.js';
 import type { SocketHandlers } from '../../window/src/socket.js';
@@ -565,6 +565,17 @@ describe('Engine', () => {
     expect(socket.stop).toHaveBeenCalled();
     expect(store.getItem(STORAGE_KEY)).toBeNull();
     expect(instance.model()).toMatchObject({ state: 'closed', message: { text: MESSAGES.replaced, tone: 'error' }, connection: null });
+  });
+
+  it('says why it stopped in the language it speaks when that happens', async () => {
+    const { socket, instance } = await engine();
+    useLanguage('fr');
+    try {
+      socket.end({ code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });
+      expect(instance.model()).toMatchObject({ state: 'closed', message: { text: 'Cette fenêtre d’appel a été remplacée par une plus récente. Vous pouvez la fermer.' } });
+    } finally {
+      useLanguage('en');
+    }
   });
 
   it('stops, saying why, when its origin is refused: REST refuses the same origins as the socket', async () => {

@@ -2,12 +2,13 @@
 /** The window's view: test ids for browser tests, the display exactly as sent, the timer from the server's numbers. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Call } from '../../shared/types.js';
-import { MESSAGES } from '../../window/src/messages.js';
+import { MESSAGES, useLanguage } from '../../window/src/messages.js';
 import { formatElapsed, elapsedSeconds } from '../../window/src/timer.js';
 import { WindowView, type ViewModel } from '../../window/src/ui.js';
 
 afterEach(() => {
   vi.useRealTimers();
+  useLanguage('en');
   document.body.replaceChildren();
 });
 
@@ -96,6 +97,27 @@ describe('WindowView', () => {
 });
 
 describe('timer', () => {
+  it("speaks French once told to (the integration's widget language), every text included, and English again", () => {
+    const { view, byId } = mount();
+    view.render(base);
+    expect(byId('w-state').textContent).toBe('Ready for calls');
+    expect(useLanguage('fr-CA')).toBe('fr');
+    view.render({ ...base, state: 'call', muted: true, message: { text: MESSAGES.micDenied, tone: 'error' }, call: { direction: 'inbound', status: 'connected', display: timing.display, timing, receivedAt: 1_000_000, live: true } });
+    expect(document.documentElement.lang).toBe('fr');
+    expect(byId('w-state').textContent).toBe('En communication');
+    expect(byId('w-call-direction').textContent).toBe('Appel entrant');
+    expect(byId('w-call-status').textContent).toBe('En ligne');
+    expect(byId('w-hangup').textContent).toBe('Raccrocher');
+    expect(byId('w-mute').textContent).toBe('Réactiver le micro');
+    expect(byId('w-keep-open').textContent).toBe('Gardez cette fenêtre ouverte pendant les appels.');
+    expect(byId('w-message').textContent).toContain('L’accès au micro est bloqué');
+    expect(byId('w-connection').textContent).toBe('En direct');
+    expect(document.title).toBe('En communication · Fenêtre d’appel');
+    expect(useLanguage('de')).toBe('en');
+    view.render(base);
+    expect([byId('w-state').textContent, document.documentElement.lang]).toEqual(['Ready for calls', 'en']);
+  });
+
   it('counts from server_time − answered_at plus local time since receipt', () => {
     expect(elapsedSeconds({ ...timing }, 0, 0)).toBe(65);
     expect(elapsedSeconds({ ...timing }, 1000, 11_999)).toBe(75);

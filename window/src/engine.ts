@@ -51,15 +51,19 @@ export interface EngineDeps {
 // origin_not_allowed: the window runs somewhere other than the service's own pages (or is another
 // extension), which REST and the gateway both refuse (api/domain/engines/origins.ts).
 const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown', 'origin_not_allowed']);
-const FINAL_MESSAGES: Record<string, string> = {
-  replaced: MESSAGES.replaced,
-  unauthorized: MESSAGES.unauthorized,
-  platform_disabled: MESSAGES.platformDisabled,
-  integration_disabled: MESSAGES.integrationDisabled,
-  agent_disabled: MESSAGES.agentDisabled,
-  agent_not_assigned: MESSAGES.agentDisabled,
-  agent_unknown: MESSAGES.agentDisabled,
-};
+/** What the window says for a final refusal, in its language (read when it happens). */
+const finalMessage = (code: string): string | undefined =>
+  (
+    ({
+      replaced: MESSAGES.replaced,
+      unauthorized: MESSAGES.unauthorized,
+      platform_disabled: MESSAGES.platformDisabled,
+      integration_disabled: MESSAGES.integrationDisabled,
+      agent_disabled: MESSAGES.agentDisabled,
+      agent_not_assigned: MESSAGES.agentDisabled,
+      agent_unknown: MESSAGES.agentDisabled,
+    }) as Record<string, string>
+  )[code];
 
 const isFinal = (error: unknown): error is ApiError => error instanceof ApiError && (error.status === 401 || FINAL_CODES.has(error.code));
 const text = (error: unknown) => (error instanceof Error && error.message ? error.message : String(error));
@@ -450,7 +454,7 @@ export class Engine {
   #stop(code: string, message: string): void {
     if (this.#stopped) return;
     if (code === 'replaced' || code === 'unauthorized') forgetPairing(this.#deps.storage);
-    this.#problems.final = FINAL_MESSAGES[code] ?? message;
+    this.#problems.final = finalMessage(code) ?? message;
     this.#halt();
     this.#calls.end(this.#deps.now());
     this.#changed();

@@ -11,7 +11,7 @@ import { loadTwilioDriver } from './drivers/load-twilio.js';
 import { SimulatedDriver } from './drivers/simulated.js';
 import type { VoiceDriver } from './drivers/types.js';
 import { Engine, type EngineDeps } from './engine.js';
-import { MESSAGES, type WindowState } from './messages.js';
+import { MESSAGES, UI_TEXTS, useLanguage, type WindowState } from './messages.js';
 import { askMicrophone, watchMicPermission } from './mic.js';
 import { establish } from './session.js';
 import { EngineSocket, type EngineSocketIo } from './socket.js';
@@ -56,6 +56,8 @@ async function run(): Promise<void> {
   if (!root) return;
   let engine: Engine | null = null;
   let retry = () => {};
+  // Until it has paired, the window speaks its browser's language.
+  useLanguage(navigator.language);
   const view = new WindowView(root, { hangup: () => void engine?.hangup(), toggleMute: () => engine?.toggleMute(), retry: () => retry() });
   let boot: Boot;
   try {
@@ -87,9 +89,11 @@ async function run(): Promise<void> {
         return attempt();
       }
       retry = result.retry ? () => void attempt() : () => {};
-      return view.render(notPaired('error', result.message, result.retry ? 'Try again' : null));
+      return view.render(notPaired('error', result.message, result.retry ? UI_TEXTS.tryAgain : null));
     }
     waiting = null;
+    // Paired: the integration's widget language from now on (the widget's own default).
+    useLanguage(result.paired.policy.widget?.language ?? navigator.language);
     const running = new Engine(result.paired, {
       api,
       storage,

@@ -1,58 +1,158 @@
-/** Every text a user of the call window can see, in one place. */
+/**
+ * Every text a user of the call window can see, in one place, in English and French. The window
+ * speaks its browser's language until it has paired, then the integration's widget language
+ * (policy.widget.language, the widget's own default), as the widget does; other languages fall back
+ * to English. The exports are live: useLanguage() switches what every module reads from then on.
+ */
 import type { CallStatus } from '../../shared/types.js';
 
-export const MESSAGES = {
-  keepOpen: 'Keep this window open during calls.',
-  noTicket: 'Open the call window again from the widget.',
-  ticketInvalid: 'This call window link has expired or was already used. Open the call window again from the widget.',
-  agentBusy: 'Your other call window is on a call, so this one cannot take over yet. Finish that call, then click Try again.',
-  unreachable: 'The click-to-call service could not be reached. Check your connection, then click Try again.',
-  bootFailed: 'This page cannot start the call window. Open the call window again from the widget.',
-  replaced: 'This call window was replaced by a newer one. You can close it.',
-  unauthorized: 'This call window is no longer signed in. Open the call window again from the widget.',
-  platformDisabled: 'Calling is switched off on this service right now.',
-  integrationDisabled: 'Calling is switched off for this integration.',
-  agentDisabled: 'Calls are not enabled for you on this integration.',
-  micAsking: 'Allow the microphone when the browser asks, so you can talk on calls.',
-  micDenied: 'Microphone access is blocked. Allow the microphone for this site in your browser (the icon in the address bar), then click Try again.',
-  micMissing: 'No microphone was found. Connect one, then click Try again.',
-  micBusy: 'The microphone is in use by another application. Free it, then click Try again.',
-  micUnsupported: 'This browser cannot use a microphone on this page.',
-  voiceUnavailable: 'The voice service is not available right now; retrying.',
-  voiceScriptFailed: 'The voice component could not be loaded. Reload this window to try again.',
-  reconnecting: 'Connection to the service lost; retrying.',
-  hangupUncertain: 'The voice provider could not be reached, so the call may still be up. Click Hang up again.',
-  hangupFailed: 'The call could not be hung up. Try again.',
-  connectFailed: 'The call could not be connected.',
-} as const;
+export type WindowState = 'pairing' | 'enabling' | 'no_mic' | 'ready' | 'call' | 'closed' | 'error';
+export type WindowLanguage = 'en' | 'fr';
 
-/** What the window's state element says. */
-export const STATE_LABELS = {
-  pairing: 'Connecting…',
-  enabling: 'Waiting for the microphone…',
-  no_mic: 'No microphone',
-  ready: 'Ready for calls',
-  call: 'On a call',
-  closed: 'Closed',
-  error: 'Not connected',
-} as const;
-
-export type WindowState = keyof typeof STATE_LABELS;
-
-/** The call status element's text: the server's status, or `ended` once the window lost sight of it. */
-export const CALL_STATUS_LABELS: Record<CallStatus | 'ended', string> = {
-  queued: 'Starting…',
-  claimed: 'Connecting…',
-  dialing: 'Dialing…',
-  ringing: 'Ringing…',
-  connected: 'Connected',
-  incoming: 'Incoming call',
-  completed: 'Call ended',
-  rejected: 'Declined',
-  busy: 'Busy',
-  no_answer: 'No answer',
-  canceled: 'Canceled',
-  failed: 'Call failed',
-  expired: 'Not picked up in time',
-  ended: 'Call ended',
+const EN = {
+  messages: {
+    keepOpen: 'Keep this window open during calls.',
+    noTicket: 'Open the call window again from the widget.',
+    ticketInvalid: 'This call window link has expired or was already used. Open the call window again from the widget.',
+    agentBusy: 'Your other call window is on a call, so this one cannot take over yet. Finish that call, then click Try again.',
+    unreachable: 'The click-to-call service could not be reached. Check your connection, then click Try again.',
+    bootFailed: 'This page cannot start the call window. Open the call window again from the widget.',
+    replaced: 'This call window was replaced by a newer one. You can close it.',
+    unauthorized: 'This call window is no longer signed in. Open the call window again from the widget.',
+    platformDisabled: 'Calling is switched off on this service right now.',
+    integrationDisabled: 'Calling is switched off for this integration.',
+    agentDisabled: 'Calls are not enabled for you on this integration.',
+    micAsking: 'Allow the microphone when the browser asks, so you can talk on calls.',
+    micDenied: 'Microphone access is blocked. Allow the microphone for this site in your browser (the icon in the address bar), then click Try again.',
+    micMissing: 'No microphone was found. Connect one, then click Try again.',
+    micBusy: 'The microphone is in use by another application. Free it, then click Try again.',
+    micUnsupported: 'This browser cannot use a microphone on this page.',
+    voiceUnavailable: 'The voice service is not available right now; retrying.',
+    voiceScriptFailed: 'The voice component could not be loaded. Reload this window to try again.',
+    reconnecting: 'Connection to the service lost; retrying.',
+    hangupUncertain: 'The voice provider could not be reached, so the call may still be up. Click Hang up again.',
+    hangupFailed: 'The call could not be hung up. Try again.',
+    connectFailed: 'The call could not be connected.',
+  },
+  /** What the window's state element says. */
+  states: {
+    pairing: 'Connecting…',
+    enabling: 'Waiting for the microphone…',
+    no_mic: 'No microphone',
+    ready: 'Ready for calls',
+    call: 'On a call',
+    closed: 'Closed',
+    error: 'Not connected',
+  } satisfies Record<WindowState, string>,
+  /** The call status element's text: the server's status, or `ended` once the window lost sight of it. */
+  calls: {
+    queued: 'Starting…',
+    claimed: 'Connecting…',
+    dialing: 'Dialing…',
+    ringing: 'Ringing…',
+    connected: 'Connected',
+    incoming: 'Incoming call',
+    completed: 'Call ended',
+    rejected: 'Declined',
+    busy: 'Busy',
+    no_answer: 'No answer',
+    canceled: 'Canceled',
+    failed: 'Call failed',
+    expired: 'Not picked up in time',
+    ended: 'Call ended',
+  } satisfies Record<CallStatus | 'ended', string>,
+  /** Buttons, headings and the page title. */
+  ui: {
+    mute: 'Mute',
+    unmute: 'Unmute',
+    hangup: 'Hang up',
+    tryAgain: 'Try again',
+    live: 'Live',
+    polling: 'Polling',
+    incoming: 'Incoming call',
+    outgoing: 'Outgoing call',
+    title: 'Call window',
+  },
 };
+
+type WindowTexts = typeof EN;
+
+const FR: WindowTexts = {
+  messages: {
+    keepOpen: 'Gardez cette fenêtre ouverte pendant les appels.',
+    noTicket: 'Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
+    ticketInvalid: 'Ce lien de fenêtre d’appel a expiré ou a déjà servi. Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
+    agentBusy: 'Votre autre fenêtre d’appel est en communication : celle-ci ne peut pas encore prendre le relais. Terminez cet appel, puis cliquez sur Réessayer.',
+    unreachable: 'Le service d’appel est injoignable. Vérifiez votre connexion, puis cliquez sur Réessayer.',
+    bootFailed: 'Cette page ne peut pas démarrer la fenêtre d’appel. Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
+    replaced: 'Cette fenêtre d’appel a été remplacée par une plus récente. Vous pouvez la fermer.',
+    unauthorized: 'Cette fenêtre d’appel n’est plus connectée. Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
+    platformDisabled: 'Les appels sont désactivés sur ce service pour le moment.',
+    integrationDisabled: 'Les appels sont désactivés pour cette intégration.',
+    agentDisabled: 'Les appels ne sont pas activés pour vous dans cette intégration.',
+    micAsking: 'Autorisez le micro quand le navigateur le demande, pour pouvoir parler pendant les appels.',
+    micDenied: 'L’accès au micro est bloqué. Autorisez le micro pour ce site dans votre navigateur (l’icône dans la barre d’adresse), puis cliquez sur Réessayer.',
+    micMissing: 'Aucun micro n’a été trouvé. Branchez-en un, puis cliquez sur Réessayer.',
+    micBusy: 'Le micro est utilisé par une autre application. Libérez-le, puis cliquez sur Réessayer.',
+    micUnsupported: 'Ce navigateur ne peut pas utiliser de micro sur cette page.',
+    voiceUnavailable: 'Le service vocal n’est pas disponible pour le moment ; nouvel essai en cours.',
+    voiceScriptFailed: 'Le composant vocal n’a pas pu être chargé. Rechargez cette fenêtre pour réessayer.',
+    reconnecting: 'Connexion au service perdue ; nouvel essai en cours.',
+    hangupUncertain: 'Le fournisseur vocal est injoignable : l’appel est peut-être encore en cours. Cliquez à nouveau sur Raccrocher.',
+    hangupFailed: 'L’appel n’a pas pu être raccroché. Réessayez.',
+    connectFailed: 'L’appel n’a pas pu être établi.',
+  },
+  states: {
+    pairing: 'Connexion…',
+    enabling: 'En attente du micro…',
+    no_mic: 'Pas de micro',
+    ready: 'Prêt pour les appels',
+    call: 'En communication',
+    closed: 'Fermée',
+    error: 'Non connectée',
+  },
+  calls: {
+    queued: 'Démarrage…',
+    claimed: 'Connexion…',
+    dialing: 'Numérotation…',
+    ringing: 'Sonnerie…',
+    connected: 'En ligne',
+    incoming: 'Appel entrant',
+    completed: 'Appel terminé',
+    rejected: 'Refusé',
+    busy: 'Occupé',
+    no_answer: 'Pas de réponse',
+    canceled: 'Annulé',
+    failed: 'Échec de l’appel',
+    expired: 'Non pris à temps',
+    ended: 'Appel terminé',
+  },
+  ui: {
+    mute: 'Couper le micro',
+    unmute: 'Réactiver le micro',
+    hangup: 'Raccrocher',
+    tryAgain: 'Réessayer',
+    live: 'En direct',
+    polling: 'Par interrogation',
+    incoming: 'Appel entrant',
+    outgoing: 'Appel sortant',
+    title: 'Fenêtre d’appel',
+  },
+};
+
+export let LANGUAGE: WindowLanguage = 'en';
+export let MESSAGES = EN.messages;
+export let STATE_LABELS = EN.states;
+export let CALL_STATUS_LABELS = EN.calls;
+export let UI_TEXTS = EN.ui;
+
+/** Speaks the language of a tag ('fr', 'fr-CA' → French; anything else → English); returns it. */
+export function useLanguage(tag: string | null | undefined): WindowLanguage {
+  LANGUAGE = tag?.toLowerCase().startsWith('fr') ? 'fr' : 'en';
+  const texts = LANGUAGE === 'fr' ? FR : EN;
+  MESSAGES = texts.messages;
+  STATE_LABELS = texts.states;
+  CALL_STATUS_LABELS = texts.calls;
+  UI_TEXTS = texts.ui;
+  return LANGUAGE;
+}

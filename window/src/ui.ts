@@ -5,7 +5,7 @@
  * the server sent it (a hidden number stays hidden); the timer runs from the server's numbers.
  */
 import type { CallStatus, Display } from '../../shared/types.js';
-import { CALL_STATUS_LABELS, MESSAGES, STATE_LABELS, type WindowState } from './messages.js';
+import { CALL_STATUS_LABELS, LANGUAGE, MESSAGES, STATE_LABELS, UI_TEXTS, type WindowState } from './messages.js';
 import { elapsedSeconds, formatElapsed, type TimedCall } from './timer.js';
 
 export interface CallViewModel {
@@ -103,31 +103,35 @@ export class WindowView {
     const timer = el(doc, 'span', 'w-timer', line);
     const buttons = el(doc, 'div', null, call);
     buttons.className = 'c2c-actions';
-    const mute = el(doc, 'button', 'w-mute', buttons, 'Mute');
-    const hangup = el(doc, 'button', 'w-hangup', buttons, 'Hang up');
+    const mute = el(doc, 'button', 'w-mute', buttons);
+    const hangup = el(doc, 'button', 'w-hangup', buttons);
     const message = el(doc, 'p', 'w-message', root);
     message.setAttribute('aria-live', 'polite');
-    const retry = el(doc, 'button', 'w-retry', root, 'Try again');
-    const note = el(doc, 'p', 'w-keep-open', root, MESSAGES.keepOpen);
+    const retry = el(doc, 'button', 'w-retry', root);
+    const note = el(doc, 'p', 'w-keep-open', root);
     note.className = 'c2c-note';
     for (const button of [mute, hangup, retry]) button.type = 'button';
     hangup.addEventListener('click', () => actions.hangup());
     mute.addEventListener('click', () => actions.toggleMute());
     retry.addEventListener('click', () => actions.retry());
-    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, message, retry };
+    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, message, retry, note };
   }
 
   render(model: ViewModel): void {
     this.#model = model;
     const n = this.#nodes;
     show(n.agent, model.agent);
-    show(n.connection, model.connection === 'live' ? 'Live' : model.connection === 'polling' ? 'Polling' : null);
+    // The language may change once the window has paired (useLanguage): every text is set on each render.
+    this.#doc.documentElement.lang = LANGUAGE;
+    n.hangup.textContent = UI_TEXTS.hangup;
+    n.note.textContent = MESSAGES.keepOpen;
+    show(n.connection, model.connection === 'live' ? UI_TEXTS.live : model.connection === 'polling' ? UI_TEXTS.polling : null);
     n.state.textContent = STATE_LABELS[model.state];
     n.state.dataset.state = model.state;
     const call = model.call;
     n.call.hidden = call === null;
     if (call) {
-      n.heading.textContent = call.direction === 'inbound' ? 'Incoming call' : 'Outgoing call';
+      n.heading.textContent = call.direction === 'inbound' ? UI_TEXTS.incoming : UI_TEXTS.outgoing;
       show(n.name, call.display.name);
       show(n.company, call.display.company);
       show(n.number, call.display.number);
@@ -136,14 +140,14 @@ export class WindowView {
       n.hangup.hidden = !call.live;
       n.hangup.disabled = model.hangupBusy;
       n.mute.hidden = !(call.live && model.muteAllowed && call.status === 'connected');
-      n.mute.textContent = model.muted ? 'Unmute' : 'Mute';
+      n.mute.textContent = model.muted ? UI_TEXTS.unmute : UI_TEXTS.mute;
       n.mute.setAttribute('aria-pressed', String(model.muted));
     }
     n.message.hidden = model.message === null;
     n.message.textContent = model.message?.text ?? '';
     n.message.dataset.tone = model.message?.tone ?? '';
     show(n.retry, model.retry);
-    this.#doc.title = model.state === 'call' ? 'On a call · Call window' : `${STATE_LABELS[model.state]} · Call window`;
+    this.#doc.title = `${STATE_LABELS[model.state]} · ${UI_TEXTS.title}`;
     this.#tick();
     const running = call !== null && call.live && call.timing.answered_at !== null;
     if (running && this.#timer === undefined) this.#timer = setInterval(() => this.#tick(), 1000);

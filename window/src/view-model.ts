@@ -5,7 +5,7 @@
  */
 import type { Paired } from './api.js';
 import type { HeldCall } from './call-state.js';
-import { MESSAGES } from './messages.js';
+import { MESSAGES, UI_TEXTS } from './messages.js';
 import type { MicState } from './mic.js';
 import { elapsedSeconds } from './timer.js';
 import type { ViewModel } from './ui.js';
@@ -36,10 +36,9 @@ export interface EngineSnapshot {
   socketUp: boolean | null;
 }
 
-const MIC_PROBLEMS: Partial<Record<MicState, string>> = { denied: MESSAGES.micDenied, missing: MESSAGES.micMissing, busy: MESSAGES.micBusy, unsupported: MESSAGES.micUnsupported };
-
 export function micProblem(mic: MicState): string | null {
-  return MIC_PROBLEMS[mic] ?? null;
+  const problems: Partial<Record<MicState, string>> = { denied: MESSAGES.micDenied, missing: MESSAGES.micMissing, busy: MESSAGES.micBusy, unsupported: MESSAGES.micUnsupported };
+  return problems[mic] ?? null;
 }
 
 function message(s: EngineSnapshot): ViewModel['message'] {
@@ -78,7 +77,7 @@ export function viewModel(s: EngineSnapshot): ViewModel {
     muteAllowed: s.paired.policy.controls.includes('mute'),
     muted: s.muted,
     message: message(s),
-    retry: !s.stopped && micProblem(s.mic) ? 'Try again' : null,
+    retry: !s.stopped && micProblem(s.mic) ? UI_TEXTS.tryAgain : null,
     connection: s.stopped || s.socketUp === null ? null : s.socketUp ? 'live' : 'polling',
   };
 }
