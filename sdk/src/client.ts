@@ -341,7 +341,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     // The window waits blank meanwhile: it is closed, and the reason shown, once this is too long.
     const inTime = <T>(waiting: Promise<T>) => within(this.d.clock, SESSION_WAIT_MS, waiting, () => new SdkError('unreachable', 'No widget session in time to open the call window.'));
     if (!(await inTime(this.session.ready()))) throw noSession();
-    const ask = async () => (await this.api<LaunchTicket>('POST', '/widget/launch-ticket')).body!;
+    // The window speaks the widget's language: it rides the fragment beside the ticket (never sent anywhere).
+    const ask = async () => withLanguage((await this.api<LaunchTicket>('POST', '/widget/launch-ticket')).body!, this.shown.language);
     try {
       return await ask();
     } catch (error) {
@@ -555,4 +556,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       this.update();
     },
   };
+}
+
+/** The launch ticket's window_url with the widget's language beside the ticket in its fragment (`#ticket=…&lang=fr`). */
+function withLanguage(ticket: LaunchTicket, language: string): LaunchTicket {
+  if (!ticket?.window_url?.includes('#')) return ticket;
+  return { ...ticket, window_url: `${ticket.window_url}&lang=${encodeURIComponent(language)}` };
 }

@@ -977,7 +977,7 @@ describe('enableCalls', () => {
     await flush();
     const win = opened[0]!.win;
     expect(win.name).toBe('c2c_abcdef');
-    expect(win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
+    expect(win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t&lang=en');
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
   });
 
@@ -1135,7 +1135,7 @@ describe('enableCalls', () => {
     expect(q('c2c-state').dataset.state).toBe('enabling');
     await flush();
     expect(service.count('/widget/launch-ticket')).toBe(1);
-    expect(stopped.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
+    expect(stopped.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t&lang=en');
     // Clicked again while that window pairs: brought forward, no second ticket.
     expect(widget.enableCalls()).toBe(true);
     await flush();
@@ -1213,7 +1213,7 @@ describe('enableCalls', () => {
     await flush();
     const link = q('c2c-open-tab') as HTMLAnchorElement;
     expect(visible('c2c-open-tab')).toBe(true);
-    expect(link.href).toBe('https://c2c.example/click2call/window#ticket=c2cl_t');
+    expect(link.href).toBe('https://c2c.example/click2call/window#ticket=c2cl_t&lang=en');
     expect(link.target).toBe('c2c_abcdef');
     link.addEventListener('click', (e) => e.preventDefault()); // happy-dom would navigate
     link.click();
@@ -1254,7 +1254,7 @@ describe('enableCalls', () => {
     expect(widget.enableCalls()).toBe(true);
     await flush();
     expect(service.count('/widget/launch-ticket')).toBe(1);
-    expect(opened.at(-1)!.win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t');
+    expect(opened.at(-1)!.win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t&lang=en');
   });
 
   it('falls back to the focus command for a live window it cannot name', async () => {
@@ -1559,6 +1559,15 @@ describe('the widget', () => {
     expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
     expect(q('c2c-available').textContent).toBe('Disponible');
     expect(q('c2c-widget').getAttribute('lang')).toBe('fr');
+  });
+
+  it('tells the call window it opens the language it speaks (beside the ticket, in the fragment)', async () => {
+    service.set({ engine: null });
+    start({ language: 'fr' });
+    await flush();
+    widget.enableCalls();
+    await flush();
+    expect(opened[0]!.win.location.replace).toHaveBeenCalledWith('https://c2c.example/click2call/window#ticket=c2cl_t&lang=fr');
   });
 
   it("shows the service's refusals in the widget's language, and one it does not know as a plain failure, its detail for the developer", async () => {

@@ -1,7 +1,9 @@
 // @vitest-environment happy-dom
 /** The window's boot: the boot block, the launch ticket read from the fragment and removed at once. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { readBoot, takeTicket } from '../../window/src/boot.js';
+import { readBoot, takeFragment } from '../../window/src/boot.js';
+
+const takeTicket = (...args: Parameters<typeof takeFragment>) => takeFragment(...args).ticket;
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -36,6 +38,13 @@ describe('the launch ticket in the fragment', () => {
     expect(takeTicket({ hash: '#foo=bar', pathname: '/click2call/window', search: '' }, history)).toBeNull();
     expect(history.replaceState).toHaveBeenCalledWith(null, '', '/click2call/window');
     expect(takeTicket({ hash: '#ticket=', pathname: '/w', search: '' }, history)).toBeNull();
+  });
+
+  it("carries the opening widget's language beside the ticket, removed with it", () => {
+    const history = { state: null, replaceState: vi.fn() };
+    expect(takeFragment({ hash: '#ticket=c2cl_abc&lang=fr', pathname: '/click2call/window', search: '' }, history)).toEqual({ ticket: 'c2cl_abc', lang: 'fr' });
+    expect(history.replaceState).toHaveBeenCalledWith(null, '', '/click2call/window');
+    expect(takeFragment({ hash: '#ticket=c2cl_abc', pathname: '/w', search: '' }, history)).toEqual({ ticket: 'c2cl_abc', lang: null });
   });
 });
 

@@ -24,13 +24,19 @@ export function readBoot(doc: Document): Boot {
 }
 
 /**
- * Returns the launch ticket from the fragment (or null) and strips the fragment from the address
- * with history.replaceState, keeping the path and query. Whatever else the fragment held goes too.
+ * The fragment's launch ticket (or null) and the language of the widget that opened the window
+ * (`lang`, which the SDK puts beside the ticket); then strips the fragment from the address with
+ * history.replaceState, keeping the path and query. Whatever else the fragment held goes too.
  */
-export function takeTicket(location: Pick<Location, 'hash' | 'pathname' | 'search'>, history: Pick<History, 'replaceState' | 'state'>): string | null {
+export function takeFragment(
+  location: Pick<Location, 'hash' | 'pathname' | 'search'>,
+  history: Pick<History, 'replaceState' | 'state'>,
+): { ticket: string | null; lang: string | null } {
   const hash = location.hash;
-  if (!hash || hash === '#') return null;
-  const ticket = new URLSearchParams(hash.slice(1)).get('ticket');
+  if (!hash || hash === '#') return { ticket: null, lang: null };
+  const params = new URLSearchParams(hash.slice(1));
+  const ticket = params.get('ticket')?.trim() || null;
+  const lang = params.get('lang')?.trim() || null;
   history.replaceState(history.state, '', `${location.pathname}${location.search}`);
-  return ticket && ticket.trim() ? ticket.trim() : null;
+  return { ticket, lang };
 }

@@ -6,7 +6,7 @@
  */
 import { io } from 'socket.io-client';
 import { EngineApi } from './api.js';
-import { readBoot, takeTicket, type Boot } from './boot.js';
+import { readBoot, takeFragment, type Boot } from './boot.js';
 import { loadTwilioDriver } from './drivers/load-twilio.js';
 import { SimulatedDriver } from './drivers/simulated.js';
 import type { VoiceDriver } from './drivers/types.js';
@@ -56,8 +56,6 @@ async function run(): Promise<void> {
   if (!root) return;
   let engine: Engine | null = null;
   let retry = () => {};
-  // Until it has paired, the window speaks its browser's language.
-  useLanguage(navigator.language);
   const view = new WindowView(root, { hangup: () => void engine?.hangup(), toggleMute: () => engine?.toggleMute(), retry: () => retry() });
   let boot: Boot;
   try {
@@ -66,7 +64,12 @@ async function run(): Promise<void> {
     return view.render(notPaired('error', MESSAGES.bootFailed, null));
   }
   // Read and strip the fragment before anything else can be slow or fail.
-  let ticket = takeTicket(window.location, window.history);
+  const opened = takeFragment(window.location, window.history);
+  let ticket = opened.ticket;
+  /** the language of the widget that opened the window, if it said (a restored window: none) */
+  let widgetLanguage = opened.lang;
+  // Until it has paired, the window speaks the widget's language, else its browser's.
+  useLanguage(widgetLanguage ?? navigator.language);
   const storage = sessionStore();
   const guard = unloadGuard();
   let pairing = false;
@@ -92,8 +95,8 @@ async function run(): Promise<void> {
       return view.render(notPaired('error', result.message, result.retry ? UI_TEXTS.tryAgain : null));
     }
     waiting = null;
-    // Paired: the integration's widget language from now on (the widget's own default).
-    useLanguage(result.paired.policy.widget?.language ?? navigator.language);
+    // Paired: the widget's language, else the integration's widget language (the widget's own default).
+    useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
     const running = new Engine(result.paired, {
       api,
       storage,
@@ -138,8 +141,9 @@ async function run(): Promise<void> {
   // the fragment changes, so the ticket arrives here, not as a new page. A running engine keeps
   // going: the ticket is dropped unused, and expires.
   window.addEventListener('hashchange', () => {
-    const fresh = takeTicket(window.location, window.history);
+    const { ticket: fresh, lang } = takeFragment(window.location, window.history);
     if (!fresh || (engine && !engine.stopped)) return;
+    widgetLanguage = lang ?? widgetLanguage;
     if (pairing) return void (waiting = fresh);
     ticket = fresh;
     engine = null;
