@@ -385,6 +385,15 @@ describe('Engine', () => {
     server.queue.push({ commands: [command(4, 'dtmf', null)] });
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats().at(-1)!.acks).toEqual([{ command_id: 4, result: 'failed', error: 'A dtmf command needs digits.' }]);
+    // in the window's language, which the widget shows after its own prefix
+    useLanguage('fr');
+    try {
+      server.queue.push({ commands: [command(5, 'dtmf', null)] });
+      await vi.advanceTimersByTimeAsync(3000);
+      expect(server.heartbeats().at(-1)!.acks).toContainEqual({ command_id: 5, result: 'failed', error: 'Une commande dtmf demande des chiffres.' });
+    } finally {
+      useLanguage('en');
+    }
   });
 
   it('tells the widget once the server has a failure it reported, which moves the widget state and not the engine', async () => {

@@ -5,6 +5,7 @@
  */
 import type { EngineCommand } from './api.js';
 import type { VoiceDriver } from './drivers/types.js';
+import { MESSAGES } from './messages.js';
 
 export interface CommandTarget {
   driver: VoiceDriver | null;
@@ -30,12 +31,12 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
   if (command.kind === 'focus') return target.focus();
   if (command.kind === 'availability') return; // the server's own setting
   const driver = target.driver;
-  if (!driver?.ready) throw new Error('The voice device is not ready.');
+  if (!driver?.ready) throw new Error(MESSAGES.deviceNotReady);
   // The device acts on the call it holds. A command for another one (queued near the end of a call
   // and handed over again after a gap, when the next call is up) must not mute it or send it digits.
   const held = target.heldCallId;
   if (ON_THE_HELD_CALL.has(command.kind) && command.call_id !== null && held !== null && command.call_id !== held) {
-    throw new Error('The command is for another call than the one this window holds.');
+    throw new Error(MESSAGES.otherCall);
   }
   switch (command.kind) {
     case 'answer':
@@ -46,7 +47,7 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
       driver.mute(command.kind === 'mute');
       return target.setMuted(command.kind === 'mute');
     case 'dtmf':
-      if (!command.digits) throw new Error('A dtmf command needs digits.');
+      if (!command.digits) throw new Error(MESSAGES.dtmfNoDigits);
       return driver.sendDigits(command.digits);
     case 'hangup':
       return driver.disconnect();

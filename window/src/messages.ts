@@ -33,6 +33,10 @@ const EN = {
     hangupUncertain: 'The voice provider could not be reached, so the call may still be up. Click Hang up again.',
     hangupFailed: 'The call could not be hung up. Try again.',
     connectFailed: 'The call could not be connected.',
+    // why a widget's command could not be carried out (the widget shows it after its own prefix)
+    deviceNotReady: 'The voice device is not ready.',
+    otherCall: 'The command is for another call than the one this window holds.',
+    dtmfNoDigits: 'A dtmf command needs digits.',
   },
   /** What the window's state element says. */
   states: {
@@ -101,6 +105,9 @@ const FR: WindowTexts = {
     hangupUncertain: 'Le fournisseur vocal est injoignable : l’appel est peut-être encore en cours. Cliquez à nouveau sur Raccrocher.',
     hangupFailed: 'L’appel n’a pas pu être raccroché. Réessayez.',
     connectFailed: 'L’appel n’a pas pu être établi.',
+    deviceNotReady: 'Le périphérique vocal n’est pas prêt.',
+    otherCall: 'La commande concerne un autre appel que celui de cette fenêtre.',
+    dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
   },
   states: {
     pairing: 'Connexion…',
