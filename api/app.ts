@@ -98,7 +98,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     await services.db.query('SELECT 1');
     return { ok: true, store: services.db.driver, bus: services.bus.state() };
   });
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
+  // Scraped most of all when the node is overloaded: never shed (a pressure handler that lets it through).
+  app.get('/metrics', { schema: { hide: true }, config: { pressureHandler: () => undefined } }, async (_request, reply) =>
     reply.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics()),
   );
   registerOpenApiRoute(app);

@@ -145,6 +145,8 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
 
   // As the API's: a gateway whose store does not answer can neither take sockets nor serve their requests.
   serveText(app, '/healthz', async () => {
+    // A stopping node is not one to send clients to, also on connections kept alive from before.
+    if (closing) throw new C2CError('service_unavailable', 'This node is stopping.');
     await services.db.query('SELECT 1');
     return { type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, store: services.db.driver, bus: services.bus.state() }) };
   });

@@ -3,6 +3,7 @@
  * with a retry reason: those it holds, and those whose handshake it was still checking, which
  * connect only after it told the others and stopped the watchers that end sockets.
  */
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSession } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
@@ -57,6 +58,34 @@ describe('a gateway node closing', () => {
       expect(late.events.map((e) => e.event)).not.toContain('state');
     } finally {
       sessions.authenticate = authenticate;
+    }
+  });
+});
+
+describe('a gateway node stopping, asked for its health', () => {
+  it('answers 503 on a connection kept alive from before, so a balancer stops sending clients to it', async () => {
+    const live = await createGatewayHarness('pglite');
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const health = () =>
+      new Promise<{ status: number; socket: unknown; body: any }>((resolve, reject) => {
+        const request = http.get(`${live.url}/healthz`, { agent }, (response) => {
+          let text = '';
+          response.on('data', (chunk) => (text += chunk));
+          response.on('end', () => resolve({ status: response.statusCode!, socket: request.socket, body: JSON.parse(text) }));
+        });
+        request.on('error', reject);
+      });
+    try {
+      const before = await health();
+      expect(before.status).toBe(200);
+      const closing = live.gateway.close();
+      const during = await health();
+      expect(during.socket).toBe(before.socket); // the same connection
+      expect(during).toMatchObject({ status: 503, body: { ok: false, error: 'service_unavailable' } });
+      await closing;
+    } finally {
+      agent.destroy();
+      await live.h.close();
     }
   });
 });
