@@ -5,16 +5,22 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bus } from './bus/index.js';
+import { epochMs } from './domain/changes.js';
 import type { Db } from './store/index.js';
 
 export function createMetrics(bus: Bus, db: Db) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'c2c_' });
   const sockets = new Gauge({ name: 'c2c_sockets_connected', help: 'Connected sockets on this node', labelNames: ['kind'] as const, registers: [registry] });
-  const pushes = new Counter({ name: 'c2c_pushes_total', help: 'Pushes sent (state to widgets, work to engines)', labelNames: ['kind'] as const, registers: [registry] });
+  const pushes = new Counter({
+    name: 'c2c_pushes_total',
+    help: "Pushes this node sent for the changes it made (state to an agent's widgets, work to an engine), to their room on every node (one per room, however many sockets it reaches, none included)",
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
   const pushLatency = new Histogram({
     name: 'c2c_push_latency_seconds',
-    help: 'From the committed change to the push leaving this node',
+    help: "From a change beginning to be made (its transaction sent to the store) to its push leaving this node: the store's time, the state's read or the work's hand-over included",
     labelNames: ['kind'] as const,
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
@@ -29,7 +35,7 @@ export function createMetrics(bus: Bus, db: Db) {
   });
   const unreadOverflows = new Counter({
     name: 'c2c_socket_unread_overflows_total',
-    help: 'Connections closed for leaving over 1000 packets unread (a long-polling client that never fetches its answers: gateway/guard.ts)',
+    help: 'Connections closed for leaving over 1000 packets unread (a long-polling client that never fetches its answers) or a WebSocket over 256 KB unsent (a reader that stopped): gateway/guard.ts',
     registers: [registry],
   });
   new Gauge({
@@ -60,9 +66,10 @@ export function createMetrics(bus: Bus, db: Db) {
     redeliveries,
     socketRefusals,
     unreadOverflows,
-    observePush(kind: 'state' | 'work', startedAt: number) {
+    /** A push left this node: `since`, when the change it carries began to be made (ms since the epoch). */
+    observePush(kind: 'state' | 'work', since: number) {
       pushes.inc({ kind });
-      pushLatency.observe({ kind }, (performance.now() - startedAt) / 1000);
+      pushLatency.observe({ kind }, Math.max(0, epochMs() - since) / 1000);
     },
   };
 }

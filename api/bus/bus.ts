@@ -11,8 +11,8 @@ import type { EngineWork } from '../../shared/events.js';
 
 /** Everything a node may need to hear about. */
 export type BusMessage =
-  /** an agent's WidgetState changed (version bumped) */
-  | { type: 'agent'; integrationId: string; memberId: string; version: number }
+  /** an agent's WidgetState changed (version bumped); `at`: when the change began to be made (ms since the epoch), for the push latency */
+  | { type: 'agent'; integrationId: string; memberId: string; version: number; at?: number }
   /** integration settings, status or coverage changed */
   | { type: 'integration'; integrationId: string }
   /** a member changed (enabled, removed, department) */
@@ -25,7 +25,7 @@ export type BusMessage =
    * an engine has new commands or dial requests (`work`: what the change's transaction already
    * handed over, for the node that made it to push as is), or was closed
    */
-  | { type: 'engine'; engineId: string; reason: 'work'; work?: EngineWork }
+  | { type: 'engine'; engineId: string; reason: 'work'; work?: EngineWork; at?: number }
   /** `why`: the engine's close_reason (`replaced`, `integration_revoked`, the window's own); absent from nodes that predate it */
   | { type: 'engine'; engineId: string; reason: 'closed'; why?: string }
   /** a node's connection to Redis came back (this node's or another's): anything may have been missed, by it or from it */

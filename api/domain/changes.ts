@@ -13,6 +13,8 @@ export class Changes {
   /** per closed engine, why (its close_reason: `replaced` by a newer window, the window's own, `integration_revoked`) */
   readonly #enginesClosed = new Map<string, string>();
   readonly #sessions = new Map<string, string>();
+  /** when the change began to be made (its transaction sent; ms since the epoch): the push latency counts from it */
+  #startedAt = epochMs();
 
   /** Bumps the agent's WidgetState version inside the transaction and records it. */
   async touchAgent(sql: Sql, integrationId: string, memberId: string): Promise<number> {
@@ -59,6 +61,7 @@ export class Changes {
   }
 
   merge(other: Changes): this {
+    this.#startedAt = Math.min(this.#startedAt, other.#startedAt);
     for (const { integrationId, memberId, version } of other.#agents.values()) this.agentTouched(integrationId, memberId, version);
     for (const [id, work] of other.#engineWork) this.engineWork(id, work);
     for (const [id, why] of other.#enginesClosed) this.#enginesClosed.set(id, why);
@@ -67,9 +70,13 @@ export class Changes {
   }
 
   publish(bus: Bus): void {
-    for (const agent of this.#agents.values()) bus.publish({ type: 'agent', ...agent });
-    for (const [engineId, work] of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work', ...(work && { work }) });
+    const at = this.#startedAt;
+    for (const agent of this.#agents.values()) bus.publish({ type: 'agent', ...agent, at });
+    for (const [engineId, work] of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work', ...(work && { work }), at });
     for (const [engineId, why] of this.#enginesClosed) bus.publish({ type: 'engine', engineId, reason: 'closed', why });
     for (const [sessionId, reason] of this.#sessions) bus.publish({ type: 'session', sessionId, reason });
   }
 }
+
+/** Milliseconds since the epoch, finer than Date.now(): push latencies are measured in fractions of one. */
+export const epochMs = (): number => performance.timeOrigin + performance.now();

@@ -12,6 +12,7 @@ import { coalesce } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
 import type { Commands } from './commands/service.js';
 import type { Directory } from './directory.js';
+import { epochMs } from './changes.js';
 import { handOverWork, type HandOver } from './engines/work.js';
 import { renderWidgetState } from './agent-state.js';
 import type { WidgetStates } from './widget-states.js';
@@ -29,8 +30,8 @@ export interface PushDeps {
   widgetStates: WidgetStates;
   commands: Commands;
   directory: Directory;
-  /** observes each push: what, and how long after the change it left */
-  observe?: (kind: 'state' | 'work', startedAt: number) => void;
+  /** observes each push: what, and when the change it carries began to be made (ms since the epoch) */
+  observe?: (kind: 'state' | 'work', changedAt: number) => void;
   log?: (message: string, error?: unknown) => void;
 }
 
@@ -69,16 +70,15 @@ export function createPusher(deps: PushDeps) {
   const pushed = new Map<string, number>();
 
   /** Pushes the agent's state, unless a push since the change of `version` has carried it. */
-  async function pushState(integrationId: string, memberId: string, version = Infinity): Promise<void> {
+  async function pushState(integrationId: string, memberId: string, version = Infinity, changedAt = epochMs()): Promise<void> {
     const room = rooms.agent(integrationId, memberId);
     if (!bus.mayHaveListeners(room) || version <= (pushed.get(room) ?? 0)) return;
-    const startedAt = performance.now();
     const state = await agentState(integrationId, memberId);
     if (!state || state.version <= (pushed.get(room) ?? 0)) return;
     if (pushed.size >= MAX_REMEMBERED_AGENTS) pushed.clear();
     pushed.set(room, state.version);
     bus.io.to(room).emit('state', state);
-    deps.observe?.('state', startedAt);
+    deps.observe?.('state', changedAt);
   }
 
   // Hand-overs of a busy node (the snapshots of a reconnect storm) share a statement.
@@ -93,12 +93,11 @@ export function createPusher(deps: PushDeps) {
   const engineWork = (engineId: string, handOver: keyof typeof handOvers) => handOvers[handOver](engineId);
 
   /** Pushes the work handed over in the change's own statement, or hands the new work over now. */
-  async function pushWork(engineId: string, handedOver: EngineWork | undefined): Promise<void> {
+  async function pushWork(engineId: string, handedOver: EngineWork | undefined, changedAt = epochMs()): Promise<void> {
     const room = rooms.engine(engineId);
     if (!handedOver && !bus.mayHaveListeners(room)) return;
-    const startedAt = performance.now();
     bus.io.to(room).emit('work', handedOver ?? (await engineWork(engineId, 'new')));
-    deps.observe?.('work', startedAt);
+    deps.observe?.('work', changedAt);
   }
 
   const run = (promise: Promise<void>) => promise.catch((error: unknown) => deps.log?.('push failed', error));
@@ -111,8 +110,8 @@ export function createPusher(deps: PushDeps) {
     start() {
       return bus.subscribe((message, { local }) => {
         if (!local) return;
-        if (message.type === 'agent') run(pushState(message.integrationId, message.memberId, message.version));
-        if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId, message.work));
+        if (message.type === 'agent') run(pushState(message.integrationId, message.memberId, message.version, message.at));
+        if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId, message.work, message.at));
       });
     },
   };

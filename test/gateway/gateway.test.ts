@@ -261,7 +261,7 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const ringing = await api.post('/simulated/inbound-calls', { integration_id: t.integrationId, from: '+442079460123' }, { auth: t.serverKey });
     stop();
     expect(ringing.status).toBe(201);
-    expect(published).toEqual([{ type: 'engine', engineId: agent.engineId, reason: 'work', work: { commands: [], dial_requests: [] } }]);
+    expect(published).toEqual([{ type: 'engine', engineId: agent.engineId, reason: 'work', work: { commands: [], dial_requests: [] }, at: expect.any(Number) }]);
     expect(await nudge).toEqual({ commands: [], dial_requests: [] });
     const beat = await request(engine.socket, 'heartbeat', { state: 'ready', mic_ready: true, call_id: null });
     expect(beat.call).toMatchObject({ request_id: ringing.body.request_id, direction: 'inbound', status: 'incoming' });
