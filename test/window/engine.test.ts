@@ -186,6 +186,17 @@ async function engine(options: { mic?: MicState; controls?: Array<'mute' | 'dtmf
   return { instance, server, socket, driver, spies, store, focus, tellWidget };
 }
 
+/** A simulated device whose events the test sends (the simulated driver emits none by itself). */
+function eventfulDevice() {
+  const device = new SimulatedDriver();
+  const listeners: Array<(event: DriverEvent) => void> = [];
+  vi.spyOn(device, 'on').mockImplementation((listener) => {
+    listeners.push(listener);
+    return () => {};
+  });
+  return { device, emit: (event: DriverEvent) => listeners.forEach((listener) => listener(event)) };
+}
+
 describe('Engine', () => {
   it("heartbeats at once on a widget's nudge while its socket is down, at most once a second, and ignores nudges while the socket carries pushes", async () => {
     const { instance, server, socket } = await engine();
@@ -514,15 +525,8 @@ describe('Engine', () => {
 
   it("keeps a hang-up warning until the server says the call is over, and says why a call could not be connected until the next call", async () => {
     // A device that ends its own leg when told to, as the Twilio driver does (its `disconnected` event).
-    const device = new SimulatedDriver();
-    const listeners: Array<(event: DriverEvent) => void> = [];
-    vi.spyOn(device, 'on').mockImplementation((listener) => {
-      listeners.push(listener);
-      return () => {};
-    });
-    vi.spyOn(device, 'disconnect').mockImplementation(() => {
-      for (const listener of listeners) listener({ type: 'disconnected' });
-    });
+    const { device, emit } = eventfulDevice();
+    vi.spyOn(device, 'disconnect').mockImplementation(() => emit({ type: 'disconnected' }));
     const { server, instance, spies } = await engine({ realtime: false, driver: device });
     server.current = call('connected', { answered_at: SERVER_NOW_S });
     await vi.advanceTimersByTimeAsync(3000);
@@ -598,17 +602,12 @@ describe('Engine', () => {
 
   it('lets go of a call whose device leg ended, even while the server still lists it', async () => {
     // A device that ends legs itself (the Twilio driver does, through its `disconnected` event).
-    const device = new SimulatedDriver();
-    const listeners: Array<(event: DriverEvent) => void> = [];
-    vi.spyOn(device, 'on').mockImplementation((listener) => {
-      listeners.push(listener);
-      return () => {};
-    });
+    const { device, emit } = eventfulDevice();
     const { server, instance } = await engine({ realtime: false, driver: device });
     server.current = call('connected', { answered_at: SERVER_NOW_S });
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats().at(-1)!.call_id).toBe('ci_1');
-    for (const listener of listeners) listener({ type: 'disconnected' });
+    emit({ type: 'disconnected' });
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats().at(-1)!.call_id).toBeNull();
     expect(instance.model()).toMatchObject({ state: 'ready', call: { status: 'ended', live: false } });
