@@ -62,7 +62,7 @@ export async function checkCallRequest(sql: Sql, integration: IntegrationWithAcc
   const perMinuteMicros = await findRate(sql, number.e164);
   if (perMinuteMicros === null) throw new C2CError('destination_not_allowed', 'No calling rate covers this destination.');
   // The plan the dial will make (calls/wallet.ts), had it been made now.
-  if ((await planOnWallet(sql, integration.account_id, perMinuteMicros)).seconds < LIMITS.minAffordableCallSeconds) {
+  if ((await planOnWallet(sql, integration.account_id, perMinuteMicros)) < LIMITS.minAffordableCallSeconds) {
     throw new C2CError('insufficient_balance');
   }
   const [concurrent] = await sql.query<{ n: number }>(

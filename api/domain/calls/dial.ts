@@ -52,8 +52,8 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
       await finishCall(sql, changes, clock.now(), call.id, { status: 'failed', reason: 'integration_disabled', error: 'integration_disabled' });
       return { reject: 'integration disabled or account suspended' };
     }
-    const wallet = await planOnWallet(sql, call.account_id, call.per_minute_micros, { callId: call.id, lock: true });
-    const limit = timeLimitSeconds(call.policy.max_call_seconds, wallet.seconds);
+    const affordable = await planOnWallet(sql, call.account_id, call.per_minute_micros, { callId: call.id, lock: true });
+    const limit = timeLimitSeconds(call.policy.max_call_seconds, affordable);
     const now = clock.now();
     if (limit <= 0) {
       // Said now, not by the connect timeout a minute later: the agent and the backend learn why.

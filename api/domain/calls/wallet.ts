@@ -11,18 +11,14 @@ import type { Sql } from '../../store/index.js';
 import { affordableSeconds } from '../billing.js';
 import { LIVE_STATUS_LIST } from './checks.js';
 
-export interface WalletPlan {
-  /** seconds of talk at `perMinuteMicros` the wallet pays for the call (0 when none) */
-  seconds: number;
-}
-
 /**
- * Plans a call at `perMinuteMicros` on the account's wallet. `callId`: the call being dialed (it
+ * Plans a call at `perMinuteMicros` on the account's wallet: the seconds of talk it pays for (0
+ * when none). `callId`: the call being dialed (it
  * counts among the live calls and sets nothing aside yet); none for a call not yet created (it is
  * counted in addition). `lock` takes the account row until the transaction ends, so that two dials
  * of one account plan one after the other.
  */
-export async function planOnWallet(sql: Sql, accountId: string, perMinuteMicros: number, options: { callId?: string; lock?: boolean } = {}): Promise<WalletPlan> {
+export async function planOnWallet(sql: Sql, accountId: string, perMinuteMicros: number, options: { callId?: string; lock?: boolean } = {}): Promise<number> {
   // The lock first, in a statement of its own: a statement reads the store as it was when it began,
   // so the sums below, read after waiting on the lock in that same statement, would miss what the
   // dial that held it just set aside. NO KEY UPDATE: inserts referencing the account (calls, the
@@ -38,7 +34,7 @@ export async function planOnWallet(sql: Sql, accountId: string, perMinuteMicros:
      FROM accounts a WHERE a.id = $1`,
     [accountId, options.callId ?? null],
   );
-  if (!account) return { seconds: 0 };
+  if (!account) return 0;
   const planning = options.callId === undefined ? account.live_calls + 1 : Math.max(1, account.live_calls);
-  return { seconds: affordableSeconds(account.balance_micros, perMinuteMicros, planning, account.set_aside_micros) };
+  return affordableSeconds(account.balance_micros, perMinuteMicros, planning, account.set_aside_micros);
 }
