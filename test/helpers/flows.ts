@@ -27,12 +27,13 @@ export function heartbeat(api: Client, engineToken: string, report: Record<strin
   return api.post('/engine/heartbeat', { ...READY, ...report }, { auth: engineToken });
 }
 
-/** Session → ticket → pair (simulated) → voice token → ready heartbeat. */
-export async function readyAgent(api: Client, t: Tenant, email = t.agent.email): Promise<Agent> {
+/** Session → ticket → pair (simulated, unless told otherwise) → voice token → ready heartbeat. */
+export async function readyAgent(api: Client, t: Tenant, email = t.agent.email, simulated = true): Promise<Agent> {
   const widgetToken = await openSession(api, t, email);
   const ticket = await launchTicket(api, widgetToken);
-  const paired = await api.post('/engine/pair', { ticket, simulated: true });
+  const paired = await api.post('/engine/pair', { ticket, simulated });
   expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+  expect(paired.body.engine.simulated).toBe(simulated);
   const engineToken = paired.body.engine_token;
   expect((await api.post('/engine/voice-token', undefined, { auth: engineToken })).status).toBe(200);
   const beat = await heartbeat(api, engineToken);

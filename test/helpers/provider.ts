@@ -2,7 +2,7 @@
 import { expect } from 'vitest';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
-import { heartbeat, launchTicket, openSession, requestCall, type Agent } from './flows.js';
+import { readyAgent, requestCall, type Agent } from './flows.js';
 import type { Client, Harness } from './harness.js';
 import type { Tenant } from './tenant.js';
 
@@ -34,18 +34,8 @@ export function providerWebhooks(harness: () => Harness, api: () => Client) {
 }
 
 /** A real (non-simulated) window, ready: the test plays the provider. */
-export async function realAgent(api: Client, t: Tenant): Promise<Agent> {
-  const widgetToken = await openSession(api, t);
-  const ticket = await launchTicket(api, widgetToken);
-  const paired = await api.post('/engine/pair', { ticket, simulated: false });
-  expect(paired.status, JSON.stringify(paired.body)).toBe(201);
-  expect(paired.body.engine.simulated).toBe(false);
-  const engineToken = paired.body.engine_token;
-  expect((await api.post('/engine/voice-token', undefined, { auth: engineToken })).status).toBe(200);
-  const beat = await heartbeat(api, engineToken);
-  expect(beat.status, JSON.stringify(beat.body)).toBe(200);
-  expect(beat.body.engine.state).toBe('ready');
-  return { widgetToken, engineToken, engineId: paired.body.engine.id };
+export function realAgent(api: Client, t: Tenant): Promise<Agent> {
+  return readyAgent(api, t, t.agent.email, false);
 }
 
 /** POST /calls then POST /engine/claim; answers the request id. */
