@@ -125,6 +125,10 @@ export interface Config {
 
 export const API_PREFIX = '/api/v1/click2call';
 
+/**
+ * What the operator fixes in the environment: a bad variable, a server out of reach, a port taken.
+ * `c2c` prints its message, one line naming the variable, without a stack (cli/main.ts).
+ */
 export class ConfigError extends Error {}
 
 /** Reads and validates the environment; throws ConfigError naming every bad variable. */

@@ -93,6 +93,34 @@ export function adapterSubscriber(url: string, clock?: Clock): Redis {
   return handledRejections(writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true, clock })));
 }
 
+/**
+ * Resolves once Redis at url answers, or rejects after timeoutMs with why it does not (the last
+ * connection error): a node does not start without its Redis, and says so in one line (serve.ts)
+ * rather than failing later inside a driver. Redis starting alongside (a compose file) has the
+ * timeout to come up.
+ */
+export async function reachRedis(url: string, timeoutMs = 5000): Promise<void> {
+  const client = new Redis(url, {
+    connectionName: 'c2c-start',
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 1000),
+  });
+  let lastError: Error | undefined;
+  client.on('error', (error: Error) => void (lastError = error));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(lastError ?? new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs);
+      client.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  } finally {
+    client.disconnect();
+  }
+}
+
 /** A client that is connected, or after timeoutMs one that keeps trying in the background. */
 export async function connectedRedis(url: string, name: string, options: ClientOptions = {}, timeoutMs = 5000): Promise<Redis> {
   const client = redisClient(url, name, options);

@@ -2,6 +2,7 @@
  * Starting and stopping a node: open the store, bus and counters chosen by config, build the
  * services and the app, listen, and (with the demo flag) seed the demo tenant.
  */
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import { buildApp } from './app.js';
@@ -13,6 +14,7 @@ import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
 import { loggableError } from './http/errors.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
+import { reachRedis } from './redis.js';
 import { createServices, type Services } from './services.js';
 import { openStore } from './store/index.js';
 
@@ -58,14 +60,51 @@ export interface StartOptions {
   clock?: Clock;
 }
 
+/** A connection URL as it may be shown: its password replaced. */
+function shownUrl(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = '***';
+  return parsed.toString();
+}
+
+/**
+ * Runs a start-up step whose failure the operator fixes in the environment (a server out of
+ * reach, a port taken): it fails as a ConfigError, one line naming the variable (cli/main.ts
+ * prints it without a stack), the driver's own error kept as its cause.
+ */
+async function startupStep<T>(what: string, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    throw new ConfigError(`${what}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
+
 /** Opens the infrastructure and builds the services, without listening (CLI and tests). */
 export async function openServices(config: Config, clock: Clock = systemClock): Promise<Services> {
-  const db = await openStore(config);
-  const bus = await openBus(config.redisUrl, clock);
-  const counter = await openRateCounter(config.redisUrl, clock);
-  // A store error's message may quote the value it refused: logged as the request handler logs it (http/errors.ts).
-  const log = (message: string, error?: unknown) => console.error(message, error instanceof Error ? loggableError(error).message : (error ?? ''));
-  return createServices({ config, db, bus, clock, counter, log });
+  const opened: Array<{ close(): Promise<void> }> = [];
+  try {
+    const db = await startupStep(
+      config.databaseUrl ? `PostgreSQL at DATABASE_URL (${shownUrl(config.databaseUrl)})` : `the embedded store in C2C_DATA_DIR (${config.dataDir})`,
+      () => openStore(config),
+    );
+    opened.push(db);
+    if (config.redisUrl) {
+      const redisUrl = config.redisUrl;
+      await startupStep(`Redis at REDIS_URL (${shownUrl(redisUrl)}) cannot be reached`, () => reachRedis(redisUrl));
+    }
+    const bus = await startupStep('Redis at REDIS_URL', () => openBus(config.redisUrl, clock));
+    opened.push(bus);
+    const counter = await startupStep('Redis at REDIS_URL', () => openRateCounter(config.redisUrl, clock));
+    // A store error's message may quote the value it refused: logged as the request handler logs it (http/errors.ts).
+    const log = (message: string, error?: unknown) => console.error(message, error instanceof Error ? loggableError(error).message : (error ?? ''));
+    return createServices({ config, db, bus, clock, counter, log });
+  } catch (error) {
+    // an embedder (a test, the CLI) that goes on is not left with open connections
+    for (const part of opened.reverse()) await part.close().catch(() => {});
+    throw error;
+  }
 }
 
 export async function closeServices(services: Services): Promise<void> {
@@ -80,6 +119,9 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
   // them would each have their own, and nothing one did would reach the other's clients.
   if (role !== 'all' && (!config.databaseUrl || !config.redisUrl)) {
     throw new ConfigError(`--role ${role} runs one part of a deployment of several nodes, which share PostgreSQL and Redis: set DATABASE_URL and REDIS_URL (or run --role all, which needs neither).`);
+  }
+  if (role === 'all' && config.port !== 0 && config.port === config.gatewayPort) {
+    throw new ConfigError(`PORT and GATEWAY_PORT are both ${config.port}: the API and the gateway each need a port of their own.`);
   }
   if (config.trustProxy === true) {
     console.error('TRUST_PROXY=true believes every X-Forwarded-For entry: a client can pick the address its rate limits count by unless the proxy in front overwrites the header. Set TRUST_PROXY to the proxies\' addresses or CIDR ranges instead.');
@@ -108,11 +150,9 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
     if (role !== 'gateway') {
       const app = await buildApp(services, { logger: options.logger });
       const publishAdminFile = registerAdminBridge(app, services);
-      await app.listen({ port: config.port, host: config.host });
-      const address = app.server.address();
-      const port = typeof address === 'object' && address ? address.port : config.port;
+      await startupStep(`the API cannot listen on ${config.host}:${config.port} (HOST, PORT)`, () => app.listen({ port: config.port, host: config.host }));
       node.app = app;
-      node.url = `http://127.0.0.1:${port}`;
+      node.url = localUrl(app.server.address() as AddressInfo);
       const removeAdminFile = publishAdminFile(node.url);
       services.reaper.start();
       cleanups.push(async () => {
@@ -124,14 +164,14 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
         const credentials = await announceDemo(services, config, app);
         // DEMO_PORT=0 seeds the tenant without running the demo CRM (benchmarks, some tests).
         if (config.demoPort === 0) return node;
-        const crm = await startCrmDemo({
+        const crm = await startupStep(`the demo CRM cannot listen on 127.0.0.1:${config.demoPort} (DEMO_PORT; 0 runs no demo CRM)`, () => startCrmDemo({
           port: config.demoPort,
           baseUrl: `${node.url}/api/v1/click2call`,
           siteUrl: config.siteUrl,
           integrationId: credentials.integration_id,
           serverKey: credentials.server_key,
           users: { agent: credentials.agent, disabled: credentials.agent_disabled, unassigned: credentials.agent_unassigned },
-        });
+        }));
         cleanups.push(() => crm.close());
         app.log.info(`Demo CRM on http://127.0.0.1:${config.demoPort}/`);
       }
@@ -141,6 +181,15 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
     throw error;
   }
   return node;
+}
+
+/**
+ * The URL this machine reaches a listening address at (the admin bridge's, the demo CRM's): an
+ * address that is every interface's is reached on loopback, any other as it is.
+ */
+export function localUrl(address: AddressInfo): string {
+  const host = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : address.address;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
 }
 
 async function announceDemo(services: Services, config: Config, app: FastifyInstance): Promise<DemoCredentials> {

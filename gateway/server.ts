@@ -7,6 +7,7 @@
 import type { Socket } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { C2CError } from '../shared/errors.js';
+import { ConfigError } from '../api/config.js';
 import { SOCKET_PATH, type SocketEnd } from '../shared/events.js';
 import type { Services } from '../api/services.js';
 import { keepCurrentThroughOutages } from './catch-up.js';
@@ -56,7 +57,9 @@ function listenExclusively(app: TemplatedApp, options: { port: number; host: str
     // shared Socket.IO server.
     const listen = app.listen.bind(app) as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
     listen(options.host, options.port, LISTEN_EXCLUSIVE_PORT, (socket) =>
-      socket ? resolve(socket) : reject(new Error(`the gateway cannot listen on ${options.host}:${options.port} (is the port in use?)`)),
+      socket
+        ? resolve(socket)
+        : reject(new ConfigError(`the gateway cannot listen on ${options.host}:${options.port} (HOST, GATEWAY_PORT): the port is taken, or HOST is not an address of this machine`)),
     );
   });
 }

@@ -5,6 +5,7 @@
  */
 import { createRequire } from 'node:module';
 import type * as Uws from 'uWebSockets.js';
+import { ConfigError } from '../api/config.js';
 
 export type UwsModule = typeof Uws;
 
@@ -15,7 +16,8 @@ export function isNativeUws(uws: UwsModule): boolean {
   return typeof uws.App === 'function' && Function.prototype.toString.call(uws.App).includes('[native code]');
 }
 
-export class UwsFallbackError extends Error {}
+/** A ConfigError: the operator installs a native build or allows the fallback (printed as one line). */
+export class UwsFallbackError extends ConfigError {}
 
 export function loadUws(allowFallback: boolean): { uws: UwsModule; native: boolean } {
   const uws = require('uWebSockets.js') as UwsModule;

@@ -152,6 +152,21 @@ describe('the c2c binary', () => {
     await run(process.execPath, [BIN, 'platform', 'enable'], { env });
   }, 90_000);
 
+  it('reaches a server that listens on one address only (HOST=::1) through the bridge', async () => {
+    const ownDir = mkdtempSync(join(tmpdir(), 'c2c-cli-v6-'));
+    const ownEnv = { ...env, C2C_DATA_DIR: ownDir };
+    const v6 = await startNode(loadConfig({ ...ownEnv, HOST: '::1', PORT: '0', GATEWAY_PORT: '0' }), { logger: false });
+    try {
+      expect(v6.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+      const status = await run(process.execPath, [BIN, '--json', 'platform', 'disable'], { env: ownEnv });
+      expect(JSON.parse(status.stdout)).toEqual({ disabled: true });
+      expect(await v6.services.platform.isDisabled()).toBe(true);
+    } finally {
+      await v6.close();
+      rmSync(ownDir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
   it('exits non-zero with a clear message on a bad configuration', async () => {
     const failed = await run(process.execPath, [BIN, 'platform', 'status'], { env: { ...env, PORT: 'eighty' } }).catch((e) => e);
     expect(failed.code).toBe(1);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/processes.js';
 import { ConfigError, loadConfig } from '../api/config.js';
-import { startNode, type RunningNode } from '../api/serve.js';
+import { localUrl, startNode, type RunningNode } from '../api/serve.js';
 
 describe('npm start with the demo flag', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'c2c-start-'));
@@ -123,5 +123,14 @@ describe('configuration', () => {
     expect(config.apiBaseUrl).toBe('http://127.0.0.1:9000/api/v1/click2call');
     expect(config.siteUrl).toBe('http://127.0.0.1:9000');
     expect(config.gatewayUrl).toBe('http://127.0.0.1:9001');
+  });
+});
+
+describe('the URL this machine reaches a listening node at (admin.json, the demo CRM)', () => {
+  it('is loopback for an address of every interface, else the address itself, IPv6 in brackets', () => {
+    expect(localUrl({ address: '0.0.0.0', family: 'IPv4', port: 8080 })).toBe('http://127.0.0.1:8080');
+    expect(localUrl({ address: '::', family: 'IPv6', port: 8080 })).toBe('http://[::1]:8080');
+    expect(localUrl({ address: '10.1.2.3', family: 'IPv4', port: 8080 })).toBe('http://10.1.2.3:8080');
+    expect(localUrl({ address: 'fd00::2', family: 'IPv6', port: 8080 })).toBe('http://[fd00::2]:8080');
   });
 });

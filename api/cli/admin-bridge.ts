@@ -2,7 +2,8 @@
  * The admin bridge: while a server runs, `c2c` operator commands run inside it instead of opening
  * the store a second time (an embedded PGlite directory must have one owner), and their effects
  * reach the server's caches at once. The server writes <C2C_DATA_DIR>/admin.json (mode 0600) with
- * its loopback URL and a random token; only loopback callers holding that token are served.
+ * the URL this machine reaches it at and a random token; only callers on this machine holding that
+ * token are served.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -48,8 +49,16 @@ export async function runCommand(argv: string[], services: () => Promise<Service
   }
 }
 
-/** Whether the connection itself comes from this machine: its peer, never a forwarded address (TRUST_PROXY), which a client can write. */
-const fromLoopback = (address: string | undefined) => address === '127.0.0.1' || address === '::1' || address === '::ffff:127.0.0.1';
+/**
+ * Whether the connection itself comes from this machine: its peer, never a forwarded address
+ * (TRUST_PROXY), which a client can write. On loopback, or (an API listening on one interface's
+ * address, HOST) from that same address: a connection from elsewhere cannot complete its
+ * handshake with our own address as its source.
+ */
+function fromThisMachine(socket: { remoteAddress?: string | undefined; localAddress?: string | undefined }): boolean {
+  const peer = socket.remoteAddress;
+  return peer === '127.0.0.1' || peer === '::1' || peer === '::ffff:127.0.0.1' || (peer !== undefined && peer === socket.localAddress);
+}
 
 /**
  * Registers the bridge route (before listen); the returned function writes admin.json once the
@@ -61,7 +70,7 @@ export function registerAdminBridge(app: FastifyInstance, services: Services): (
   app.post(ADMIN_PATH, { schema: { hide: true } }, async (request) => {
     const presented = (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
     const body = request.body as { argv?: unknown } | undefined;
-    if (!fromLoopback(request.socket.remoteAddress) || !secretMatches(tokenHash, { lookup: '', secretHash: sha256(presented) })) {
+    if (!fromThisMachine(request.socket) || !secretMatches(tokenHash, { lookup: '', secretHash: sha256(presented) })) {
       throw new C2CError('unauthorized', 'The admin bridge serves local operators holding admin.json only.');
     }
     if (!Array.isArray(body?.argv) || !body.argv.every((a) => typeof a === 'string')) {

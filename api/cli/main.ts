@@ -4,9 +4,10 @@
  */
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../config.js';
-import { closeServices, openServices, startNode, type Role } from '../serve.js';
+import { closeServices, openServices, startNode, type Role, type RunningNode } from '../serve.js';
 import type { Services } from '../services.js';
 import { findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
+import { stopSignal } from './signals.js';
 
 async function serve(argv: string[]): Promise<void> {
   const command = new Command('c2c serve')
@@ -16,18 +17,20 @@ async function serve(argv: string[]): Promise<void> {
     .parse(argv, { from: 'user' });
   const options = command.opts<{ role: Role; demo?: boolean }>();
   const config = loadConfig();
-  const node = await startNode(config, { role: options.role, demo: options.demo || config.demo });
-  const log = (message: string) => (node.app ? node.app.log.info(message) : console.log(JSON.stringify({ level: 30, time: Date.now(), msg: message })));
+  let node: RunningNode | undefined;
+  const log = (message: string) => (node?.app ? node.app.log.info(message) : console.log(JSON.stringify({ level: 30, time: Date.now(), msg: message })));
+  const stop = stopSignal(log);
+  node = await startNode(config, { role: options.role, demo: options.demo || config.demo });
   if (node.url) log(`API on ${node.url}/api/v1/click2call (store: ${node.services.db.driver}, bus: ${node.services.bus.driver})`);
   if (node.gateway) log(`gateway on port ${node.gateway.port} (uWebSockets.js ${node.gateway.native ? 'native' : 'FALLBACK'}, bus: ${node.services.bus.driver})`);
-  const stop = (signal: string) => {
-    log(`${signal}: shutting down`);
-    const deadline = setTimeout(() => process.exit(1), 10_000);
-    deadline.unref();
-    node.close().then(() => process.exit(0), () => process.exit(1));
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  await stop;
+  await node.close().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      log(`the shutdown failed: ${(error as Error).message}`);
+      process.exit(1);
+    },
+  );
 }
 
 async function operate(argv: string[], config: Config): Promise<CliResult> {
@@ -51,6 +54,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof ConfigError ? error.message : `c2c: ${(error as Error).stack ?? String(error)}`}\n`);
+  // A ConfigError is the operator's to fix and says how, in one line; its driver's stack (the
+  // cause) only at debug level. Anything else is a defect: its stack.
+  const debug = ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '');
+  const cause = error instanceof ConfigError && debug && error.cause instanceof Error ? `\n${error.cause.stack}` : '';
+  process.stderr.write(`${error instanceof ConfigError ? `c2c: ${error.message}${cause}` : `c2c: ${(error as Error).stack ?? String(error)}`}\n`);
   process.exit(1);
 });

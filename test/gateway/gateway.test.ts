@@ -69,7 +69,7 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
   });
 
   it('refuses to start on a port another gateway holds, rather than share it unannounced', async () => {
-    await expect(startGateway(h.services, { port: live.gateway.port, host: '127.0.0.1' })).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+ \(is the port in use\?\)/);
+    await expect(startGateway(h.services, { port: live.gateway.port, host: '127.0.0.1' })).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+ \(HOST, GATEWAY_PORT\): the port is taken/);
   });
 
   it('tells each client it pings every 10 s and gives up on a silent one 10 s later, so a connection that died goes within 20 s', async () => {
