@@ -23,6 +23,7 @@ import { webhookRoutes } from './routes/provider/webhooks.js';
 import { assetRoutes } from './routes/pages/assets.js';
 import { windowRoutes } from './routes/pages/window.js';
 import type { Services } from './services.js';
+import { checkStoreWritable } from './store/db.js';
 
 export interface AppOptions {
   /** pino options, or false for silence (tests) */
@@ -95,7 +96,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   await registerRateLimits(app, services.counter, services.config.rateLimitScale);
 
   app.get('/healthz', { schema: { hide: true } }, async () => {
-    await services.db.query('SELECT 1');
+    await checkStoreWritable(services.db);
     return { ok: true, store: services.db.driver, bus: services.bus.state() };
   });
   // Scraped most of all when the node is overloaded: never shed (a pressure handler that lets it through).

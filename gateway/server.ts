@@ -7,6 +7,7 @@
 import type { Socket } from 'socket.io';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { C2CError } from '../shared/errors.js';
+import { checkStoreWritable } from '../api/store/db.js';
 import { ConfigError } from '../api/config.js';
 import { SOCKET_PATH, type SocketEnd } from '../shared/events.js';
 import type { Services } from '../api/services.js';
@@ -150,7 +151,7 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
   serveText(app, '/healthz', async () => {
     // A stopping node is not one to send clients to, also on connections kept alive from before.
     if (closing) throw new C2CError('service_unavailable', 'This node is stopping.');
-    await services.db.query('SELECT 1');
+    await checkStoreWritable(services.db);
     return { type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, store: services.db.driver, bus: services.bus.state() }) };
   });
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));

@@ -3,6 +3,8 @@
  * Domain services write plain PostgreSQL; both drivers run the same migrations and pass the same
  * driver suite (test/store/driver.suite.ts).
  */
+import { C2CError } from '../../shared/errors.js';
+
 export type Row = Record<string, unknown>;
 
 export interface Sql {
@@ -57,3 +59,15 @@ export function isStoreOutOfReach(error: unknown): boolean {
 
 /** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS). */
 export const PG_TIMEOUT_DEFAULTS = { statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 } as const;
+
+export const STORE_READ_ONLY = 'The database takes no changes now (read-only); retry shortly.';
+
+/**
+ * For /healthz (API and gateway): the store answers and takes changes. One that answers reads but
+ * refuses every write (a standby after a failover, a database set default_transaction_read_only)
+ * is not a node to send clients to: 503, as if it did not answer.
+ */
+export async function checkStoreWritable(db: Db): Promise<void> {
+  const [row] = await db.query<{ read_only: string }>("SELECT current_setting('transaction_read_only') AS read_only");
+  if (row?.read_only === 'on') throw new C2CError('service_unavailable', STORE_READ_ONLY, { retryAfter: 1 });
+}

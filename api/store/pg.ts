@@ -1,7 +1,7 @@
 /** The PostgreSQL driver, on a `pg` pool. */
 import pg from 'pg';
 import { C2CError } from '../../shared/errors.js';
-import { PG_TIMEOUT_DEFAULTS, type Db, type Sql } from './db.js';
+import { PG_TIMEOUT_DEFAULTS, STORE_READ_ONLY, type Db, type Sql } from './db.js';
 
 // int8 columns (times in ms, money in micros) fit in a double; return numbers, as PGlite does.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -45,7 +45,8 @@ export class StoreUnavailable extends C2CError {
    */
   readonly outOfReach: boolean;
   constructor(cause: unknown) {
-    super('service_unavailable', 'The database is not answering; retry shortly.', { retryAfter: 1, cause });
+    const readOnly = (cause as { code?: unknown } | null)?.code === READ_ONLY_TRANSACTION;
+    super('service_unavailable', readOnly ? STORE_READ_ONLY : 'The database is not answering; retry shortly.', { retryAfter: 1, cause });
     this.outOfReach = (cause as { code?: unknown } | null)?.code !== STATEMENT_CANCELLED;
   }
 }
@@ -53,8 +54,14 @@ export class StoreUnavailable extends C2CError {
 /** SQLSTATE query_canceled: the statement timeout (or a cancel) ended the statement, not the connection. */
 const STATEMENT_CANCELLED = '57014';
 
-/** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting. */
-const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '53300', '57014', '57P01', '57P02', '57P03']);
+/**
+ * SQLSTATE read_only_sql_transaction: a write on a standby (a node left on the old primary after a
+ * failover) or on a database set read-only. Every write fails alike until it is writable again.
+ */
+const READ_ONLY_TRANSACTION = '25006';
+
+/** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting, a store taking no writes. */
+const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '25006', '53300', '57014', '57P01', '57P02', '57P03']);
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
 /** pg's and pg-pool's own messages: no connection in time, a connection lost mid-statement, no answer in time. */
 const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|not queryable|Query read timeout/;

@@ -17,6 +17,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
 import { createGatewayHarness } from '../helpers/gateway.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
+import { waitFor } from '../helpers/processes.js';
 
 const unavailable = expect.objectContaining({ code: 'service_unavailable', status: 503 });
 
@@ -155,6 +156,53 @@ describe.skipIf(!storeDrivers().includes('pg'))('a gateway whose PostgreSQL does
       expect((await health()).status).toBe(200);
     } finally {
       release();
+      await live.close();
+      await database.drop();
+    }
+  });
+});
+
+describe.skipIf(!storeDrivers().includes('pg'))('a PostgreSQL that takes no changes (a standby after a failover, a database set read-only)', () => {
+  it('answers writes 503 service_unavailable, not 500; both /healthz say so; all recover once it is writable', async () => {
+    const database = await openTestDatabase('pg');
+    const live = await createGatewayHarness('pg', {}, { database });
+    const admin = await otherConnection(database.url!);
+    const name = new URL(database.url!).pathname.slice(1);
+    /** new connections read-only or not; the pool's are cut, so its next ones are made so */
+    const readOnly = async (on: boolean) => {
+      await admin.query(`ALTER DATABASE ${name} ${on ? 'SET default_transaction_read_only = on' : 'RESET default_transaction_read_only'}`);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name]);
+    };
+    try {
+      const api = client(live.h.app);
+      const t = await seedTenant(live.h.services);
+      const session = () => api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey });
+      const apiHealth = () => live.h.app.inject({ method: 'GET', url: '/healthz' });
+      const gatewayHealth = () => fetch(`${live.url}/healthz`);
+      expect((await session()).status).toBe(201);
+      expect((await apiHealth()).statusCode).toBe(200);
+
+      await readOnly(true);
+      const readOnlyNow = { ok: false, error: 'service_unavailable', message: 'The database takes no changes now (read-only); retry shortly.' };
+      // the first statements may meet a connection the cut has not yet removed from the pool: 503 too
+      await waitFor(async () => ((await apiHealth()).json().message === readOnlyNow.message ? true : undefined), 'the API to report the read-only store', 5000);
+      const refused = await session();
+      expect(refused.status).toBe(503);
+      expect(refused.body).toEqual(readOnlyNow);
+      const health = await apiHealth();
+      expect(health.statusCode).toBe(503);
+      expect(health.json()).toEqual(readOnlyNow);
+      const gateway = await gatewayHealth();
+      expect(gateway.status).toBe(503);
+      expect(await gateway.json()).toEqual(readOnlyNow);
+
+      await readOnly(false);
+      await waitFor(async () => ((await apiHealth()).statusCode === 200 ? true : undefined), 'the API to be healthy again', 5000);
+      expect((await session()).status).toBe(201);
+      expect((await gatewayHealth()).status).toBe(200);
+    } finally {
+      await admin.query(`ALTER DATABASE ${name} RESET default_transaction_read_only`).catch(() => {});
+      await admin.end();
       await live.close();
       await database.drop();
     }
