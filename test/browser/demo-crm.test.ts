@@ -281,6 +281,17 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(await serverEngineState()).toBe('ready');
   });
 
+  it("keeps speaking the opening widget's language after a reload, which strips it with the ticket", async () => {
+    const context = await newContext();
+    const window = await context.newPage();
+    await window.goto(`${stack.demo.site_url}/click2call/window#ticket=c2cl_spent&lang=fr`);
+    const message = () => window.locator('[data-testid=w-message]').textContent();
+    await expect.poll(message, { timeout: 15_000 }).toContain('Ce lien de fenêtre d’appel a expiré');
+    expect(window.url()).toMatch(/\/click2call\/window$/);
+    await window.reload();
+    await expect.poll(message, { timeout: 15_000 }).toContain('Ouvrez à nouveau la fenêtre d’appel depuis le widget');
+  });
+
   it('from a tab that cannot reach the live window by name, asks it forward instead of replacing it', async () => {
     const context = await newContext();
     const page = await openCrm(context);

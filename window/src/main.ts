@@ -13,7 +13,7 @@ import type { VoiceDriver } from './drivers/types.js';
 import { Engine, type EngineDeps } from './engine.js';
 import { MESSAGES, UI_TEXTS, useLanguage, type WindowState } from './messages.js';
 import { askMicrophone, watchMicPermission } from './mic.js';
-import { establish } from './session.js';
+import { establish, openerLanguage } from './session.js';
 import { EngineSocket, type EngineSocketIo } from './socket.js';
 import { createTicker } from './ticker.js';
 import { WindowView, type ViewModel } from './ui.js';
@@ -66,11 +66,11 @@ async function run(): Promise<void> {
   // Read and strip the fragment before anything else can be slow or fail.
   const opened = takeFragment(window.location, window.history);
   let ticket = opened.ticket;
-  /** the language of the widget that opened the window, if it said (a restored window: none) */
-  let widgetLanguage = opened.lang;
+  const storage = sessionStore();
+  /** the language of the widget that opened the window, if it said (kept for this tab's reloads) */
+  let widgetLanguage = openerLanguage(storage, opened.lang);
   // Until it has paired, the window speaks the widget's language, else its browser's.
   useLanguage(widgetLanguage ?? navigator.language);
-  const storage = sessionStore();
   const guard = unloadGuard();
   let pairing = false;
   /** a ticket that arrived while a pairing was under way: used if that pairing fails */
@@ -143,7 +143,7 @@ async function run(): Promise<void> {
   window.addEventListener('hashchange', () => {
     const { ticket: fresh, lang } = takeFragment(window.location, window.history);
     if (!fresh || (engine && !engine.stopped)) return;
-    widgetLanguage = lang ?? widgetLanguage;
+    widgetLanguage = openerLanguage(storage, lang) ?? widgetLanguage;
     if (pairing) return void (waiting = fresh);
     ticket = fresh;
     engine = null;

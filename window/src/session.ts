@@ -45,6 +45,22 @@ export function forgetPairing(storage: Storage | null): void {
   }
 }
 
+const LANGUAGE_KEY = 'c2c.window.lang';
+
+/**
+ * The language of the widget that opened this window: the fragment's, kept for the tab's reloads
+ * (the fragment is stripped at once, so a reloaded window has none), else the one kept, else null.
+ */
+export function openerLanguage(storage: Storage | null, fromFragment: string | null): string | null {
+  try {
+    if (!fromFragment) return storage?.getItem(LANGUAGE_KEY) ?? null;
+    storage?.setItem(LANGUAGE_KEY, fromFragment);
+  } catch {
+    // storage disabled: a reload speaks the integration's widget language instead
+  }
+  return fromFragment;
+}
+
 /** The first report of a restored window: nothing held, nothing acked, no microphone yet. */
 const PROBE = { state: 'enabling', mic_ready: false, busy: false, muted: false, call_id: null, acks: [] } as const;
 
