@@ -72,6 +72,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private readonly warned = new Set<string>();
   /** the call window this page opened or found, which window messages go to and come from */
   private callWindow: Window | null = null;
+  /** a call window's name its ticket gave before anything named the agent (rememberWindowName) */
+  private unkeptWindowName: string | null = null;
   /**
    * Commands sent that a call window has yet to carry out, by request_id: their kind, what undoes
    * their effect, and (`failed`) the window's failure once WidgetState.failed_command reported it.
@@ -178,6 +180,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       },
       ticket: () => this.ticket(),
       focusCommand: () => void this.command('focus').catch(() => {}),
+      onNamed: (name) => this.rememberWindowName(name),
       onWindow: (win) => void (this.callWindow = win),
       onLaunching: (win) => {
         this.message = null;
@@ -363,6 +366,23 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   /**
+   * Keeps the call window's name for this agent (localStorage), so that a later enableCalls()
+   * brings that window forward instead of opening a second one. A ticket that came before anything
+   * named the agent (a sessionEndpoint answering only the token, the first state not yet in) is
+   * kept when the first state names them.
+   */
+  private rememberWindowName(name: string | null): void {
+    const key = this.windowKey();
+    this.unkeptWindowName = key ? null : name;
+    if (!key || !name) return;
+    try {
+      this.d.storage?.setItem(key, name);
+    } catch {
+      /* storage disabled: the next enableCalls cannot find this window by name */
+    }
+  }
+
+  /**
    * A new session from sessionEndpoint after a rejected token: perhaps for another agent (another
    * user logged in on this browser meanwhile). The conditional poll starts afresh (its ETag was the
    * old session's), and the state held is dropped when the session names another agent: it is not
@@ -372,6 +392,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
    */
   private startOver(session: IntegratorSession): void {
     this.transport.forgetEtag();
+    // a name not yet kept was the previous token's agent's, who may not be the new session's
+    this.unkeptWindowName = null;
     const held = this.snapshots.state?.agent?.identifier;
     const named = session.agent?.identifier;
     if (!held || !named || held === named) return;
@@ -390,6 +412,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   private onSnapshot(state: WidgetState): void {
     if (!this.snapshots.offer(state)) return;
+    if (this.unkeptWindowName) this.rememberWindowName(this.unkeptWindowName);
     const { engine, call } = this.snapshots.state!;
     this.effects.confirm(engine, call);
     this.noticeWindowFailure(state.failed_command);

@@ -14,12 +14,10 @@ export type WindowOpener = (url: string, target: string, features?: string) => W
 export interface LaunchDeps {
   open: WindowOpener;
   storage: Pick<Storage, 'getItem' | 'setItem'> | null;
-  /**
-   * localStorage key for this integration and agent; null while the agent is not known. Asked at
-   * the click (to find the window) and again once the ticket came (to remember its name): a click
-   * before the session named the agent still stores it.
-   */
+  /** localStorage key for this integration and agent, where the window's name is kept; null while the agent is not known */
   storageKey: () => string | null;
+  /** the ticket named the window: remember the name for this agent (once the agent is known) */
+  onNamed: (windowName: string) => void;
   /** the call window this page already holds (opened earlier), tried before any lookup by name */
   heldWindow?: Window | null;
   windowMode: OpenedMode;
@@ -146,12 +144,7 @@ export function launchCallWindow(d: LaunchDeps): boolean {
   if (win) d.onLaunching(win);
   d.ticket().then(
     (ticket) => {
-      try {
-        const key = d.storageKey();
-        if (d.storage && key) d.storage.setItem(key, ticket.window_name);
-      } catch {
-        /* storage disabled: the next enableCalls cannot find this window by name */
-      }
+      d.onNamed(ticket.window_name);
       if (!win) return d.onBlocked(ticket);
       if (win.closed) return;
       if (!found) win.name = ticket.window_name; // a found window has it (and is another origin's)

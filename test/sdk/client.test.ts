@@ -1178,6 +1178,21 @@ describe('enableCalls', () => {
     expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
   });
 
+  it('remembers the window name when its ticket came before anything named the agent (a sessionEndpoint naming none, no state yet)', async () => {
+    service.set({ engine: null });
+    service.script.set('/crm/session', [{ status: 201, body: { widget_token: 'c2cw_min', expires_at: T0 + 1800 } }]);
+    service.script.set('/widget/state', ['network']);
+    start();
+    await flush();
+    expect(widget.enableCalls()).toBe(true);
+    await flush();
+    expect(opened[0]!.win.name).toBe('c2c_abcdef');
+    expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBeUndefined(); // whose window it is is not known yet
+    await vi.advanceTimersByTimeAsync(5000); // the state poll is retried: the first state names Ana
+    expect(widget.getState().agent?.name).toBe('Ana');
+    expect(store.get('c2c.window.c2c_demo.ana@acme.example')).toBe('c2c_abcdef');
+  });
+
   it('remembers the window name when enableCalls() came before the session named the agent, and brings that window forward later', async () => {
     service.engine = null;
     start();
