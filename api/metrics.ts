@@ -47,6 +47,17 @@ export function createMetrics(bus: Bus, db: Db) {
       this.set({ driver: bus.driver }, bus.state() === 'up' ? 1 : 0);
     },
   });
+  let relayedSeen = 0;
+  new Counter({
+    name: 'c2c_pushes_relayed_total',
+    help: "Pushes made on other nodes that reached this node through Redis for its sockets (a gateway's share of the fan-out; c2c_pushes_total counts a node's own)",
+    registers: [registry],
+    collect() {
+      const count = bus.relayedCount();
+      this.inc(count - relayedSeen);
+      relayedSeen = count;
+    },
+  });
   let unavailableSeen = 0;
   new Counter({
     name: 'c2c_store_unavailable_total',

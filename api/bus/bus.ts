@@ -66,6 +66,8 @@ export interface Bus {
    * is down: the gateway's catch-up covers sockets then (gateway/catch-up.ts).
    */
   roomsJoined(): Promise<void>;
+  /** Pushes other nodes made that reached this node through Redis, for its sockets (none in one process). */
+  relayedCount(): number;
   state(): BusState;
   close(): Promise<void>;
 }

@@ -6,21 +6,28 @@
  * nodes leaves first, as before, and this node's sockets get the packet at once; the publish's
  * failure is ignored as the cluster adapter ignores it (the store stays the truth; catch-up polling
  * covers what other nodes missed). Message offsets (connection-state recovery, which the gateway
- * does not use) are not added.
+ * does not use) are not added. It also counts the broadcasts other nodes relay here (a gateway's
+ * share of the fan-out, for /metrics).
  */
 import { Adapter, MessageType, type BroadcastOptions, type ClusterAdapter } from 'socket.io-adapter';
 
 type AdapterFactory = (nsp: any) => Adapter;
 
-/** What ClusterAdapter keeps to itself: fire-and-forget publishing. */
+/** socket.io-adapter's own broadcast, before a gateway's attachApp replaces it (this module loads first). */
+const inMemoryBroadcast = Adapter.prototype.broadcast;
+
+/** What ClusterAdapter keeps to itself: fire-and-forget publishing, and what arrives from other nodes. */
 interface Publishing {
   publish(message: { type: MessageType; data: unknown }): void;
+  onMessage(message: { uid?: string; nsp?: string; type: MessageType }, offset?: string): unknown;
 }
 
-export function localFirst(make: AdapterFactory): AdapterFactory {
+export function localFirst(make: AdapterFactory, onRelayed: () => void = () => {}): AdapterFactory {
   // Socket.IO calls it with `new` (as the sharded adapter's own factory is): a function, not an arrow.
   return function localFirstAdapter(nsp) {
     const adapter = make(nsp) as ClusterAdapter & Publishing;
+    // this adapter's id in the cluster (ClusterAdapter keeps it protected)
+    const { uid } = adapter as unknown as { uid: string };
     adapter.broadcast = async function broadcast(this: ClusterAdapter & Publishing, packet: any, opts: BroadcastOptions) {
       if (!opts.flags?.local) {
         try {
@@ -30,8 +37,17 @@ export function localFirst(make: AdapterFactory): AdapterFactory {
           // a packet that cannot be encoded for Redis still reaches this node's sockets, as in ClusterAdapter
         }
       }
-      // Looked up now, not at import: Socket.IO's uWS support replaces it when a gateway attaches (one app.publish per room).
-      Adapter.prototype.broadcast.call(this, packet, opts);
+      // On a gateway, looked up now: Socket.IO's uWS support replaces it when the gateway attaches
+      // (one app.publish per room, on that app). The replacement is global and publishes on the
+      // app it was made for, so a server not attached to it (an API node's, in a process that also
+      // runs a gateway: tests) keeps the in-memory broadcast, which reaches its own sockets only.
+      (this.nsp.server.engine ? Adapter.prototype.broadcast : inMemoryBroadcast).call(this, packet, opts);
+    };
+    const onMessage = adapter.onMessage.bind(adapter);
+    adapter.onMessage = (message, offset) => {
+      // a node's own messages come back to it too, and are ignored there, as are other namespaces'
+      if (message.type === MessageType.BROADCAST && message.uid !== uid && message.nsp === nsp.name) onRelayed();
+      return onMessage(message, offset);
     };
     return adapter;
   };

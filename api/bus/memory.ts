@@ -18,6 +18,7 @@ export function createMemoryBus(): Bus {
     mayHaveListeners: (room) => io.sockets.adapter.rooms.has(room),
     // In one process a room receives from the moment it is joined.
     roomsJoined: () => Promise.resolve(),
+    relayedCount: () => 0,
     state: () => 'up',
     async close() {
       handlers.clear();

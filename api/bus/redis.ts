@@ -45,7 +45,10 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   // The pushes a node makes in one turn of the event loop (the commands of one shared statement, say) leave in one write.
   const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub', { clock: probeClock }));
   const adapterSub = adapterSubscriber(url, probeClock);
-  const io = createSocketServer({ adapter: localFirst(createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' })) });
+  let relayed = 0;
+  const io = createSocketServer({
+    adapter: localFirst(createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }), () => void (relayed += 1)),
+  });
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
   // connection's commands in order, so the answer to a PING sent after them says they are in
@@ -144,6 +147,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
       return state() === 'up' || io.sockets.adapter.rooms.has(room);
     },
     roomsJoined: () => (state() === 'up' ? roomsJoined() : Promise.resolve()),
+    relayedCount: () => relayed,
     state,
     async close() {
       closed = true;

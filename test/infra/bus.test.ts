@@ -35,7 +35,7 @@ if (url) {
   }]);
 }
 
-describe.each(drivers)('bus driver %s', (_name, open) => {
+describe.each(drivers)('bus driver %s', (name, open) => {
   const opened: Pair[] = [];
   afterAll(async () => { for (const p of opened) await p.close(); });
 
@@ -69,8 +69,11 @@ describe.each(drivers)('bus driver %s', (_name, open) => {
       // The adapter subscribes to a room's channel when the room is created: give it a moment.
       await waitFor(() => pair.b.io.sockets.adapter.rooms.has('agent:c2c_x:mem_room'));
       await new Promise((resolve) => setTimeout(resolve, 100));
+      const relayedBefore = [pair.a.relayedCount(), pair.b.relayedCount()];
       pair.a.io.to('agent:c2c_x:mem_room').emit('state', { version: 42 });
       expect(await received).toEqual({ version: 42 });
+      // counted where it arrived from another node (/metrics c2c_pushes_relayed_total); one process relays nothing
+      expect([pair.a.relayedCount() - relayedBefore[0]!, pair.b.relayedCount() - relayedBefore[1]!]).toEqual(name === 'redis' ? [0, 1] : [0, 0]);
     } finally {
       client.close();
       uws.us_listen_socket_close(listen);

@@ -139,7 +139,7 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     expect((await changedB).engine.available).toBe(false);
   });
 
-  it('exposes /metrics on both roles: sockets by kind, pushes, acks, redeliveries, push latency, bus state', async () => {
+  it('exposes /metrics on both roles: sockets by kind, pushes, relayed pushes, acks, redeliveries, push latency, bus state', async () => {
     const agent = await newAgent();
     await Promise.all([widgetSocket(aUrl, agent).next('state'), engineSocket(bUrl, agent).next('work')]);
     const onA = await (await fetch(`${aUrl}/metrics`)).text();
@@ -148,10 +148,13 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     const onB = await (await fetch(`${bUrl}/metrics`)).text();
     expect(onB).toMatch(/c2c_sockets_connected\{kind="engine"\} [1-9]/);
     expect(onB).toMatch(/c2c_command_acks_total\{via="socket"\} [1-9]/);
+    // B's sockets got the api node's pushes through Redis (the earlier tests' and these): B relayed them, the api node relayed none
+    expect(onB).toMatch(/c2c_pushes_relayed_total [1-9]/);
     const apiMetrics = await (await fetch(`${apiUrl}/metrics`)).text();
     expect(apiMetrics).toMatch(/c2c_pushes_total\{kind="work"\} [1-9]/);
     expect(apiMetrics).toContain('c2c_push_latency_seconds_bucket');
     expect(apiMetrics).toContain('c2c_command_redeliveries_total');
+    expect(apiMetrics).toContain('c2c_pushes_relayed_total 0');
   });
 
   it('survives Redis stopping and restarting: nothing crashes, REST stays right, push resumes', async () => {
