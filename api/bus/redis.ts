@@ -11,11 +11,24 @@ import { createShardedAdapter } from '@socket.io/redis-adapter';
 import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
 import { steadyClock, systemClock, type Clock, type Timer } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
-import { localFirst } from './local-first.js';
+import { clusterAdapter } from './cluster-adapter.js';
 import { closeIo, createSocketServer } from './socket-server.js';
 import { staysOnNode, type Bus, type BusHandler, type BusMessage, type BusState } from './bus.js';
 
+/** The bus channel of a deployment on Redis database 0 (busChannels). */
 export const BUS_CHANNEL = 'c2c:bus';
+
+/**
+ * The channels of the deployment on this Redis database. Pub/sub ignores the database number: two
+ * deployments on one Redis server, on databases 0 and 1 (production and staging, say), would hear
+ * each other's messages (a platform switch, a session's ending, every push). A database other than
+ * 0 has channels of its own; database 0 keeps the plain names.
+ */
+export function busChannels(url: string): { bus: string; adapterPrefix: string } {
+  const db = Number.parseInt(new URL(url).pathname.slice(1), 10);
+  if (!db) return { bus: BUS_CHANNEL, adapterPrefix: 'c2c' };
+  return { bus: `c2c-db${db}:bus`, adapterPrefix: `c2c-db${db}` };
+}
 
 /**
  * The longest a snapshot waits for Redis to confirm its socket's room: a Redis that stalls without
@@ -37,6 +50,7 @@ interface Envelope {
  */
 export async function createRedisBus(url: string, clock: Clock = systemClock, probeClock: Clock = steadyClock): Promise<Bus> {
   const node = randomBytes(8).toString('hex');
+  const channels = busChannels(url);
   const pub = await connectedRedis(url, 'c2c-bus-pub', { clock: probeClock });
   // The subscribers queue their SUBSCRIBE until connected; ioredis resubscribes after a reconnect.
   // ioredis re-sends SUBSCRIBE after a reconnect and drops the promise: a Redis that flaps right
@@ -47,7 +61,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   const adapterSub = adapterSubscriber(url, probeClock);
   let relayed = 0;
   const io = createSocketServer({
-    adapter: localFirst(createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: 'c2c' }), () => void (relayed += 1)),
+    adapter: clusterAdapter(createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: channels.adapterPrefix }), () => void (relayed += 1)),
   });
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
@@ -106,7 +120,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   adapterSub.on('close', () => void (adapterSubscribed = false));
   whenSubscriptionsHold(sub, () => void (subscribed ||= everSubscribed));
   whenSubscriptionsHold(adapterSub, () => void (adapterSubscribed = true));
-  await sub.subscribe(BUS_CHANNEL);
+  await sub.subscribe(channels.bus);
   subscribed = true;
   everSubscribed = true;
   const state = (): BusState =>
@@ -122,7 +136,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
     if (!lost || closed || state() !== 'up') return;
     lost = false;
     deliver({ type: 'resync' }, true);
-    pub.publish(BUS_CHANNEL, JSON.stringify({ node, message: { type: 'resync' } } satisfies Envelope)).catch(() => {});
+    pub.publish(channels.bus, JSON.stringify({ node, message: { type: 'resync' } } satisfies Envelope)).catch(() => {});
   };
   for (const client of [sub, pub, adapterPub, adapterSub]) client.on('close', () => void (lost = true));
   // (the subscribers call it once their subscriptions hold, above)
@@ -134,7 +148,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
     publish(message) {
       deliver(message, true);
       if (pub.status !== 'ready' || staysOnNode(message)) return;
-      pub.publish(BUS_CHANNEL, JSON.stringify({ node, message } satisfies Envelope)).catch(() => {});
+      pub.publish(channels.bus, JSON.stringify({ node, message } satisfies Envelope)).catch(() => {});
     },
     subscribe(handler) {
       handlers.add(handler);

@@ -26,9 +26,13 @@ export function createSocketServer(options: Partial<ServerOptions> = {}): Server
   });
 }
 
-/** Closes a socket.io server whether or not a gateway ever attached it to a uWS app. */
+/**
+ * Closes a socket.io server whether or not a gateway ever attached it to a uWS app. Its own
+ * sockets only: io.disconnectSockets() goes through the adapter to every node of the cluster, so
+ * one node stopping (an API node in a rolling deploy) would cut every socket on every gateway.
+ */
 export function closeIo(io: Server): void {
-  io.disconnectSockets(true);
+  io.local.disconnectSockets(true);
   // io.close() reaches for the engine, which only exists once the server was attached.
   if ((io as unknown as { engine?: unknown }).engine) void io.close();
 }

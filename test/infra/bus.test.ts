@@ -94,7 +94,103 @@ describe.each(drivers)('bus driver %s', (name, open) => {
   });
 });
 
+/** A socket.io-client socket on a uWS app the bus's server is attached to (as a gateway's is), in `room`. */
+async function socketOn(bus: Bus, room: string) {
+  const { uws } = loadUws(false);
+  const app = uws.App();
+  bus.io.attachApp(app);
+  bus.io.on('connection', (socket) => void socket.join(room));
+  const listen = await new Promise<any>((resolve) => app.listen('127.0.0.1', 0, resolve));
+  const client = connect(`http://127.0.0.1:${uws.us_socket_local_port(listen)}`, { transports: ['websocket'], reconnection: false, forceNew: true });
+  const events: Array<{ event: string; payload: unknown }> = [];
+  client.onAny((event, payload) => events.push({ event, payload }));
+  client.on('disconnect', (reason) => events.push({ event: 'disconnect', payload: reason }));
+  await new Promise<void>((resolve) => client.on('connect', () => resolve()));
+  await waitFor(() => bus.io.sockets.adapter.rooms.has(room));
+  await bus.roomsJoined();
+  return {
+    client,
+    events,
+    close() {
+      client.close();
+      uws.us_listen_socket_close(listen);
+    },
+  };
+}
+
 describe.skipIf(!url)('Redis bus, what crosses nodes', () => {
+  it("leaves the other nodes' sockets connected when a node closes (a rolling deploy stops one node at a time)", async () => {
+    const [a, b, c] = [await createRedisBus(url!), await createRedisBus(url!), await createRedisBus(url!)];
+    const onB = await socketOn(b, 'agent:c2c_x:mem_stays');
+    try {
+      await a.close();
+      await new Promise((resolve) => setTimeout(resolve, 200)); // what the close sent has reached B
+      c.io.to('agent:c2c_x:mem_stays').emit('state', { version: 3 });
+      await waitFor(() => onB.events.some((e) => e.event === 'state'));
+      expect(onB.events).toEqual([{ event: 'state', payload: { version: 3 } }]);
+      expect(onB.client.connected).toBe(true);
+    } finally {
+      onB.close();
+      await b.close();
+      await c.close();
+    }
+  });
+
+  it('keeps deployments on different Redis databases apart (pub/sub ignores the database number)', async () => {
+    const on = (db: number) => {
+      const dbUrl = new URL(url!);
+      dbUrl.pathname = `/${db}`;
+      return createRedisBus(dbUrl.toString());
+    };
+    const [staging, stagingToo, production] = [await on(1), await on(1), await on(2)];
+    const seen: Record<string, BusMessage[]> = { stagingToo: [], production: [] };
+    stagingToo.subscribe((m) => seen.stagingToo!.push(m));
+    production.subscribe((m) => seen.production!.push(m));
+    const onProduction = await socketOn(production, 'agent:c2c_x:mem_apart');
+    try {
+      staging.publish({ type: 'platform', disabled: true });
+      staging.io.to('agent:c2c_x:mem_apart').emit('state', { version: 9 });
+      await waitFor(() => seen.stagingToo!.length > 0);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // time for anything to reach production too
+      expect(seen.stagingToo).toEqual([{ type: 'platform', disabled: true }]);
+      expect(seen.production).toEqual([]);
+      expect(onProduction.events).toEqual([]);
+    } finally {
+      onProduction.close();
+      for (const bus of [staging, stagingToo, production]) await bus.close();
+    }
+  });
+
+  it("ignores a message of another shape on the adapter's channels, and goes on delivering", async () => {
+    const [a, b] = [await createRedisBus(url!), await createRedisBus(url!)];
+    const onB = await socketOn(b, 'agent:c2c_x:mem_stray');
+    const crashes: unknown[] = [];
+    const note = (error: unknown) => crashes.push(error);
+    process.on('uncaughtException', note);
+    process.on('unhandledRejection', note);
+    const stray = await connectedRedis(url!, 'c2c-test-stray');
+    try {
+      // a broadcast without its data, on the channel every node holds and on the room's own
+      for (const channel of ['c2c#/#', 'c2c#/#agent:c2c_x:mem_stray#']) {
+        for (const text of ['{"uid":"x","nsp":"/","type":3}', 'null', '{"uid":"x","nsp":"/","type":7}', '{"uid":"x","nsp":"/","type":3,"data":{}}']) {
+          await stray.call('SPUBLISH', channel, text);
+        }
+      }
+      a.io.to('agent:c2c_x:mem_stray').emit('state', { version: 4 });
+      await waitFor(() => onB.events.some((e) => e.event === 'state'));
+      expect(onB.events).toEqual([{ event: 'state', payload: { version: 4 } }]);
+      expect(crashes).toEqual([]);
+    } finally {
+      process.off('uncaughtException', note);
+      process.off('unhandledRejection', note);
+      stray.disconnect();
+      onB.close();
+      await a.close();
+      await b.close();
+    }
+  });
+
+
   it('keeps engine work on the node that published it; everything else reaches the other nodes', async () => {
     const a = await createRedisBus(url!);
     const b = await createRedisBus(url!);

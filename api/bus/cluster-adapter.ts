@@ -1,13 +1,17 @@
 /**
- * Socket.IO's cluster adapter (which the sharded Redis adapter extends) sends a broadcast to this
- * node's own sockets only once Redis has answered its SPUBLISH: each local push waits a Redis round
- * trip, and on a Redis that stops answering without closing its connections, every push waits until
- * the liveness probe cuts the connection (api/redis-liveness.ts), 10 s. Here the publish to other
- * nodes leaves first, as before, and this node's sockets get the packet at once; the publish's
- * failure is ignored as the cluster adapter ignores it (the store stays the truth; catch-up polling
- * covers what other nodes missed). Message offsets (connection-state recovery, which the gateway
- * does not use) are not added. It also counts the broadcasts other nodes relay here (a gateway's
- * share of the fan-out, for /metrics).
+ * Socket.IO's sharded Redis adapter as the bus uses it (redis.ts), changed in three ways:
+ *
+ * - Local first. The cluster adapter sends a broadcast to this node's own sockets only once Redis
+ *   has answered its SPUBLISH: each local push waits a Redis round trip, and on a Redis that stops
+ *   answering without closing its connections, every push waits until the liveness probe cuts the
+ *   connection (api/redis-liveness.ts), 10 s. Here the publish to other nodes leaves first, as
+ *   before, and this node's sockets get the packet at once; the publish's failure is ignored as the
+ *   cluster adapter ignores it (the store stays the truth; catch-up polling covers what other nodes
+ *   missed). Message offsets (connection-state recovery, which the gateway does not use) are not added.
+ * - Relays counted: the broadcasts other nodes send here (a gateway's share of the fan-out, /metrics).
+ * - Stray messages ignored. The adapter trusts what arrives on its channels: a message of another
+ *   shape (a node of another version, anything that can SPUBLISH) threw inside ioredis's data
+ *   handler, which stops the process, on every node at once.
  */
 import { Adapter, MessageType, type BroadcastOptions, type ClusterAdapter } from 'socket.io-adapter';
 
@@ -20,11 +24,24 @@ const inMemoryBroadcast = Adapter.prototype.broadcast;
 interface Publishing {
   publish(message: { type: MessageType; data: unknown }): void;
   onMessage(message: { uid?: string; nsp?: string; type: MessageType }, offset?: string): unknown;
+  onResponse(response: unknown): unknown;
 }
 
-export function localFirst(make: AdapterFactory, onRelayed: () => void = () => {}): AdapterFactory {
+/** Runs an adapter handler on a message from Redis; what it throws or rejects is dropped with the message. */
+function guarded<A extends unknown[]>(handle: (...args: A) => unknown): (...args: A) => void {
+  return (...args) => {
+    try {
+      const result = handle(...args);
+      if (result instanceof Promise) result.catch(() => {});
+    } catch {
+      // a message this adapter cannot read: dropped, as a stray one on the bus channel is (redis.ts)
+    }
+  };
+}
+
+export function clusterAdapter(make: AdapterFactory, onRelayed: () => void = () => {}): AdapterFactory {
   // Socket.IO calls it with `new` (as the sharded adapter's own factory is): a function, not an arrow.
-  return function localFirstAdapter(nsp) {
+  return function c2cClusterAdapter(nsp) {
     const adapter = make(nsp) as ClusterAdapter & Publishing;
     // this adapter's id in the cluster (ClusterAdapter keeps it protected)
     const { uid } = adapter as unknown as { uid: string };
@@ -43,12 +60,13 @@ export function localFirst(make: AdapterFactory, onRelayed: () => void = () => {
       // runs a gateway: tests) keeps the in-memory broadcast, which reaches its own sockets only.
       (this.nsp.server.engine ? Adapter.prototype.broadcast : inMemoryBroadcast).call(this, packet, opts);
     };
-    const onMessage = adapter.onMessage.bind(adapter);
+    const onMessage = guarded(adapter.onMessage.bind(adapter));
     adapter.onMessage = (message, offset) => {
       // a node's own messages come back to it too, and are ignored there, as are other namespaces'
-      if (message.type === MessageType.BROADCAST && message.uid !== uid && message.nsp === nsp.name) onRelayed();
-      return onMessage(message, offset);
+      if (message?.type === MessageType.BROADCAST && message.uid !== uid && message.nsp === nsp.name) onRelayed();
+      onMessage(message, offset);
     };
+    adapter.onResponse = guarded(adapter.onResponse.bind(adapter));
     return adapter;
   };
 }
