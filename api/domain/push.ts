@@ -7,7 +7,7 @@
 import type { EngineWork, PushedState } from '../../shared/events.js';
 import type { Realtime } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
-import type { Clock } from '../clock.js';
+import type { Clock, Timer } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
 import type { Commands } from './commands/service.js';
@@ -37,6 +37,14 @@ export interface PushDeps {
 
 /** Agents whose last pushed version a node remembers (a few MB at most). */
 const MAX_REMEMBERED_AGENTS = 50_000;
+
+/**
+ * A push whose store read failed (a statement timeout, a blip) is tried again, 250 ms after, then
+ * doubling up to every 5 s, for up to two minutes: sockets that are up do not poll, so a push
+ * lost here would leave a widget showing an old state until the agent's next change, and a dial
+ * request waiting for the window's next heartbeat. Each try reads what is current then.
+ */
+export const PUSH_RETRY = { firstMs: 250, maxMs: 5_000, forMs: 120_000 } as const;
 
 export function createPusher(deps: PushDeps) {
   const { db, bus, clock } = deps;
@@ -100,19 +108,45 @@ export function createPusher(deps: PushDeps) {
     deps.observe?.('work', changedAt);
   }
 
-  const run = (promise: Promise<void>) => promise.catch((error: unknown) => deps.log?.('push failed', error));
+  /** Per room, the retry of a failed push waiting to run: one covers every change of the room since. */
+  const retries = new Map<string, Timer>();
+
+  function run(room: string, push: () => Promise<void>, firstAt = clock.now(), waitMs: number = PUSH_RETRY.firstMs): void {
+    push().catch((error: unknown) => {
+      if (retries.has(room)) return;
+      const givingUp = clock.now() - firstAt + waitMs > PUSH_RETRY.forMs;
+      deps.log?.(givingUp ? 'push failed; no more retries: clients get it on their next change or reconnect' : 'push failed; trying again', error);
+      if (givingUp) return;
+      const retry = clock.after(waitMs, () => {
+        retries.delete(room);
+        run(room, push, firstAt, Math.min(waitMs * 2, PUSH_RETRY.maxMs));
+      });
+      retries.set(room, retry);
+    });
+  }
 
   return {
     agentState,
     engineWork,
     pushState,
-    /** Starts pushing this node's own changes. */
+    /** Starts pushing this node's own changes; returns what stops it (retries waiting included). */
     start() {
-      return bus.subscribe((message, { local }) => {
+      const unsubscribe = bus.subscribe((message, { local }) => {
         if (!local) return;
-        if (message.type === 'agent') run(pushState(message.integrationId, message.memberId, message.version, message.at));
-        if (message.type === 'engine' && message.reason === 'work') run(pushWork(message.engineId, message.work, message.at));
+        if (message.type === 'agent') {
+          const { integrationId, memberId, version, at } = message;
+          run(rooms.agent(integrationId, memberId), () => pushState(integrationId, memberId, version, at));
+        }
+        if (message.type === 'engine' && message.reason === 'work') {
+          const { engineId, work, at } = message;
+          run(rooms.engine(engineId), () => pushWork(engineId, work, at));
+        }
       });
+      return () => {
+        unsubscribe();
+        for (const retry of retries.values()) retry.cancel();
+        retries.clear();
+      };
     },
   };
 }

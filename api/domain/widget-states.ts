@@ -17,7 +17,12 @@ const MAX_CACHED_AGENTS = 50_000;
 
 export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: Bus; clock: Clock; realtime: Realtime }) {
   const cache = new Map<string, AgentStateData>();
-  const newest = new Map<string, number>();
+  /**
+   * Per agent with a load under way, how many, and the newest version the bus announced meanwhile:
+   * a load that read an older one raced that change and is not cached. Only agents being loaded
+   * have an entry (every node hears every agent's changes: a map of all would only grow).
+   */
+  const loading = new Map<string, { count: number; newest: number }>();
   const key = (integrationId: string, memberId: string) => `${integrationId}:${memberId}`;
   // Loads of a busy node (a reconnect storm's snapshots, polls after a deploy) share a statement.
   const loadTogether = coalesce((agents: Array<{ integrationId: string; memberId: string }>) => loadAgentStates(db, agents), { isolate: true });
@@ -25,7 +30,8 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
   bus.subscribe((message) => {
     if (message.type === 'agent') {
       const k = key(message.integrationId, message.memberId);
-      newest.set(k, Math.max(newest.get(k) ?? 0, message.version));
+      const underWay = loading.get(k);
+      if (underWay) underWay.newest = Math.max(underWay.newest, message.version);
       const cached = cache.get(k);
       if (cached && cached.version < message.version) cache.delete(k);
     } else if (message.type === 'resync') {
@@ -37,12 +43,18 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     const k = key(integrationId, memberId);
     const cached = bus.state() === 'up' ? cache.get(k) : undefined;
     if (cached) return cached;
-    const data = await loadTogether({ integrationId, memberId });
-    if (bus.state() === 'up' && data.version >= (newest.get(k) ?? 0)) {
-      if (cache.size >= MAX_CACHED_AGENTS) {
-        cache.clear();
-        newest.clear();
-      }
+    const underWay = loading.get(k) ?? { count: 0, newest: 0 };
+    underWay.count += 1;
+    loading.set(k, underWay);
+    let data: AgentStateData;
+    try {
+      data = await loadTogether({ integrationId, memberId });
+    } finally {
+      underWay.count -= 1;
+      if (underWay.count === 0) loading.delete(k);
+    }
+    if (bus.state() === 'up' && data.version >= underWay.newest) {
+      if (cache.size >= MAX_CACHED_AGENTS) cache.clear();
       cache.set(k, data);
     }
     return data;

@@ -190,6 +190,28 @@ describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could 
   }, 40_000);
 });
 
+describe("an agent's WidgetState cache", () => {
+  it('does not keep a state read before a newer version was announced (the read raced the change), and keeps the next', async () => {
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const { db, reads } = countingReads(h.services.db, 'agent_versions');
+      const bus = createMemoryBus();
+      const widgetStates = createWidgetStates({ db, bus, clock: h.services.clock, realtime: h.services.realtime });
+      const reading = widgetStates.load(t.integrationId, t.agent.id);
+      // another node's change, announced while this read is on its way (it read the older version)
+      bus.publish({ type: 'agent', integrationId: t.integrationId, memberId: t.agent.id, version: 1_000 });
+      expect((await reading).version).toBeLessThan(1_000);
+      await widgetStates.load(t.integrationId, t.agent.id);
+      expect(reads.count).toBe(2); // the raced read was not kept
+      await widgetStates.load(t.integrationId, t.agent.id);
+      expect(reads.count).toBe(2); // the second was
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe.each(storeDrivers())('the directory on %s', (driver) => {
   let h: Harness;
   let t: Tenant;
