@@ -552,6 +552,27 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect(h.services.providers.simulator.digitsHeard((await intentRow(id)).provider_call_sid!)).toBe('7');
   });
 
+  it('refuses a request_id seen before that now names another command (409 idempotency_conflict), rather than dropping it with the first answer', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const id = await connectedCall(t, agent);
+    const muted = await command(api, agent.widgetToken, { kind: 'mute', request_id: 'reused-1' });
+    expect(muted.body).toMatchObject({ ok: true, status: 'queued' });
+    const hangup = await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'reused-1' }), 409, 'idempotency_conflict');
+    expect(hangup.body.message).toContain('(mute)');
+    const digits = await command(api, agent.widgetToken, { kind: 'dtmf', digits: '1', request_id: 'reused-2' });
+    expect(digits.body).toMatchObject({ ok: true });
+    await expectError(command(api, agent.widgetToken, { kind: 'dtmf', digits: '2', request_id: 'reused-2' }), 409, 'idempotency_conflict');
+    // a refusal's id too: the refused mute's id does not answer a hangup with "no connected call"
+    await expectError(command(api, agent.widgetToken, { kind: 'unmute', digits: undefined, request_id: 'reused-3', ref: 'ci_elsewhere' }), 409, 'invalid_state');
+    await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'reused-3' }), 409, 'idempotency_conflict');
+    // nothing of the conflicting ones was recorded or carried out: one row each, the call still up
+    expect([await commandRows(t, 'reused-1'), await commandRows(t, 'reused-2')]).toEqual([1, 1]);
+    expect((await intentRow(id)).status).toBe('connected');
+    // the same command again is still a replay
+    expect((await command(api, agent.widgetToken, { kind: 'mute', request_id: 'reused-1' })).body).toEqual(muted.body);
+  });
+
   it('executes one of many concurrent requests with the same request_id; every one gets its answer', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);

@@ -29,6 +29,16 @@ export interface CommandsDeps {
   widgetStates: WidgetStates;
 }
 
+/**
+ * Whether a request_id seen before asks for the command it asked for then. The spec only says the
+ * command is not executed again; answering a different one (a hangup sent with a mute's id) with
+ * the first one's answer would drop it without a word, so that is refused idempotency_conflict,
+ * as POST /calls refuses a replayed Idempotency-Key with a different body.
+ */
+function sameCommand(row: CommandRow, command: Command): boolean {
+  return row.kind === command.kind && row.digits === (command.digits ?? null) && row.available === (command.available ?? null);
+}
+
 function replayResult(row: CommandRow): CommandResult {
   if (row.refused && isErrorCode(row.refused)) throw new C2CError(row.refused, row.error ?? undefined);
   return { ok: true, status: row.first_status ?? row.status, command_id: Number(row.id) };
@@ -72,7 +82,12 @@ export function createCommands(deps: CommandsDeps) {
 
   /** A hangup or decline recorded but never settled: its first attempt failed (or is still running). */
   const unsettledHangup = (row: CommandRow) => (row.kind === 'hangup' || row.kind === 'decline') && row.status === 'queued' && row.call_id !== null;
-  const answerReplay = (seen: CommandRow) => (unsettledHangup(seen) ? runHangup(seen) : replayResult(seen));
+  const answerReplay = (seen: CommandRow, command: Command) => {
+    if (!sameCommand(seen, command)) {
+      throw new C2CError('idempotency_conflict', `This request_id was used for another command (${seen.kind}); send a new command with a new request_id.`);
+    }
+    return unsettledHangup(seen) ? runHangup(seen) : replayResult(seen);
+  };
 
   /**
    * The agent's open engine and live call, from the state its widgets are shown: cached per agent
@@ -101,7 +116,7 @@ export function createCommands(deps: CommandsDeps) {
       // the same as the command having arrived a moment earlier.
       const known = await situation(widget, command.ref);
       const { seen, engine, call } = known ? { seen: null, ...known } : await lookUp(widget, command);
-      if (seen) return answerReplay(seen);
+      if (seen) return answerReplay(seen, command);
       const decision = decideCommand(command, call, engine, agent.effective.policy.controls);
       const changes = new Changes();
       const now = clock.now();
@@ -134,7 +149,7 @@ export function createCommands(deps: CommandsDeps) {
             return done;
           })
         : await store.record(recording);
-      if (!recorded) return answerReplay((await lookUp(widget, command)).seen!);
+      if (!recorded) return answerReplay((await lookUp(widget, command)).seen!, command);
       const { row, work } = recorded;
       if ('engine' in decision) changes.engineWork(engine!.id, work && toWork(work, now, service.onRedelivery));
       changes.publish(bus);
