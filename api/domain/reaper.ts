@@ -4,7 +4,8 @@
  * - a queued intent expires after 60 s;
  * - an engine silent for 30 s no longer holds its calls (orphaned);
  * - an engine silent for 90 s is offline, and its calls are ended through the provider (one whose
- *   socket dropped is offline sooner, unless on a call: engines/dropped.ts);
+ *   socket dropped is offline sooner, unless on a call: engines/dropped.ts), asked again with a
+ *   backoff while the provider cannot be reached;
  * - a claimed intent whose provider leg never started fails after 60 s;
  * - a call whose final provider callback is overdue by 30 s is hung up through the provider and
  *   ended: inbound unanswered past its ring window, outbound ringing for 30 s, answered past its
@@ -40,6 +41,13 @@ export const RING_TIMEOUT_SECONDS = 30;
  */
 export const PROVIDER_FINAL_CALLBACK_GRACE_SECONDS = 30;
 
+/**
+ * decided: a call of an offline engine whose provider hangup failed (the provider unreachable) is
+ * asked again 2 s later, then doubling up to every 60 s, per API node: every tick of every node
+ * asking the provider each second for each such call is what a provider outage does not need.
+ */
+export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const;
+
 export interface ReaperDeps {
   db: Db;
   bus: Bus;
@@ -58,6 +66,8 @@ export function createReaper(deps: ReaperDeps) {
   let credentialsDueAt = -Infinity;
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
+  /** per call of an offline engine whose hangup failed: when to ask again, and the wait before that */
+  const hangupRetries = new Map<string, { at: number; waitMs: number }>();
   /** when this reaper first ran without judging silence, in the current run of such ticks */
   let unjudgedSince: number | undefined;
 
@@ -124,13 +134,21 @@ export function createReaper(deps: ReaperDeps) {
        WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1`,
       [now - LIMITS.engineOfflineAfterSeconds * 1000],
     );
+    // calls no longer abandoned (ended, or their window back) are forgotten
+    const ids = new Set(abandoned.map((call) => call.id));
+    for (const id of hangupRetries.keys()) if (!ids.has(id)) hangupRetries.delete(id);
     for (const call of abandoned) {
+      const retry = hangupRetries.get(call.id);
+      if (retry && now < retry.at) continue;
       try {
         const ended = await hangupCall(deps, call.id, 'engine_offline');
         changes.merge(ended.changes);
+        hangupRetries.delete(call.id);
       } catch (error) {
-        // The provider is unreachable (or the call was deleted meanwhile): the next tick tries again.
-        deps.log?.(`could not end call ${call.id} of an offline engine`, error);
+        // The provider is unreachable (or the call was deleted meanwhile): asked again later.
+        const waitMs = retry ? Math.min(retry.waitMs * 2, ABANDONED_HANGUP_RETRY.maxMs) : ABANDONED_HANGUP_RETRY.firstMs;
+        hangupRetries.set(call.id, { at: now + waitMs, waitMs });
+        deps.log?.(`could not end call ${call.id} of an offline engine; asking again in ${waitMs / 1000} s`, error);
       }
     }
   }

@@ -6,6 +6,7 @@
  * Each test seeds its own tenant, so live calls and balances never leak from one test to the next.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LIMITS } from '../../shared/limits.js';
 import { consumeForDial } from '../../api/domain/calls/dial.js';
 import { hangupCall } from '../../api/domain/calls/hangup.js';
 import type { Db } from '../../api/store/index.js';
@@ -360,6 +361,25 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       await h.clock.advanceSeconds(2);
       expect(await getCall(t, id)).toMatchObject({ status: 'connected', duration: 2, ended_at: null });
       expect(await ledgerFor(id)).toHaveLength(0);
+    });
+  });
+
+  describe('provider unreachable when the reaper ends the call of an offline window', () => {
+    it('asks the provider again with a widening wait, not on every tick', async () => {
+      const { t, id } = await dialed(UNREACHABLE_ON_HANGUP);
+      await h.clock.advanceSeconds(3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected' });
+      const [{ provider_call_sid: sid }] = await h.services.db.query<{ provider_call_sid: string }>('SELECT provider_call_sid FROM call_intents WHERE id = $1', [id]);
+      const simulator = h.services.providers.simulator;
+      // the window says nothing more: 90 s later it is offline, and every tick wants its call ended
+      await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds);
+      for (let second = 0; second <= 20; second += 1) {
+        await h.services.reaper.tick();
+        await h.clock.advanceSeconds(1);
+      }
+      // asked at once, then 2, 4 and 8 s after each failure: 4 times in 21 ticks
+      expect(simulator.hangupsAsked(sid)).toBe(1 + 3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', ended_at: null });
     });
   });
 

@@ -36,6 +36,8 @@ interface Leg {
   timers: Timer[];
   digits: string;
   unreachableOnHangup: boolean;
+  /** REST hangups asked for this leg, answered or not */
+  hangupsAsked: number;
 }
 
 const newSid = () => `CA${randomBytes(16).toString('hex')}`;
@@ -72,6 +74,7 @@ export class Simulator implements VoiceProvider {
 
   async hangup(_account: ProviderAccount, callSid: string): Promise<void> {
     const legs = [...this.#legs.values()].filter((leg) => leg.sid === callSid || leg.parentSid === callSid);
+    for (const leg of legs) leg.hangupsAsked += 1;
     if (legs.some((leg) => leg.unreachableOnHangup)) throw new ProviderUnreachable('simulated provider unreachable');
     for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
   }
@@ -105,6 +108,7 @@ export class Simulator implements VoiceProvider {
       timers: [],
       digits: '',
       unreachableOnHangup: behaviour.unreachableOnHangup,
+      hangupsAsked: 0,
     };
     this.#legs.set(leg.sid, leg);
     const at = (seconds: number, fn: () => Promise<void>) => leg.timers.push(this.clock.after(seconds * 1000, fn));
@@ -140,6 +144,7 @@ export class Simulator implements VoiceProvider {
       timers: [],
       digits: '',
       unreachableOnHangup: false,
+      hangupsAsked: 0,
     };
     this.#legs.set(leg.sid, leg);
     leg.timers.push(this.clock.after(INBOUND_RING_SECONDS * 1000, () => this.#end(leg, 'no-answer')));
@@ -169,6 +174,11 @@ export class Simulator implements VoiceProvider {
     if (!leg || leg.status !== 'in-progress') return false;
     leg.digits += digits;
     return true;
+  }
+
+  /** How many times the REST hangup of this call was asked for, answered or not (tests, diagnostics). */
+  hangupsAsked(callSid: string): number {
+    return this.#find(callSid)?.hangupsAsked ?? 0;
   }
 
   /** What the far end of a call heard as DTMF (tests, demos). */
