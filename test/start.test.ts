@@ -94,6 +94,29 @@ describe('stopping a node of role all', () => {
   });
 });
 
+describe('the demo CRM, the reference integrator', () => {
+  it("passes the service's Retry-After on with a refusal, so the SDK waits as long as the service says", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'c2c-crm-'));
+    const demoPort = await freePort();
+    // every limit a hundredth: the server key's 300 requests a minute become 3
+    const node = await startNode(loadConfig({ C2C_DATA_DIR: dataDir, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: String(demoPort), LOG_LEVEL: 'silent', C2C_RATE_LIMIT_SCALE: '0.01' }), { demo: true, logger: false });
+    try {
+      const call = () => fetch(`http://127.0.0.1:${demoPort}/click2call/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contact_reference: 'crm-1001' }) });
+      let refused: Response | undefined;
+      for (let attempt = 0; attempt < 10 && !refused; attempt += 1) {
+        const answer = await call();
+        if (answer.status === 429) refused = answer;
+      }
+      expect(refused, 'a 429 within 10 calls').toBeDefined();
+      expect(Number(refused!.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await refused!.json()).toMatchObject({ ok: false, error: 'rate_limited' });
+    } finally {
+      await node.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('configuration', () => {
   it('names every bad variable', () => {
     const attempt = () => loadConfig({ PORT: 'abc', DATABASE_URL: 'mysql://x', PUBLIC_BASE_URL: 'https://c2c.example/api' });

@@ -25,7 +25,10 @@ export interface CrmDemoOptions {
 export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
 
-  /** Calls the service with the server key and answers the browser with its status and body, unchanged. */
+  /**
+   * Calls the service with the server key and answers the browser with its status and body,
+   * unchanged, and its Retry-After (a 429 or 503 says when to try again; the SDK waits that long).
+   */
   const forward = async (reply: import('fastify').FastifyReply, path: string, body: unknown, headers: Record<string, string> = {}) => {
     try {
       const response = await fetch(`${options.baseUrl}${path}`, {
@@ -33,6 +36,8 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
         headers: { authorization: `Bearer ${options.serverKey}`, 'content-type': 'application/json', ...headers },
         body: JSON.stringify(body),
       });
+      const retryAfter = response.headers.get('retry-after');
+      if (retryAfter) reply.header('retry-after', retryAfter);
       return reply.code(response.status).type('application/json').send(await response.text());
     } catch {
       return reply.code(502).send({ ok: false, error: 'unreachable', message: 'The click-to-call service could not be reached.' });
