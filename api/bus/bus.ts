@@ -61,9 +61,10 @@ export interface Bus {
   /** false only when no socket in the room can be reached (one-node driver, room empty here; Redis down, room not here) */
   mayHaveListeners(room: string): boolean;
   /**
-   * Resolves once the rooms this node's sockets joined so far receive what is pushed to them, so
-   * that a snapshot read afterwards cannot miss a change pushed in between. At once while the bus
-   * is down: the gateway's catch-up covers sockets then (gateway/catch-up.ts).
+   * Resolves once the rooms this node's sockets joined so far receive what is pushed to them, and
+   * the bus messages of the changes made before have arrived here (dropping what they make stale in
+   * this node's caches), so that a snapshot read afterwards cannot miss a change pushed in between.
+   * At once while the bus is down: the gateway's catch-up covers sockets then (gateway/catch-up.ts).
    */
   roomsJoined(): Promise<void>;
   /** Pushes other nodes made that reached this node through Redis, for its sockets (none in one process). */

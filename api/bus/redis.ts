@@ -67,9 +67,13 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
   // connection's commands in order, so the answer to a PING sent after them says they are in
   // effect; the joins that come together (a reconnect storm's) share a PING.
+  // Then a PING on the bus's subscriber: a change published before the rooms took effect (whose
+  // push this node therefore missed) has its bus message here before the answer, so the cached
+  // state it makes stale is dropped before the snapshot reads it (widget-states.ts).
   const confirmJoins = coalesce(
     async (waiting: null[]) => {
       await adapterSub.ping().then(noop, noop);
+      await sub.ping().then(noop, noop);
       return waiting;
     },
     { max: Infinity },

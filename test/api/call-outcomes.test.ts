@@ -369,7 +369,7 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       const { t, id } = await dialed(UNREACHABLE_ON_HANGUP);
       await h.clock.advanceSeconds(3);
       expect(await getCall(t, id)).toMatchObject({ status: 'connected' });
-      const [{ provider_call_sid: sid }] = await h.services.db.query<{ provider_call_sid: string }>('SELECT provider_call_sid FROM call_intents WHERE id = $1', [id]);
+      const sid = (await h.services.db.query<{ provider_call_sid: string }>('SELECT provider_call_sid FROM call_intents WHERE id = $1', [id]))[0]!.provider_call_sid;
       const simulator = h.services.providers.simulator;
       // the window says nothing more: 90 s later it is offline, and every tick wants its call ended
       await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds);

@@ -326,6 +326,54 @@ describe.skipIf(!url)('Redis bus faults', () => {
     }
   });
 
+  it("confirms a socket's rooms only once the bus messages published before have arrived (a snapshot then reads no stale cache)", async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    // Node B reaches Redis through a proxy that, once armed, delays what Redis sends B's bus
+    // subscriber (a slow link, a busy node): a change's bus message arrives late there.
+    let delaying = false;
+    const links = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const upstream = connectTo(port, '127.0.0.1');
+      links.add(client);
+      let busSubscriber = false;
+      let queue = Promise.resolve();
+      client.on('data', (chunk) => {
+        busSubscriber ||= chunk.toString('latin1').includes('c2c-bus-sub');
+        upstream.write(chunk);
+      });
+      upstream.on('data', (chunk) => {
+        const late = delaying && busSubscriber;
+        queue = queue.then(() => (late ? new Promise((resolve) => setTimeout(resolve, 300)) : undefined)).then(() => void client.write(chunk));
+      });
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+        links.delete(client);
+      };
+      for (const side of [client, upstream]) side.on('close', end).on('error', end);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const a = await createRedisBus(`redis://127.0.0.1:${port}`);
+    const b = await createRedisBus(`redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+    try {
+      const heardOnB: BusMessage[] = [];
+      b.subscribe((message) => heardOnB.push(message));
+      delaying = true;
+      a.publish({ type: 'agent', integrationId: 'c2c_x', memberId: 'mem_late', version: 6 });
+      await new Promise((resolve) => setTimeout(resolve, 20)); // Redis has sent it towards B
+      await b.roomsJoined();
+      expect(heardOnB).toContainEqual(expect.objectContaining({ type: 'agent', memberId: 'mem_late', version: 6 }));
+    } finally {
+      await a.close();
+      await b.close();
+      for (const link of links) link.destroy();
+      proxy.close();
+      await server.stop();
+    }
+  });
+
   it('ignores what is not a bus message on its channel (another version, a stray PUBLISH) and goes on delivering', async () => {
     const a = await createRedisBus(url!);
     const seen: BusMessage[] = [];
