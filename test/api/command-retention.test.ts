@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../api/config.js';
 import { pruneCommands } from '../../api/domain/retention.js';
 import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
 import { command, heartbeat, openSession, readyAgent } from '../helpers/flows.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
 import { seedTenant } from '../helpers/tenant.js';
@@ -30,8 +31,12 @@ describe.each(storeDrivers())('widget command records (%s)', (driver) => {
       await h.clock.advance(400 * DAY_MS);
       await h.services.reaper.tick();
       expect(await recorded(h)).toEqual(['a-old']);
-      const replay = await command(api, await openSession(api, t), { kind: 'availability', request_id: 'a-old', available: true });
+      const widgetToken = await openSession(api, t);
+      const replay = await command(api, widgetToken, { kind: 'availability', request_id: 'a-old', available: false });
       expect(replay.body).toEqual(first.body);
+      // asked to do something else under that id, it still does not run
+      await expectError(command(api, widgetToken, { kind: 'availability', request_id: 'a-old', available: true }), 409, 'idempotency_conflict');
+      expect(await recorded(h)).toEqual(['a-old']);
     } finally {
       await h.close();
     }
