@@ -40,11 +40,18 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     await expect.poll(() => widgetState(page), { timeout: 15_000 }).not.toMatch(/^(init|connecting)$/);
     return page;
   };
-  /** Enable calls from the widget; the popup pairs and the widget shows ready. */
+  const windowState = (window: Page) => window.locator('[data-testid=w-state]').getAttribute('data-state');
+  /** The first pairing for the agent in this browser asks first (window/src/consent.ts): the agent says yes. */
+  const consentIfAsked = async (window: Page) => {
+    await expect.poll(async () => (await windowState(window).catch(() => null)) ?? 'pairing', { timeout: 15_000 }).not.toBe('pairing');
+    if ((await windowState(window)) === 'confirm') await window.locator('[data-testid=w-consent-yes]').click();
+  };
+  /** Enable calls from the widget; the popup pairs (consented) and the widget shows ready. */
   const enableCalls = async (context: BrowserContext, page: Page) => {
     const popup = context.waitForEvent('page');
     await page.locator('[data-testid=c2c-enable]').click();
     const window = await popup;
+    await consentIfAsked(window);
     await expect.poll(() => widgetState(page), { timeout: 20_000 }).toBe('ready');
     return window;
   };
@@ -121,7 +128,7 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(await link.getAttribute('href')).toMatch(/\/click2call\/window#ticket=c2cl_/);
     const tab = context.waitForEvent('page');
     await link.click();
-    await tab;
+    await consentIfAsked(await tab);
     await expect.poll(() => widgetState(page), { timeout: 20_000 }).toBe('ready');
   });
 
@@ -279,6 +286,45 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(window.url()).toMatch(/\/click2call\/window$/); // the new ticket left the address bar too
     await expect.poll(() => window.locator('[data-testid=w-message]').textContent()).not.toContain('Open the call window again');
     expect(await serverEngineState()).toBe('ready');
+  });
+
+  it("does not carry an agent's calls in a window someone else opened until its user says yes; no closes it", async () => {
+    // Anyone holding a widget token can make a ticket and send this browser to the window with it
+    // (a link, a redirect): with the microphone already allowed for the service, nothing else stops it.
+    const ticketFor = async () => {
+      const session = await fetch(`${stack.demo.base_url}/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${stack.demo.server_key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ integration_id: stack.demo.integration_id, agent: stack.demo.agent, origin: stack.demo.allowed_origin }),
+      });
+      const { widget_token } = (await session.json()) as { widget_token: string };
+      const ticket = await fetch(`${stack.demo.base_url}/widget/launch-ticket`, { method: 'POST', headers: { authorization: `Bearer ${widget_token}`, origin: stack.demo.allowed_origin } });
+      return ((await ticket.json()) as { window_url: string }).window_url;
+    };
+    const context = await newContext();
+    await context.grantPermissions(['microphone'], { origin: new URL(stack.demo.site_url).origin });
+    const window = await context.newPage();
+    await window.goto(await ticketFor());
+    await expect.poll(() => windowState(window), { timeout: 15_000 }).toBe('confirm');
+    expect(await window.locator('[data-testid=w-consent-question]').textContent()).toContain(stack.demo.agent.value);
+    await new Promise((resolve) => setTimeout(resolve, 1000)); // time enough to have come up, had it not asked
+    expect(await serverEngineState()).toBe('enabling'); // paired, but never ready: no call can be placed through it
+    await window.locator('[data-testid=w-consent-no]').click();
+    await expect.poll(() => serverEngineState(), { timeout: 10_000 }).toBe('closed');
+    expect(await windowState(window)).toBe('closed');
+
+    // A yes is kept in this browser: the next window for this agent carries calls without asking.
+    const second = await context.newPage();
+    await second.goto(await ticketFor());
+    await expect.poll(() => windowState(second), { timeout: 15_000 }).toBe('confirm');
+    await second.locator('[data-testid=w-consent-yes]').click();
+    await expect.poll(() => serverEngineState(), { timeout: 15_000 }).toBe('ready');
+    await second.close({ runBeforeUnload: true });
+    await expect.poll(() => serverEngineState(), { timeout: 10_000 }).toBe('closed');
+    const third = await context.newPage();
+    await third.goto(await ticketFor());
+    await expect.poll(() => serverEngineState(), { timeout: 15_000 }).toBe('ready');
+    expect(await windowState(third)).toBe('ready');
   });
 
   it("keeps speaking the opening widget's language after a reload, which strips it with the ticket", async () => {

@@ -28,11 +28,11 @@ const timing: Call = {
   orphaned: false,
 };
 
-const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live' };
+const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live', consent: null };
 
 function mount() {
   document.body.innerHTML = '<div id="c2c-window"></div>';
-  const actions = { hangup: vi.fn(), toggleMute: vi.fn(), retry: vi.fn() };
+  const actions = { hangup: vi.fn(), toggleMute: vi.fn(), retry: vi.fn(), consent: vi.fn() };
   let now = 1_000_000;
   const view = new WindowView(document.getElementById('c2c-window')!, actions, () => now);
   const byId = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`)!;
@@ -40,6 +40,19 @@ function mount() {
 }
 
 describe('WindowView', () => {
+  it('asks for consent with two buttons, which answer yes and no, and hides them otherwise', () => {
+    const { view, actions, byId } = mount();
+    view.render(base);
+    expect(byId('w-consent').hidden).toBe(true);
+    view.render({ ...base, state: 'confirm', consent: 'Use this window for the calls of Ana Agent (ana@acme.example)?' });
+    expect(byId('w-consent').hidden).toBe(false);
+    expect(byId('w-consent-question').textContent).toContain('Ana Agent (ana@acme.example)');
+    expect(byId('w-state').dataset.state).toBe('confirm');
+    byId('w-consent-yes').click();
+    byId('w-consent-no').click();
+    expect(actions.consent.mock.calls).toEqual([[true], [false]]);
+  });
+
   it('shows the agent, the state and the keep-open note', () => {
     const { view, byId } = mount();
     view.render(base);

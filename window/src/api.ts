@@ -93,6 +93,11 @@ export class EngineApi {
     return this.#post('/engine/hangup', callId ? { call_id: callId } : {});
   }
 
+  /** Closes this window's engine: it will carry no calls (the agent's widget shows it closed). */
+  close(reason: string): Promise<unknown> {
+    return this.#post('/engine/close', { reason });
+  }
+
   /** The window is going away: a keepalive request that outlives the page. */
   closeOnUnload(): void {
     if (!this.token) return;

@@ -5,7 +5,7 @@
  * heartbeat Worker, socket.io-client, getUserMedia and the chosen voice driver.
  */
 import { io } from 'socket.io-client';
-import { EngineApi } from './api.js';
+import { EngineApi, type Paired } from './api.js';
 import { readBoot, takeFragment, type Boot } from './boot.js';
 import { loadTwilioDriver } from './drivers/load-twilio.js';
 import { SimulatedDriver } from './drivers/simulated.js';
@@ -13,7 +13,8 @@ import type { VoiceDriver } from './drivers/types.js';
 import { Engine, type EngineDeps } from './engine.js';
 import { MESSAGES, UI_TEXTS, useLanguage, type WindowState } from './messages.js';
 import { askMicrophone, watchMicPermission } from './mic.js';
-import { establish, openerLanguage } from './session.js';
+import { consented, keepConsent } from './consent.js';
+import { establish, forgetPairing, openerLanguage } from './session.js';
 import { EngineSocket, type EngineSocketIo } from './socket.js';
 import { createTicker } from './ticker.js';
 import { WindowView, type ViewModel } from './ui.js';
@@ -42,7 +43,21 @@ function unloadGuard(): (on: boolean) => void {
 }
 
 function notPaired(state: WindowState, message: string | null, retry: string | null): ViewModel {
-  return { state, agent: null, call: null, hangupBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null };
+  return { state, agent: null, call: null, hangupBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null, consent: null };
+}
+
+/** The consent question for a pairing (consent.ts): whose calls, by name and identifier. */
+function asking(paired: Paired): ViewModel {
+  const agent = `${paired.agent.name} (${paired.agent.identifier})`;
+  return { ...notPaired('confirm', null, null), agent: paired.agent.name, consent: MESSAGES.consentQuestion.replace('{agent}', agent) };
+}
+
+function localStore(): Storage | null {
+  try {
+    return window.localStorage;
+  } catch {
+    return null; // storage disabled: the window asks for consent every time
+  }
 }
 
 async function loadDriver(paired: Parameters<EngineDeps['loadDriver']>[0]): Promise<VoiceDriver> {
@@ -56,7 +71,14 @@ async function run(): Promise<void> {
   if (!root) return;
   let engine: Engine | null = null;
   let retry = () => {};
-  const view = new WindowView(root, { hangup: () => void engine?.hangup(), toggleMute: () => engine?.toggleMute(), retry: () => retry() });
+  /** answers the consent question being asked (consent.ts) */
+  let answer: (yes: boolean) => void = () => {};
+  const view = new WindowView(root, {
+    hangup: () => void engine?.hangup(),
+    toggleMute: () => engine?.toggleMute(),
+    retry: () => retry(),
+    consent: (yes) => answer(yes),
+  });
   let boot: Boot;
   try {
     boot = readBoot(document);
@@ -82,9 +104,35 @@ async function run(): Promise<void> {
     // Each pairing has its own client: the token a stopped engine held is never replaced under it.
     const api = new EngineApi(boot.apiBaseUrl);
     view.render(notPaired('pairing', null, null));
+    const fromTicket = ticket !== null;
     const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated').catch(
       () => ({ ok: false, message: MESSAGES.unreachable, retry: true }) as const,
     );
+    if (result.ok) {
+      // Paired: the widget's language, else the integration's widget language (the widget's own default).
+      useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
+    }
+    // A new pairing for an agent this browser never said yes to: asked first (consent.ts). A
+    // ticket arriving meanwhile waits, as during the pairing itself.
+    if (result.ok && fromTicket && !consented(localStore(), result.paired)) {
+      const yes = await new Promise<boolean>((resolve) => {
+        answer = resolve;
+        view.render(asking(result.paired));
+      });
+      answer = () => {};
+      if (!yes) {
+        forgetPairing(storage);
+        await api.close('declined').catch(() => {});
+        pairing = false;
+        if (waiting) {
+          [ticket, waiting] = [waiting, null];
+          return attempt();
+        }
+        retry = () => {};
+        return view.render({ ...notPaired('closed', null, null), message: { text: MESSAGES.consentDeclined, tone: 'info' } });
+      }
+      keepConsent(localStore(), result.paired);
+    }
     pairing = false;
     if (!result.ok) {
       if (waiting) {
@@ -95,8 +143,6 @@ async function run(): Promise<void> {
       return view.render(notPaired('error', result.message, result.retry ? UI_TEXTS.tryAgain : null));
     }
     waiting = null;
-    // Paired: the widget's language, else the integration's widget language (the widget's own default).
-    useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
     const running = new Engine(result.paired, {
       api,
       storage,

@@ -6,7 +6,7 @@
  */
 import type { CallStatus } from '../../shared/types.js';
 
-export type WindowState = 'pairing' | 'enabling' | 'no_mic' | 'ready' | 'call' | 'closed' | 'error';
+export type WindowState = 'pairing' | 'confirm' | 'enabling' | 'no_mic' | 'ready' | 'call' | 'closed' | 'error';
 export type WindowLanguage = 'en' | 'fr';
 
 const EN = {
@@ -37,10 +37,14 @@ const EN = {
     deviceNotReady: 'The voice device is not ready.',
     otherCall: 'The command is for another call than the one this window holds.',
     dtmfNoDigits: 'A dtmf command needs digits.',
+    // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier
+    consentQuestion: 'Use this window for the calls of {agent}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from your CRM.',
+    consentDeclined: 'This window will not carry those calls. You can close it.',
   },
   /** What the window's state element says. */
   states: {
     pairing: 'Connecting…',
+    confirm: 'Confirm to continue',
     enabling: 'Waiting for the microphone…',
     no_mic: 'No microphone',
     ready: 'Ready for calls',
@@ -76,6 +80,8 @@ const EN = {
     incoming: 'Incoming call',
     outgoing: 'Outgoing call',
     title: 'Call window',
+    consentYes: 'Use this window for my calls',
+    consentNo: 'Not me',
   },
 };
 
@@ -108,9 +114,12 @@ const FR: WindowTexts = {
     deviceNotReady: 'Le périphérique vocal n’est pas prêt.',
     otherCall: 'La commande concerne un autre appel que celui de cette fenêtre.',
     dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
+    consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis votre CRM.',
+    consentDeclined: 'Cette fenêtre ne prendra pas ces appels. Vous pouvez la fermer.',
   },
   states: {
     pairing: 'Connexion…',
+    confirm: 'Confirmez pour continuer',
     enabling: 'En attente du micro…',
     no_mic: 'Pas de micro',
     ready: 'Prêt pour les appels',
@@ -144,6 +153,8 @@ const FR: WindowTexts = {
     incoming: 'Appel entrant',
     outgoing: 'Appel sortant',
     title: 'Fenêtre d’appel',
+    consentYes: 'Utiliser cette fenêtre pour mes appels',
+    consentNo: 'Ce n’est pas moi',
   },
 };
 

@@ -30,12 +30,16 @@ export interface ViewModel {
   retry: string | null;
   /** how the window hears from the service: live socket, heartbeats only, or not at all */
   connection: 'live' | 'polling' | null;
+  /** the question asked before carrying an agent's calls the first time (consent.ts), else null */
+  consent: string | null;
 }
 
 export interface ViewActions {
   hangup(): void;
   toggleMute(): void;
   retry(): void;
+  /** the answer to the consent question */
+  consent(yes: boolean): void;
 }
 
 const STYLE = `
@@ -55,6 +59,7 @@ const STYLE = `
 #c2c-window [data-testid=w-hangup]{background:#c62828;border-color:#c62828;color:#fff}
 #c2c-window [data-testid=w-message][data-tone=error]{color:#b3261e}#c2c-window [data-testid=w-message][data-tone=warn]{color:#8a5300}
 #c2c-window .c2c-note{font-size:13px;color:#5b6570}
+#c2c-window [data-testid=w-consent-yes]{background:#1f6feb;border-color:#1f6feb;color:#fff}
 `;
 
 function el<K extends keyof HTMLElementTagNameMap>(doc: Document, tag: K, testid: string | null, parent: HTMLElement, text = ''): HTMLElementTagNameMap[K] {
@@ -105,16 +110,24 @@ export class WindowView {
     buttons.className = 'c2c-actions';
     const mute = el(doc, 'button', 'w-mute', buttons);
     const hangup = el(doc, 'button', 'w-hangup', buttons);
+    const consent = el(doc, 'section', 'w-consent', root);
+    const question = el(doc, 'p', 'w-consent-question', consent);
+    const answers = el(doc, 'div', null, consent);
+    answers.className = 'c2c-actions';
+    const yes = el(doc, 'button', 'w-consent-yes', answers);
+    const no = el(doc, 'button', 'w-consent-no', answers);
     const message = el(doc, 'p', 'w-message', root);
     message.setAttribute('aria-live', 'polite');
     const retry = el(doc, 'button', 'w-retry', root);
     const note = el(doc, 'p', 'w-keep-open', root);
     note.className = 'c2c-note';
-    for (const button of [mute, hangup, retry]) button.type = 'button';
+    for (const button of [mute, hangup, retry, yes, no]) button.type = 'button';
+    yes.addEventListener('click', () => actions.consent(true));
+    no.addEventListener('click', () => actions.consent(false));
     hangup.addEventListener('click', () => actions.hangup());
     mute.addEventListener('click', () => actions.toggleMute());
     retry.addEventListener('click', () => actions.retry());
-    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, message, retry, note };
+    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, retry, note };
   }
 
   render(model: ViewModel): void {
@@ -143,6 +156,10 @@ export class WindowView {
       n.mute.textContent = model.muted ? UI_TEXTS.unmute : UI_TEXTS.mute;
       n.mute.setAttribute('aria-pressed', String(model.muted));
     }
+    n.consent.hidden = model.consent === null;
+    n.question.textContent = model.consent ?? '';
+    n.yes.textContent = UI_TEXTS.consentYes;
+    n.no.textContent = UI_TEXTS.consentNo;
     n.message.hidden = model.message === null;
     n.message.textContent = model.message?.text ?? '';
     n.message.dataset.tone = model.message?.tone ?? '';

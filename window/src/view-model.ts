@@ -78,6 +78,7 @@ export function viewModel(s: EngineSnapshot): ViewModel {
     muted: s.muted,
     message: message(s),
     retry: !s.stopped && micProblem(s.mic) ? UI_TEXTS.tryAgain : null,
+    consent: null,
     connection: s.stopped || s.socketUp === null ? null : s.socketUp ? 'live' : 'polling',
   };
 }
