@@ -296,6 +296,32 @@ describe('Engine', () => {
     expect(spies.mute).toHaveBeenCalledWith(true);
   });
 
+  it('refuses a mute or digits for a call no longer up here (the next call does not start muted), and an answer for another call than the one ringing', async () => {
+    const { instance, server, socket, spies } = await engine();
+    socket.up();
+    socket.ack.mockResolvedValue(true);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.onCall).toBe(false);
+    socket.work({ commands: [{ ...command(31, 'mute'), call_id: 'ci_GONE' }, { ...command(32, 'dtmf', '5'), call_id: 'ci_GONE' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.mute).not.toHaveBeenCalled();
+    expect(spies.sendDigits).not.toHaveBeenCalled();
+    const acks = () => socket.ack.mock.calls.flatMap(([sent]) => sent ?? []);
+    expect(acks()).toEqual(expect.arrayContaining([
+      { command_id: 31, result: 'failed', error: MESSAGES.callOver },
+      { command_id: 32, result: 'failed', error: MESSAGES.callOver },
+    ]));
+    // the next call rings: a late answer meant for the one before is not carried out on it
+    server.current = call('incoming', { call_id: 'ci_NEXT', request_id: 'ci_NEXT', direction: 'inbound' });
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    socket.work({ commands: [{ ...command(33, 'answer'), call_id: 'ci_GONE' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.accept).not.toHaveBeenCalled();
+    expect(acks()).toContainEqual({ command_id: 33, result: 'failed', error: MESSAGES.otherCall });
+    expect(socket.reports.at(-1)).toMatchObject({ muted: false });
+  });
+
   it('reports enabling and shows a clear message when the microphone is denied', async () => {
     const { server, instance } = await engine({ mic: 'denied' });
     expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false });
@@ -304,6 +330,7 @@ describe('Engine', () => {
 
   it('carries out a command pushed twice once, acks both pushes on the socket, and carries the result to the next heartbeat', async () => {
     const { socket, spies, server } = await engine();
+    server.current = call('connected', { answered_at: SERVER_NOW_S }); // the call the commands are for
     socket.up();
     await vi.advanceTimersByTimeAsync(0);
     const before = socket.reports.length;
@@ -322,7 +349,7 @@ describe('Engine', () => {
     // not take that ack either, so a heartbeat carries it at once.
     server.queue.push({ commands: [command(5, 'mute')] });
     const beforeRedelivery = socket.reports.length;
-    await vi.advanceTimersByTimeAsync(15_000);
+    await vi.advanceTimersByTimeAsync(3_000); // on a call the window heartbeats every 3 s
     expect(spies.mute).toHaveBeenCalledTimes(1);
     expect(socket.ack).toHaveBeenCalledTimes(3);
     await vi.advanceTimersByTimeAsync(0);
@@ -331,7 +358,8 @@ describe('Engine', () => {
   });
 
   it('sends no heartbeat for a pushed focus or dtmf whose ack the socket took; it does for a mute, and for an empty push (a nudge)', async () => {
-    const { socket, spies, focus } = await engine();
+    const { socket, spies, focus, server } = await engine();
+    server.current = call('connected', { answered_at: SERVER_NOW_S }); // the call the commands are for
     socket.ack.mockResolvedValue(true);
     socket.up();
     await vi.advanceTimersByTimeAsync(0);
@@ -368,6 +396,7 @@ describe('Engine', () => {
 
   it('carries out commands that arrive only in heartbeat answers (socket down) and reports them in the next heartbeat', async () => {
     const { server, spies, focus } = await engine({ realtime: false });
+    server.current = call('incoming', { direction: 'inbound' }); // rings here, listed with the commands
     server.queue.push({ commands: [command(1, 'dtmf', '12#'), command(2, 'focus'), command(3, 'answer')] });
     const before = server.heartbeats().length;
     await vi.advanceTimersByTimeAsync(3000);
@@ -393,6 +422,7 @@ describe('Engine', () => {
 
   it('acks a command the device cannot carry out as failed with its reason', async () => {
     const { server } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
     server.queue.push({ commands: [command(4, 'dtmf', null)] });
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats().at(-1)!.acks).toEqual([{ command_id: 4, result: 'failed', error: 'A dtmf command needs digits.' }]);

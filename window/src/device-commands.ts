@@ -24,19 +24,25 @@ export interface CommandTarget {
  */
 export const REPORTED_KINDS: ReadonlySet<EngineCommand['kind']> = new Set(['answer', 'decline', 'hangup', 'mute', 'unmute']);
 
-/** The commands that act on the call the device holds, whichever it is. */
+/** The commands that act on the call the device holds, whichever it is: only with that call up here. */
 const ON_THE_HELD_CALL: ReadonlySet<EngineCommand['kind']> = new Set(['mute', 'unmute', 'dtmf']);
+/** The commands that act on the call ringing on the device, whichever it is. */
+const ON_THE_RINGING_CALL: ReadonlySet<EngineCommand['kind']> = new Set(['answer', 'decline']);
 
 export async function carryOut(command: EngineCommand, target: CommandTarget): Promise<void> {
   if (command.kind === 'focus') return target.focus();
   if (command.kind === 'availability') return; // the server's own setting
   const driver = target.driver;
   if (!driver?.ready) throw new Error(MESSAGES.deviceNotReady);
-  // The device acts on the call it holds. A command for another one (queued near the end of a call
-  // and handed over again after a gap, when the next call is up) must not mute it or send it digits.
+  // The device acts on the call it holds or that rings on it, whichever that is. A command for
+  // another one (queued near the end of a call and handed over again after a gap, when the next
+  // call is up) must not mute it, send it digits or answer it; one for a call no longer up here
+  // must not leave the next call muted. An answer may come before the window has heard its call
+  // ring (nothing held yet): the device answers what rings, as the server answers that call.
   const held = target.heldCallId;
-  if (ON_THE_HELD_CALL.has(command.kind) && command.call_id !== null && held !== null && command.call_id !== held) {
-    throw new Error(MESSAGES.otherCall);
+  if (command.call_id !== null && command.call_id !== held) {
+    if (ON_THE_HELD_CALL.has(command.kind)) throw new Error(held === null ? MESSAGES.callOver : MESSAGES.otherCall);
+    if (ON_THE_RINGING_CALL.has(command.kind) && held !== null) throw new Error(MESSAGES.otherCall);
   }
   switch (command.kind) {
     case 'answer':

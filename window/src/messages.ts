@@ -36,6 +36,7 @@ const EN = {
     // why a widget's command could not be carried out (the widget shows it after its own prefix)
     deviceNotReady: 'The voice device is not ready.',
     otherCall: 'The command is for another call than the one this window holds.',
+    callOver: 'The call the command is for is no longer up in this window.',
     dtmfNoDigits: 'A dtmf command needs digits.',
     // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier
     consentQuestion: 'Use this window for the calls of {agent}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from your CRM.',
@@ -113,6 +114,7 @@ const FR: WindowTexts = {
     connectFailed: 'L’appel n’a pas pu être établi.',
     deviceNotReady: 'Le périphérique vocal n’est pas prêt.',
     otherCall: 'La commande concerne un autre appel que celui de cette fenêtre.',
+    callOver: 'L’appel visé par la commande n’est plus en cours dans cette fenêtre.',
     dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
     consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis votre CRM.',
     consentDeclined: 'Cette fenêtre ne prendra pas ces appels. Vous pouvez la fermer.',
