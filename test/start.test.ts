@@ -2,7 +2,7 @@
  * What `npm start` does (issue: Foundation, item 9): the service on the embedded store, the demo
  * tenant seeded idempotently, demo.json written, and the demo credentials working from outside.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,6 +44,10 @@ describe('npm start with the demo flag', () => {
     const call = await post(base, '/calls', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, phone_number: '+442079460123' });
     expect(call.status).toBe(409);
     expect((await call.json()).error).toBe('agent_offline');
+  });
+
+  it('keeps other users of the machine out of the embedded store (PGlite writes its files world-writable)', () => {
+    expect(statSync(join(dataDir, 'pglite')).mode & 0o777).toBe(0o700);
   });
 
   it('runs the demo CRM, whose endpoints pass the service\'s answers through unchanged', async () => {

@@ -3,13 +3,18 @@
  * loses nothing. It holds one connection; PGlite serializes queries and transactions, which is
  * what a single-node deployment needs.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import type { Db, Sql } from './db.js';
 
 /** dataDir undefined = in memory (tests). */
 export async function openPglite(dataDir?: string): Promise<Db> {
-  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  if (dataDir) {
+    // PGlite writes its files world-readable and world-writable (0666, whatever the umask), and
+    // they hold provider auth tokens and credential hashes: the directory keeps other users out.
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    chmodSync(dataDir, 0o700);
+  }
   const pglite = dataDir ? new PGlite(dataDir) : new PGlite();
   await pglite.waitReady;
 
