@@ -30,8 +30,10 @@ function parse(value: string): string | null {
   if (url.username || url.password || url.search || url.hash) return null;
   // `new URL('https://a.example/')` has pathname '/', so a trailing slash or any path is refused
   // by comparing against the raw text instead of the parsed pathname.
+  // A backslash is a path separator to the URL parser: `https://evil.example\.crm.example` is the
+  // origin https://evil.example, which whoever pasted it did not mean.
   const rest = value.slice(url.protocol.length + 2);
-  if (rest.includes('/') || rest.includes('?') || rest.includes('#')) return null;
+  if (rest.includes('/') || rest.includes('\\') || rest.includes('?') || rest.includes('#')) return null;
   return url.origin;
 }
 
