@@ -20,7 +20,7 @@
  */
 import { LIMITS } from '../shared/limits.js';
 import type { Services } from '../api/services.js';
-import { RATE_KEYS } from '../api/ratelimit/keys.js';
+import { addressKey, RATE_KEYS } from '../api/ratelimit/keys.js';
 import { rateLimited } from '../api/ratelimit/counter.js';
 import { RefusedCredentials } from '../api/ratelimit/refusals.js';
 
@@ -30,7 +30,7 @@ const IN_FLIGHT_RETRY_MS = 1000;
 const SOCKETS_HELD_RETRY_MS = 20_000;
 
 export class SocketLimits {
-  /** per client address, its handshakes being checked (or their refusals counted) on this node */
+  /** per client address (an IPv6 one by its /64: addressKey), its handshakes being checked (or their refusals counted) on this node */
   readonly #inFlight = new Map<string, number>();
   /** per credential, its sockets past the handshake that are not yet connected (so not yet in LocalSockets) */
   readonly #connecting = new Map<string, number>();
@@ -59,10 +59,11 @@ export class SocketLimits {
    */
   admitHandshake(ip: string): void {
     this.#refusals.assertAllowed(ip);
-    const inFlight = this.#inFlight.get(ip) ?? 0;
+    const address = addressKey(ip);
+    const inFlight = this.#inFlight.get(address) ?? 0;
     // at least one, whatever the scale: none would refuse every handshake
     if (inFlight >= Math.max(1, this.#scaled(LIMITS.handshakesInFlightPerIp))) throw rateLimited(IN_FLIGHT_RETRY_MS);
-    this.#inFlight.set(ip, inFlight + 1);
+    this.#inFlight.set(address, inFlight + 1);
   }
 
   /**
@@ -73,9 +74,10 @@ export class SocketLimits {
     try {
       if (refused) await this.#refusals.refused(ip);
     } finally {
-      const inFlight = (this.#inFlight.get(ip) ?? 1) - 1;
-      if (inFlight > 0) this.#inFlight.set(ip, inFlight);
-      else this.#inFlight.delete(ip);
+      const address = addressKey(ip);
+      const inFlight = (this.#inFlight.get(address) ?? 1) - 1;
+      if (inFlight > 0) this.#inFlight.set(address, inFlight);
+      else this.#inFlight.delete(address);
     }
   }
 

@@ -14,14 +14,14 @@ import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';
 import type { Clock } from '../clock.js';
 import { rateLimited, type RateCounter } from './counter.js';
-import { RATE_KEYS } from './keys.js';
+import { addressKey, RATE_KEYS } from './keys.js';
 
 /** Past this many blocked addresses, the ones whose window has ended are forgotten, at most once a second. */
 const SWEEP_ABOVE = 1000;
 const SWEEP_EVERY_MS = 1000;
 
 export class RefusedCredentials {
-  /** per client address over its limit: when its window ends (clock ms) */
+  /** per client address over its limit (an IPv6 one by its /64: addressKey): when its window ends (clock ms) */
   readonly #blocked = new Map<string, number>();
   #sweptAt = 0;
 
@@ -34,11 +34,12 @@ export class RefusedCredentials {
 
   /** Throws rate_limited while this address's refused credentials have it over its limit. */
   assertAllowed(ip: string): void {
-    const until = this.#blocked.get(ip);
+    const address = addressKey(ip);
+    const until = this.#blocked.get(address);
     if (until === undefined) return;
     const left = until - this.clock.now();
     if (left > 0) throw rateLimited(left);
-    this.#blocked.delete(ip);
+    this.#blocked.delete(address);
   }
 
   /** Counts a refusal; one that takes the address over the limit blocks it until the window ends. */
@@ -51,7 +52,7 @@ export class RefusedCredentials {
       this.#sweptAt = now;
       for (const [address, until] of this.#blocked) if (until <= now) this.#blocked.delete(address);
     }
-    this.#blocked.set(ip, now + hit.resetMs);
+    this.#blocked.set(addressKey(ip), now + hit.resetMs);
   }
 }
 

@@ -54,6 +54,17 @@ describe(`rate limits (counters in memory, store ${driver})`, () => {
     expect((await get()).status).toBe(404);
   });
 
+  it('counts an IPv6 client by its /64 (rotating addresses inside it gets no fresh budget), and IPv4-mapped as IPv4', async () => {
+    let host = 0;
+    const get = (ip: string) => api.get('/calls/ci_unknown', { auth: t.serverKey, ip });
+    await burst(300, () => get(`2001:db8:5:6:${(host++).toString(16)}::1`));
+    await expectError(get('2001:db8:5:6:ffff:ffff:ffff:ffff'), 429, 'rate_limited');
+    expect((await get('2001:db8:5:7::1')).status).toBe(404); // the next /64 is another subscriber
+    await h.clock.advanceSeconds(60); // a new window (the integration's own 600 would be next)
+    await burst(300, () => get('::ffff:198.51.100.77'));
+    await expectError(get('198.51.100.77'), 429, 'rate_limited');
+  });
+
   it('refuses the 601st request of one integration in a minute, whatever the IPs', async () => {
     let ip = 0;
     const get = () => api.get('/calls/ci_unknown', { auth: t.serverKey, ip: `198.51.100.${(ip++ % 4) + 10}` });
