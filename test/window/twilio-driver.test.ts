@@ -120,11 +120,31 @@ describe('TwilioDriver', () => {
     twilio.sendDigits('12#');
     expect(call.sendDigits).toHaveBeenCalledWith('12#');
     expect(() => twilio.sendDigits('12; drop')).toThrow(/DTMF/);
+    const told = events.length;
     twilio.disconnect();
     expect(call.disconnect).toHaveBeenCalledTimes(1);
-    expect(events.at(-1)).toEqual({ type: 'disconnected' });
+    // a leg the window let go itself is not reported: its late end must not end the window's next call
+    expect(events.slice(told)).toEqual([]);
     expect(() => twilio.mute(false)).toThrow(/no call/);
     expect(() => twilio.sendDigits('1')).toThrow(/no call/);
+  });
+
+  it('reports the end of a call the far end hung up, and not the late end of one it let go while on the next', async () => {
+    const { twilio, device, events } = driver();
+    await twilio.start('jwt');
+    await twilio.connect(PARAMS);
+    const first = device().placed[0]!;
+    first.emit('accept', first);
+    first.emit('disconnect', first); // the far end hung up
+    expect(events.at(-1)).toEqual({ type: 'disconnected' });
+    await twilio.connect(PARAMS);
+    const second = device().placed[1]!;
+    second.emit('accept', second);
+    const told = events.length;
+    first.emit('disconnect', first); // a stray late event of the first leg
+    expect(events.slice(told)).toEqual([]);
+    twilio.mute(true); // the second call is still the driver's
+    expect(second.mute).toHaveBeenCalledWith(true);
   });
 
   it('takes an incoming call from the Device and accepts it', async () => {

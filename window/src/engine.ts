@@ -431,6 +431,10 @@ export class Engine {
 
   #afterCallChange(): void {
     const held = this.#calls.reportId;
+    // The server says the call is over (its final status, or the window's hang-up): the device's
+    // leg goes too, if the provider's end has not reached it (else the agent could stay on the
+    // line with no Hang up anywhere, and the next claim find the device still on a call).
+    if (this.#lastHeld !== null && held === null) this.#driver?.disconnect();
     if (held !== this.#lastHeld) {
       const about = this.#callProblem;
       if (about && (held !== null ? about.callId !== held : about.kind === 'device')) this.#setCallProblem(null);

@@ -158,10 +158,13 @@ export class TwilioDriver implements VoiceDriver {
   }
 
   #wire(call: TwilioCallLike): void {
+    // Told only for the leg the driver still holds: one it let go (disconnect, reject) ends later,
+    // when the window may hold the next call, which that late event must not end.
     const gone = () => {
+      const ours = this.#call === call || this.#incoming === call;
       if (this.#call === call) this.#call = null;
       if (this.#incoming === call) this.#incoming = null;
-      this.#events.emit({ type: 'disconnected' });
+      if (ours) this.#events.emit({ type: 'disconnected' });
     };
     call.on('accept', () => {
       if (this.#incoming === call) this.#incoming = null;

@@ -19,7 +19,7 @@ export type DriverEvent =
   | { type: 'ringing' }
   /** the device's call is up (outgoing connected, or incoming accepted) */
   | { type: 'accepted' }
-  /** the device's call ended, was canceled by the caller, or was rejected */
+  /** the device's call ended, was canceled by the caller, or was rejected: not one the window let go itself (disconnect, reject) */
   | { type: 'disconnected' }
   | { type: 'muted'; muted: boolean }
   /** the provider token is about to expire: fetch a new one and pass it to updateToken */
