@@ -210,6 +210,46 @@ describe.skipIf(!url)('Redis bus, what crosses nodes', () => {
   });
 });
 
+/**
+ * A TCP proxy in front of the Redis on `port`, which holds chunks as `delay` says (ms; 0 passes at
+ * once), in order per direction: `up` is what a client sends, `down` what Redis answers; `name` is
+ * the connection's name once its CLIENT SETNAME went by (c2c-bus-sub, …).
+ */
+async function redisProxy(port: number, delay: (direction: 'up' | 'down', chunk: Buffer, name: string | null) => number) {
+  const links = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connectTo(port, '127.0.0.1');
+    links.add(client);
+    let name: string | null = null;
+    const queues = { up: Promise.resolve(), down: Promise.resolve() };
+    const forward = (direction: 'up' | 'down', chunk: Buffer, to: Socket) => {
+      const ms = delay(direction, chunk, name);
+      queues[direction] = queues[direction].then(() => (ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined)).then(() => void to.write(chunk));
+    };
+    client.on('data', (chunk: Buffer) => {
+      name ??= /setname\r\n\$\d+\r\n([\w-]+)/i.exec(chunk.toString('latin1'))?.[1] ?? null;
+      forward('up', chunk, upstream);
+    });
+    upstream.on('data', (chunk: Buffer) => forward('down', chunk, client));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      links.delete(client);
+    };
+    for (const side of [client, upstream]) side.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    /** cuts every connection through it (a network blip) */
+    cut: () => links.forEach((link) => link.destroy()),
+    close() {
+      links.forEach((link) => link.destroy());
+      server.close();
+    },
+  };
+}
+
 describe.skipIf(!url)('Redis bus faults', () => {
   it('survives a killed connection, reports resync, and delivers again', async () => {
     const a = await createRedisBus(url!);
@@ -287,31 +327,15 @@ describe.skipIf(!url)('Redis bus faults', () => {
     // Node A reaches Redis through a proxy that, once armed, holds A's re-SUBSCRIBE to the bus
     // channel for a while (one slow round trip, a busy Redis).
     let holding = false;
-    const links = new Set<Socket>();
-    const proxy = createServer((client) => {
-      const upstream = connectTo(port, '127.0.0.1');
-      links.add(client);
-      let queue = Promise.resolve();
-      client.on('data', (chunk) => {
-        const held = holding && new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i').test(chunk.toString('latin1'));
-        queue = queue.then(() => (held ? new Promise((resolve) => setTimeout(resolve, 500)) : undefined)).then(() => void upstream.write(chunk));
-      });
-      upstream.on('data', (chunk) => client.write(chunk));
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-        links.delete(client);
-      };
-      for (const side of [client, upstream]) side.on('close', end).on('error', end);
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const a = await createRedisBus(`redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+    const subscribing = new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i');
+    const proxy = await redisProxy(port, (direction, chunk) => (holding && direction === 'up' && subscribing.test(chunk.toString('latin1')) ? 500 : 0));
+    const a = await createRedisBus(proxy.url);
     const b = await createRedisBus(`redis://127.0.0.1:${port}`);
     try {
       const heardOnA: BusMessage[] = [];
       a.subscribe((message) => heardOnA.push(message));
       holding = true;
-      for (const link of links) link.destroy(); // a network blip on A's connections
+      proxy.cut(); // a network blip on A's connections
       await waitFor(() => heardOnA.some((m) => m.type === 'resync'), 5000);
       expect(a.state()).toBe('up');
       // What A reads after its resync is current until it hears otherwise: it must hear this.
@@ -320,7 +344,6 @@ describe.skipIf(!url)('Redis bus faults', () => {
     } finally {
       await a.close();
       await b.close();
-      for (const link of links) link.destroy();
       proxy.close();
       await server.stop();
     }
@@ -333,30 +356,9 @@ describe.skipIf(!url)('Redis bus faults', () => {
     // Node B reaches Redis through a proxy that, once armed, delays what Redis sends B's bus
     // subscriber (a slow link, a busy node): a change's bus message arrives late there.
     let delaying = false;
-    const links = new Set<Socket>();
-    const proxy = createServer((client) => {
-      const upstream = connectTo(port, '127.0.0.1');
-      links.add(client);
-      let busSubscriber = false;
-      let queue = Promise.resolve();
-      client.on('data', (chunk) => {
-        busSubscriber ||= chunk.toString('latin1').includes('c2c-bus-sub');
-        upstream.write(chunk);
-      });
-      upstream.on('data', (chunk) => {
-        const late = delaying && busSubscriber;
-        queue = queue.then(() => (late ? new Promise((resolve) => setTimeout(resolve, 300)) : undefined)).then(() => void client.write(chunk));
-      });
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-        links.delete(client);
-      };
-      for (const side of [client, upstream]) side.on('close', end).on('error', end);
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxy = await redisProxy(port, (direction, _chunk, name) => (delaying && direction === 'down' && name === 'c2c-bus-sub' ? 300 : 0));
     const a = await createRedisBus(`redis://127.0.0.1:${port}`);
-    const b = await createRedisBus(`redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`);
+    const b = await createRedisBus(proxy.url);
     try {
       const heardOnB: BusMessage[] = [];
       b.subscribe((message) => heardOnB.push(message));
@@ -368,7 +370,6 @@ describe.skipIf(!url)('Redis bus faults', () => {
     } finally {
       await a.close();
       await b.close();
-      for (const link of links) link.destroy();
       proxy.close();
       await server.stop();
     }
