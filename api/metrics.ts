@@ -1,12 +1,27 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, refused handshakes by code, connections closed for not reading, pushes, acks, redeliveries, push latency, the bus's state, and the statements
+ * sockets by kind, refused handshakes by code, connections closed for not reading, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, and the statements
  * that failed because the database was out of reach.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bus } from './bus/index.js';
 import { epochMs } from './domain/changes.js';
 import type { Db } from './store/index.js';
+
+/** A counter a part keeps itself (the store's failures, the bus's relays): collected as its rise since the last scrape. */
+function keptCount(registry: Registry, name: string, help: string, read: () => number): void {
+  let seen = 0;
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      const count = read();
+      this.inc(count - seen);
+      seen = count;
+    },
+  });
+}
 
 export function createMetrics(bus: Bus, db: Db) {
   const registry = new Registry();
@@ -47,28 +62,8 @@ export function createMetrics(bus: Bus, db: Db) {
       this.set({ driver: bus.driver }, bus.state() === 'up' ? 1 : 0);
     },
   });
-  let relayedSeen = 0;
-  new Counter({
-    name: 'c2c_pushes_relayed_total',
-    help: "Pushes made on other nodes that reached this node through Redis for its sockets (a gateway's share of the fan-out; c2c_pushes_total counts a node's own)",
-    registers: [registry],
-    collect() {
-      const count = bus.relayedCount();
-      this.inc(count - relayedSeen);
-      relayedSeen = count;
-    },
-  });
-  let unavailableSeen = 0;
-  new Counter({
-    name: 'c2c_store_unavailable_total',
-    help: 'Statements that failed because the database was out of reach or stuck (each answered 503)',
-    registers: [registry],
-    collect() {
-      const count = db.unavailableCount();
-      this.inc(count - unavailableSeen);
-      unavailableSeen = count;
-    },
-  });
+  keptCount(registry, 'c2c_pushes_relayed_total', "Pushes made on other nodes that reached this node through Redis for its sockets (a gateway's share of the fan-out; c2c_pushes_total counts a node's own)", () => bus.relayedCount());
+  keptCount(registry, 'c2c_store_unavailable_total', 'Statements that failed because the database was out of reach or stuck (each answered 503)', () => db.unavailableCount());
   return {
     registry,
     sockets,
