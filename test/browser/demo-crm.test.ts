@@ -309,6 +309,12 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(await window.locator('[data-testid=w-consent-question]').textContent()).toContain(stack.demo.agent.value);
     await new Promise((resolve) => setTimeout(resolve, 1000)); // time enough to have come up, had it not asked
     expect(await serverEngineState()).toBe('enabling'); // paired, but never ready: no call can be placed through it
+    // A reload (or the opener navigating the window) does not carry the unanswered pairing on: it closes it.
+    await window.reload();
+    await expect.poll(() => window.locator('[data-testid=w-message]').textContent(), { timeout: 15_000 }).toContain('Open the call window again from the widget');
+    await expect.poll(() => serverEngineState(), { timeout: 10_000 }).toBe('closed');
+    await window.goto(await ticketFor());
+    await expect.poll(() => windowState(window), { timeout: 15_000 }).toBe('confirm');
     await window.locator('[data-testid=w-consent-no]').click();
     await expect.poll(() => serverEngineState(), { timeout: 10_000 }).toBe('closed');
     expect(await windowState(window)).toBe('closed');

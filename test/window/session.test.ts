@@ -61,6 +61,31 @@ describe('establish', () => {
     expect(loadPairing(storage, BASE)?.engine_token).toBe('c2ce_one');
   });
 
+  it('keeps a new pairing only once it is allowed (the consent question), so a reload meanwhile cannot carry it on; a no closes its engine', async () => {
+    const close = vi.fn<Route>(() => ({ status: 200, body: { ok: true } }));
+    const api = new EngineApi(BASE, fakeFetch({ '/engine/pair': () => ({ status: 201, body: paired() }), '/engine/close': close }));
+    const storage = memoryStorage();
+    let answer: (yes: boolean) => void = () => {};
+    const asked = new Promise<void>((resolve) => {
+      void establish(api, storage, 'c2cl_ticket', true, () => {
+        resolve();
+        return new Promise<boolean>((decide) => (answer = decide));
+      }).then((result) => expect(result).toEqual({ ok: false, reason: 'declined', message: MESSAGES.consentDeclined, retry: false }));
+    });
+    await asked;
+    expect(loadPairing(storage, BASE)).toBeNull(); // a reload now finds nothing to carry on
+    answer(false);
+    await vi.waitFor(() => expect(close).toHaveBeenCalled());
+    expect(close.mock.calls[0]![0]).toEqual({ reason: 'declined' });
+    expect(close.mock.calls[0]![1].authorization).toBe('Bearer c2ce_one');
+    expect(loadPairing(storage, BASE)).toBeNull();
+    expect(api.token).toBeNull();
+
+    const yes = await establish(new EngineApi(BASE, fakeFetch({ '/engine/pair': () => ({ status: 201, body: paired('c2ce_two') }) })), storage, 'c2cl_other', true, async () => true);
+    expect(yes).toMatchObject({ ok: true });
+    expect(loadPairing(storage, BASE)?.engine_token).toBe('c2ce_two');
+  });
+
   it('continues a stored pairing without a ticket when a heartbeat still accepts the token', async () => {
     const storage = memoryStorage();
     storage.setItem(STORAGE_KEY, JSON.stringify({ apiBaseUrl: BASE, paired: paired('c2ce_stored') }));

@@ -14,7 +14,7 @@ import { Engine, type EngineDeps } from './engine.js';
 import { MESSAGES, UI_TEXTS, useLanguage, type WindowState } from './messages.js';
 import { askMicrophone, watchMicPermission } from './mic.js';
 import { consented, keepConsent } from './consent.js';
-import { establish, forgetPairing, openerLanguage } from './session.js';
+import { establish, openerLanguage } from './session.js';
 import { EngineSocket, type EngineSocketIo } from './socket.js';
 import { createTicker } from './ticker.js';
 import { WindowView, type ViewModel } from './ui.js';
@@ -49,7 +49,7 @@ function notPaired(state: WindowState, message: string | null, retry: string | n
 /** The consent question for a pairing (consent.ts): whose calls, by name and identifier. */
 function asking(paired: Paired): ViewModel {
   const agent = `${paired.agent.name} (${paired.agent.identifier})`;
-  return { ...notPaired('confirm', null, null), agent: paired.agent.name, consent: MESSAGES.consentQuestion.replace('{agent}', agent) };
+  return { ...notPaired('confirm', null, null), agent: paired.agent.name, consent: MESSAGES.consentQuestion.replace('{agent}', () => agent) };
 }
 
 function localStore(): Storage | null {
@@ -99,40 +99,36 @@ async function run(): Promise<void> {
   let waiting: string | null = null;
   let stopShowing = (): unknown => undefined;
 
+  /**
+   * Whether to carry a new pairing's calls: yes for an agent this browser already said yes to,
+   * else the person in front of the window is asked (consent.ts). A ticket arriving meanwhile
+   * waits, as during the pairing itself; the window closed meanwhile closes the engine it paired.
+   */
+  const allowed = async (api: EngineApi, paired: Paired): Promise<boolean> => {
+    // the integration's widget language (the widget's own default) from here on, unless the widget said
+    useLanguage(widgetLanguage ?? paired.policy.widget?.language ?? navigator.language);
+    if (consented(localStore(), paired)) return true;
+    unloadWhileAsking = () => api.closeOnUnload();
+    const yes = await new Promise<boolean>((resolve) => {
+      answer = resolve;
+      view.render(asking(paired));
+    });
+    answer = () => {};
+    unloadWhileAsking = () => {};
+    if (yes) keepConsent(localStore(), paired);
+    return yes;
+  };
+  /** closes the engine a pairing made while its consent question is on screen */
+  let unloadWhileAsking = () => {};
+
   const attempt = async (): Promise<void> => {
     pairing = true;
     // Each pairing has its own client: the token a stopped engine held is never replaced under it.
     const api = new EngineApi(boot.apiBaseUrl);
     view.render(notPaired('pairing', null, null));
-    const fromTicket = ticket !== null;
-    const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated').catch(
-      () => ({ ok: false, message: MESSAGES.unreachable, retry: true }) as const,
+    const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated', (paired) => allowed(api, paired)).catch(
+      () => ({ ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true }) as const,
     );
-    if (result.ok) {
-      // Paired: the widget's language, else the integration's widget language (the widget's own default).
-      useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
-    }
-    // A new pairing for an agent this browser never said yes to: asked first (consent.ts). A
-    // ticket arriving meanwhile waits, as during the pairing itself.
-    if (result.ok && fromTicket && !consented(localStore(), result.paired)) {
-      const yes = await new Promise<boolean>((resolve) => {
-        answer = resolve;
-        view.render(asking(result.paired));
-      });
-      answer = () => {};
-      if (!yes) {
-        forgetPairing(storage);
-        await api.close('declined').catch(() => {});
-        pairing = false;
-        if (waiting) {
-          [ticket, waiting] = [waiting, null];
-          return attempt();
-        }
-        retry = () => {};
-        return view.render({ ...notPaired('closed', null, null), message: { text: MESSAGES.consentDeclined, tone: 'info' } });
-      }
-      keepConsent(localStore(), result.paired);
-    }
     pairing = false;
     if (!result.ok) {
       if (waiting) {
@@ -140,8 +136,11 @@ async function run(): Promise<void> {
         return attempt();
       }
       retry = result.retry ? () => void attempt() : () => {};
+      if (result.reason === 'declined') return view.render({ ...notPaired('closed', null, null), message: { text: result.message, tone: 'info' } });
       return view.render(notPaired('error', result.message, result.retry ? UI_TEXTS.tryAgain : null));
     }
+    // Paired: the widget's language, else the integration's widget language (the widget's own default).
+    useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
     waiting = null;
     const running = new Engine(result.paired, {
       api,
@@ -172,7 +171,9 @@ async function run(): Promise<void> {
   };
 
   window.addEventListener('pagehide', (event) => {
-    if (!event.persisted) engine?.unload();
+    if (event.persisted) return;
+    engine?.unload();
+    unloadWhileAsking();
   });
   window.addEventListener('pageshow', (event) => {
     if (event.persisted) engine?.resume();

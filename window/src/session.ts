@@ -11,7 +11,7 @@ export const STORAGE_KEY = 'c2c.window.pairing';
 
 export type Established =
   | { ok: true; paired: Paired; first: HeartbeatResponse | null }
-  | { ok: false; reason: 'no_ticket' | 'ticket_invalid' | 'agent_busy' | 'refused' | 'unreachable'; message: string; retry: boolean };
+  | { ok: false; reason: 'no_ticket' | 'ticket_invalid' | 'agent_busy' | 'refused' | 'unreachable' | 'declined'; message: string; retry: boolean };
 
 interface Stored {
   apiBaseUrl: string;
@@ -83,14 +83,24 @@ async function restore(api: EngineApi, storage: Storage | null): Promise<Establi
   }
 }
 
-/** Pairs with the ticket, or continues a stored pairing; says why not otherwise. */
-export async function establish(api: EngineApi, storage: Storage | null, ticket: string | null, simulated: boolean): Promise<Established> {
+/**
+ * Pairs with the ticket, or continues a stored pairing; says why not otherwise. A new pairing is
+ * kept (and so restored by a reload) only once `allowed` said yes (the consent question:
+ * consent.ts); a no closes the engine it paired. Asked before keeping: a pairing kept first would
+ * be carried on by a reload, or a navigation of the window by its opener, without the answer.
+ */
+export async function establish(
+  api: EngineApi,
+  storage: Storage | null,
+  ticket: string | null,
+  simulated: boolean,
+  allowed: (paired: Paired) => Promise<boolean> = async () => true,
+): Promise<Established> {
   if (!ticket) return (await restore(api, storage)) ?? { ok: false, reason: 'no_ticket', message: MESSAGES.noTicket, retry: false };
+  let paired: Paired;
   try {
-    const paired = await api.pair(ticket, simulated);
+    paired = await api.pair(ticket, simulated);
     api.token = paired.engine_token;
-    savePairing(storage, api.baseUrl, paired);
-    return { ok: true, paired, first: null };
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
     if (error.code === 'ticket_invalid') {
@@ -102,4 +112,11 @@ export async function establish(api: EngineApi, storage: Storage | null, ticket:
     if (error.status === 0 || error.status === 429 || error.status >= 500) return { ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true };
     return { ok: false, reason: 'refused', message: error.message, retry: false };
   }
+  if (!(await allowed(paired))) {
+    await api.close('declined').catch(() => {});
+    api.token = null;
+    return { ok: false, reason: 'declined', message: MESSAGES.consentDeclined, retry: false };
+  }
+  savePairing(storage, api.baseUrl, paired);
+  return { ok: true, paired, first: null };
 }
