@@ -322,6 +322,23 @@ describe('Engine', () => {
     expect(socket.reports.at(-1)).toMatchObject({ muted: false });
   });
 
+  it('refuses an answer for another call than the one the device says rings, before the window has heard of either', async () => {
+    const { device, emit } = eventfulDevice();
+    const { socket, spies } = await engine({ driver: device });
+    socket.up();
+    socket.ack.mockResolvedValue(true);
+    await vi.advanceTimersByTimeAsync(0);
+    emit({ type: 'incoming', ref: 'ci_NEXT' }); // the next caller rings on the device; no heartbeat described it yet
+    socket.work({ commands: [{ ...command(41, 'answer'), call_id: 'ci_GONE' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.accept).not.toHaveBeenCalled();
+    const acks = () => socket.ack.mock.calls.flatMap(([sent]) => sent ?? []);
+    expect(acks()).toContainEqual({ command_id: 41, result: 'failed', error: MESSAGES.otherCall });
+    socket.work({ commands: [{ ...command(42, 'answer'), call_id: 'ci_NEXT' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.accept).toHaveBeenCalledTimes(1);
+  });
+
   it("lets the device's leg go when the server says the call is over before the device heard it ended", async () => {
     const { instance, server, socket, spies } = await engine();
     socket.up();

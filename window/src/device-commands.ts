@@ -11,6 +11,8 @@ export interface CommandTarget {
   driver: VoiceDriver | null;
   /** the call this window holds (or answered), which mute, unmute and dtmf act on */
   heldCallId: string | null;
+  /** the call the device says rings on it, when it said (before the window has heard of the call) */
+  ringingCallId: string | null;
   focus(): void;
   setMuted(muted: boolean): void;
   /** the window answered this call: it holds it from now on */
@@ -38,11 +40,12 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
   // another one (queued near the end of a call and handed over again after a gap, when the next
   // call is up) must not mute it, send it digits or answer it; one for a call no longer up here
   // must not leave the next call muted. An answer may come before the window has heard its call
-  // ring (nothing held yet): the device answers what rings, as the server answers that call.
+  // ring (nothing held yet): the device answers what rings, unless the device named another call.
   const held = target.heldCallId;
   if (command.call_id !== null && command.call_id !== held) {
     if (ON_THE_HELD_CALL.has(command.kind)) throw new Error(held === null ? MESSAGES.callOver : MESSAGES.otherCall);
-    if (ON_THE_RINGING_CALL.has(command.kind) && held !== null) throw new Error(MESSAGES.otherCall);
+    const ringing = held ?? target.ringingCallId;
+    if (ON_THE_RINGING_CALL.has(command.kind) && ringing !== null && command.call_id !== ringing) throw new Error(MESSAGES.otherCall);
   }
   switch (command.kind) {
     case 'answer':

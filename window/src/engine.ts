@@ -97,6 +97,8 @@ export class Engine {
   readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
   /** the call the window last held (or null), to tell when it changes */
   #lastHeld: string | null = null;
+  /** the call the device says rings on it (its `incoming` ref), until it is answered or gone */
+  #ringingRef: string | null = null;
   /**
    * What problems.call is about, which decides how long it stays: `device` (a mute that failed)
    * goes when its call does; `hangup` (a hang-up that may not have worked) stays, also through the
@@ -375,6 +377,7 @@ export class Engine {
     return carryOut(command, {
       driver: this.#driver,
       heldCallId: this.#calls.reportId,
+      ringingCallId: this.#ringingRef,
       focus: () => this.#deps.focus(),
       setMuted: (muted) => {
         this.#muted = muted;
@@ -382,6 +385,8 @@ export class Engine {
       answered: (callId) => {
         this.#calls.answered(callId);
         this.#epoch += 1;
+        // held from now on (on-call heartbeats; its end, when the server says it, lets the device's leg go)
+        this.#afterCallChange();
       },
     });
   }
@@ -405,10 +410,17 @@ export class Engine {
 
   #onDriver(event: DriverEvent): void {
     switch (event.type) {
+      case 'incoming':
+        this.#ringingRef = event.ref;
+        break;
+      case 'accepted':
+        this.#ringingRef = null;
+        break;
       case 'muted':
         this.#muted = event.muted;
         break;
       case 'disconnected':
+        this.#ringingRef = null;
         // The device's leg is gone: this window no longer holds the call, whatever comes later.
         if (this.#calls.end(this.#deps.now(), true)) this.#afterCallChange();
         break;
