@@ -26,7 +26,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { BUS_CHANNEL } from '../api/bus/redis.js';
+import { busChannels } from '../api/bus/redis.js';
 import { DEMO } from '../api/demo/seed.js';
 import { scratchDatabase, writeResult } from './lib/run.js';
 import { CAPACITY_OUT, docsBody, readResults, RECHECK_OUT } from './push/docs.js';
@@ -204,18 +204,19 @@ async function main() {
 }
 
 /**
- * Refuses to run while another c2c node (a test run, a server) listens on this Redis' bus channels:
- * the channel names are fixed, so their messages would mix with ours. Reports how busy the machine
- * was just before, since everything here shares its two cores.
+ * Refuses to run while another c2c node (a server, another bench) listens on the bus channels of
+ * this Redis database (busChannels): their messages would mix with ours. Reports how busy the
+ * machine was just before, since everything here shares its two cores.
  */
 async function preflight(url: string): Promise<number> {
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const channels = busChannels(url);
   try {
     await redis.connect();
-    const [, bus] = (await redis.call('PUBSUB', 'NUMSUB', BUS_CHANNEL)) as [string, number];
-    const shards = (await redis.call('PUBSUB', 'SHARDCHANNELS', 'c2c#*')) as string[];
+    const [, bus] = (await redis.call('PUBSUB', 'NUMSUB', channels.bus)) as [string, number];
+    const shards = (await redis.call('PUBSUB', 'SHARDCHANNELS', `${channels.adapterPrefix}#*`)) as string[];
     if (Number(bus) > 0 || shards.length > 0) {
-      throw new Error(`another c2c node is on this Redis (${bus} subscribers of ${BUS_CHANNEL}, ${shards.length} adapter channels): stop it (or the test run) first`);
+      throw new Error(`another c2c node is on this Redis database (${bus} subscribers of ${channels.bus}, ${shards.length} adapter channels): stop it first`);
     }
   } finally {
     redis.disconnect();

@@ -22,10 +22,13 @@ export const BUS_CHANNEL = 'c2c:bus';
  * The channels of the deployment on this Redis database. Pub/sub ignores the database number: two
  * deployments on one Redis server, on databases 0 and 1 (production and staging, say), would hear
  * each other's messages (a platform switch, a session's ending, every push). A database other than
- * 0 has channels of its own; database 0 keeps the plain names.
+ * 0 has channels of its own; database 0 keeps the plain names. (An upgrade changes the names of a
+ * deployment already on another database: its nodes hear each other once all run this version.)
  */
 export function busChannels(url: string): { bus: string; adapterPrefix: string } {
-  const db = Number.parseInt(new URL(url).pathname.slice(1), 10);
+  const parsed = new URL(url);
+  // as ioredis reads it: the path (redis://host:6379/2), else the db parameter (?db=2)
+  const db = Number.parseInt(parsed.pathname.slice(1) || (parsed.searchParams.get('db') ?? ''), 10);
   if (!db) return { bus: BUS_CHANNEL, adapterPrefix: 'c2c' };
   return { bus: `c2c-db${db}:bus`, adapterPrefix: `c2c-db${db}` };
 }

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadUws } from '../../gateway/uws.js';
 import type { Bus, BusMessage } from '../../api/bus/index.js';
 import { createMemoryBus } from '../../api/bus/memory.js';
-import { BUS_CHANNEL, createRedisBus } from '../../api/bus/redis.js';
+import { BUS_CHANNEL, busChannels, createRedisBus } from '../../api/bus/redis.js';
 import { connectedRedis } from '../../api/redis.js';
 import { redisUrl } from '../helpers/env.js';
 import { freePort, spawnRedis } from '../helpers/processes.js';
@@ -117,6 +117,15 @@ async function socketOn(bus: Bus, room: string) {
     },
   };
 }
+
+describe("the bus's channels on a Redis database", () => {
+  it('carry its number, read as ioredis reads it (the path, else ?db=); database 0 keeps the plain names', () => {
+    expect(busChannels('redis://127.0.0.1:6379')).toEqual({ bus: BUS_CHANNEL, adapterPrefix: 'c2c' });
+    expect(busChannels('redis://127.0.0.1:6379/0')).toEqual({ bus: BUS_CHANNEL, adapterPrefix: 'c2c' });
+    expect(busChannels('redis://127.0.0.1:6379/3')).toEqual({ bus: 'c2c-db3:bus', adapterPrefix: 'c2c-db3' });
+    expect(busChannels('rediss://user:pw@redis.example:6380?db=2')).toEqual({ bus: 'c2c-db2:bus', adapterPrefix: 'c2c-db2' });
+  });
+});
 
 describe.skipIf(!url)('Redis bus, what crosses nodes', () => {
   it("leaves the other nodes' sockets connected when a node closes (a rolling deploy stops one node at a time)", async () => {
