@@ -16,7 +16,8 @@ import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
 import { reachRedis } from './redis.js';
 import { createServices, type Services } from './services.js';
-import { openStore } from './store/index.js';
+import { connectStore } from './store/index.js';
+import { migrate } from './store/migrate.js';
 
 export type Role = 'api' | 'gateway' | 'all';
 
@@ -85,11 +86,13 @@ async function startupStep<T>(what: string, step: () => Promise<T>): Promise<T> 
 export async function openServices(config: Config, clock: Clock = systemClock): Promise<Services> {
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
+    // Reaching the store is the environment's; a migration that fails is a defect, shown with its stack.
     const db = await startupStep(
       config.databaseUrl ? `PostgreSQL at DATABASE_URL (${shownUrl(config.databaseUrl)})` : `the embedded store in C2C_DATA_DIR (${config.dataDir})`,
-      () => openStore(config),
+      () => connectStore(config),
     );
     opened.push(db);
+    await migrate(db);
     if (config.redisUrl) {
       const redisUrl = config.redisUrl;
       await startupStep(`Redis at REDIS_URL (${shownUrl(redisUrl)}) cannot be reached`, () => reachRedis(redisUrl));
@@ -188,7 +191,8 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
  * address that is every interface's is reached on loopback, any other as it is.
  */
 export function localUrl(address: AddressInfo): string {
-  const host = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : address.address;
+  // `::` listens on IPv4 too (dual stack, Node's default), so loopback IPv4 reaches it wherever IPv6 loopback may be off
+  const host = address.address === '0.0.0.0' || address.address === '::' ? '127.0.0.1' : address.address;
   return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
 }
 

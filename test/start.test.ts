@@ -154,9 +154,9 @@ describe('configuration', () => {
 });
 
 describe('the URL this machine reaches a listening node at (admin.json, the demo CRM)', () => {
-  it('is loopback for an address of every interface, else the address itself, IPv6 in brackets', () => {
+  it('is IPv4 loopback for an address of every interface (:: listens on IPv4 too), else the address itself, IPv6 in brackets', () => {
     expect(localUrl({ address: '0.0.0.0', family: 'IPv4', port: 8080 })).toBe('http://127.0.0.1:8080');
-    expect(localUrl({ address: '::', family: 'IPv6', port: 8080 })).toBe('http://[::1]:8080');
+    expect(localUrl({ address: '::', family: 'IPv6', port: 8080 })).toBe('http://127.0.0.1:8080');
     expect(localUrl({ address: '10.1.2.3', family: 'IPv4', port: 8080 })).toBe('http://10.1.2.3:8080');
     expect(localUrl({ address: 'fd00::2', family: 'IPv6', port: 8080 })).toBe('http://[fd00::2]:8080');
   });

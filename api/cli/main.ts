@@ -23,7 +23,8 @@ async function serve(argv: string[]): Promise<void> {
   node = await startNode(config, { role: options.role, demo: options.demo || config.demo });
   if (node.url) log(`API on ${node.url}/api/v1/click2call (store: ${node.services.db.driver}, bus: ${node.services.bus.driver})`);
   if (node.gateway) log(`gateway on port ${node.gateway.port} (uWebSockets.js ${node.gateway.native ? 'native' : 'FALLBACK'}, bus: ${node.services.bus.driver})`);
-  await stop;
+  await stop.received;
+  stop.closing();
   await node.close().then(
     () => process.exit(0),
     (error: unknown) => {

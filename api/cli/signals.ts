@@ -11,26 +11,41 @@ export const STOP_DEADLINE_MS = 10_000;
 
 type Signal = 'SIGTERM' | 'SIGINT';
 
-/** Resolves with the first signal's name; exits the process on a second one or at the deadline. */
-export function stopSignal(log: (message: string) => void, exit: (code: number) => void = (code) => process.exit(code)): Promise<Signal> {
-  return new Promise((resolve) => {
-    let received: Signal | undefined;
+export interface StopSignal {
+  /** the first signal's name, once it came */
+  received: Promise<Signal>;
+  /** The stop itself begins (the node has started): it has the whole deadline from now. */
+  closing(): void;
+}
+
+/** Waits for the first signal; exits the process on a second one, or at the deadline. */
+export function stopSignal(log: (message: string) => void, exit: (code: number) => void = (code) => process.exit(code)): StopSignal {
+  let deadline: ReturnType<typeof setTimeout> | undefined;
+  // Armed at the signal, in case the start never ends; armed again as the stop begins, so that a
+  // slow start does not eat the stop's own time.
+  const arm = () => {
+    clearTimeout(deadline);
+    deadline = setTimeout(() => {
+      log(`the shutdown did not finish within ${STOP_DEADLINE_MS / 1000} s: exiting`);
+      exit(1);
+    }, STOP_DEADLINE_MS);
+    deadline.unref();
+  };
+  const received = new Promise<Signal>((resolve) => {
+    let first: Signal | undefined;
     const on = (signal: Signal) => {
-      if (received) {
+      if (first) {
         log(`${signal} again: exiting without finishing the shutdown`);
         exit(1);
         return;
       }
-      received = signal;
+      first = signal;
       log(`${signal}: shutting down`);
-      const deadline = setTimeout(() => {
-        log(`the shutdown did not finish within ${STOP_DEADLINE_MS / 1000} s: exiting`);
-        exit(1);
-      }, STOP_DEADLINE_MS);
-      deadline.unref();
+      arm();
       resolve(signal);
     };
     process.on('SIGTERM', on);
     process.on('SIGINT', on);
   });
+  return { received, closing: arm };
 }

@@ -110,10 +110,12 @@ export function createPusher(deps: PushDeps) {
 
   /** Per room, the retry of a failed push waiting to run: one covers every change of the room since. */
   const retries = new Map<string, Timer>();
+  /** stopped: a push under way that fails (the store closing under it) is not tried again */
+  let stopped = false;
 
   function run(room: string, push: () => Promise<void>, firstAt = clock.now(), waitMs: number = PUSH_RETRY.firstMs): void {
     push().catch((error: unknown) => {
-      if (retries.has(room)) return;
+      if (stopped || retries.has(room)) return;
       const givingUp = clock.now() - firstAt + waitMs > PUSH_RETRY.forMs;
       deps.log?.(givingUp ? 'push failed; no more retries: clients get it on their next change or reconnect' : 'push failed; trying again', error);
       if (givingUp) return;
@@ -131,6 +133,7 @@ export function createPusher(deps: PushDeps) {
     pushState,
     /** Starts pushing this node's own changes; returns what stops it (retries waiting included). */
     start() {
+      stopped = false;
       const unsubscribe = bus.subscribe((message, { local }) => {
         if (!local) return;
         if (message.type === 'agent') {
@@ -143,6 +146,7 @@ export function createPusher(deps: PushDeps) {
         }
       });
       return () => {
+        stopped = true;
         unsubscribe();
         for (const retry of retries.values()) retry.cancel();
         retries.clear();

@@ -10,7 +10,9 @@
  * and each a key in the counter), an IPv4 address (IPv4-mapped included) as it is.
  */
 export function addressKey(ip: string): string {
-  const address = ip.split('%')[0]!.toLowerCase();
+  // a port some proxies leave on their X-Forwarded-For entries (1.2.3.4:5678, [2001:db8::1]:443) is not the client's
+  const bare = /^\[([^\]]+)\](?::\d+)?$/.exec(ip)?.[1] ?? /^(\d+\.\d+\.\d+\.\d+):\d+$/.exec(ip)?.[1] ?? ip;
+  const address = bare.split('%')[0]!.toLowerCase();
   if (!address.includes(':')) return address;
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(address);
   if (mapped) return mapped[1]!;

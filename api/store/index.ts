@@ -16,10 +16,15 @@ export interface StoreConfig {
   dataDir?: string | undefined;
 }
 
+/** Connects the driver config chooses (PostgreSQL reached, or PGlite's directory opened), without migrating. */
+export function connectStore(config: StoreConfig): Promise<Db> {
+  return config.databaseUrl
+    ? openPg(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs, connectTimeoutMs: config.databaseConnectTimeoutMs })
+    : openPglite(config.dataDir ? join(config.dataDir, 'pglite') : undefined);
+}
+
 export async function openStore(config: StoreConfig): Promise<Db> {
-  const db = config.databaseUrl
-    ? await openPg(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs, connectTimeoutMs: config.databaseConnectTimeoutMs })
-    : await openPglite(config.dataDir ? join(config.dataDir, 'pglite') : undefined);
+  const db = await connectStore(config);
   await migrate(db);
   return db;
 }

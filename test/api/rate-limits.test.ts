@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { updateMember } from '../../api/domain/operator/accounts.js';
+import { addressKey } from '../../api/ratelimit/keys.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { ManualClock } from '../../api/clock.js';
@@ -27,6 +28,18 @@ const burst = async (n: number, send: (i: number) => Promise<{ status: number }>
     expect(r.status).not.toBe(429);
   }
 };
+
+describe('the address a per-address limit counts by', () => {
+  it('is an IPv6 address by its /64, whatever its spelling, and an IPv4 one (mapped, or with a port a proxy left on it) as it is', () => {
+    expect(addressKey('198.51.100.1')).toBe('198.51.100.1');
+    expect(addressKey('::ffff:198.51.100.1')).toBe('198.51.100.1');
+    expect(addressKey('198.51.100.1:5678')).toBe('198.51.100.1');
+    for (const spelling of ['2001:db8:1:2::9', '2001:DB8:0001:0002:ffff::1', '[2001:db8:1:2::9]:443', '2001:db8:1:2:3:4:5:6', 'fe80::1%eth0'.replace('fe80::1', '2001:db8:1:2::1')]) {
+      expect(addressKey(spelling)).toBe('2001:db8:1:2::/64');
+    }
+    expect(addressKey('2001:db8:1:3::9')).not.toBe(addressKey('2001:db8:1:2::9'));
+  });
+});
 
 describe(`rate limits (counters in memory, store ${driver})`, () => {
   let h: Harness;

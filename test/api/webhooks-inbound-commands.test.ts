@@ -560,6 +560,9 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect(muted.body).toMatchObject({ ok: true, status: 'queued' });
     const hangup = await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'reused-1' }), 409, 'idempotency_conflict');
     expect(hangup.body.message).toContain('(mute)');
+    // the same kind for another call (ref) is another command too
+    await expectError(command(api, agent.widgetToken, { kind: 'mute', request_id: 'reused-1', ref: 'ci_another' }), 409, 'idempotency_conflict');
+    expect((await command(api, agent.widgetToken, { kind: 'mute', request_id: 'reused-1', ref: id })).body).toEqual(muted.body);
     const digits = await command(api, agent.widgetToken, { kind: 'dtmf', digits: '1', request_id: 'reused-2' });
     expect(digits.body).toMatchObject({ ok: true });
     await expectError(command(api, agent.widgetToken, { kind: 'dtmf', digits: '2', request_id: 'reused-2' }), 409, 'idempotency_conflict');

@@ -36,7 +36,8 @@ export interface CommandsDeps {
  * as POST /calls refuses a replayed Idempotency-Key with a different body.
  */
 function sameCommand(row: CommandRow, command: Command): boolean {
-  return row.kind === command.kind && row.digits === (command.digits ?? null) && row.available === (command.available ?? null);
+  const sameCall = command.ref == null || row.call_id === null || row.call_id === command.ref;
+  return row.kind === command.kind && row.digits === (command.digits ?? null) && row.available === (command.available ?? null) && sameCall;
 }
 
 function replayResult(row: CommandRow): CommandResult {
