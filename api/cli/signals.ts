@@ -19,7 +19,11 @@ export interface StopSignal {
 }
 
 /** Waits for the first signal; exits the process on a second one, or at the deadline. */
-export function stopSignal(log: (message: string) => void, exit: (code: number) => void = (code) => process.exit(code)): StopSignal {
+export function stopSignal(
+  log: (message: string) => void,
+  exit: (code: number) => void = (code) => process.exit(code),
+  signals: { on(signal: Signal, listener: (signal: Signal) => void): unknown } = process,
+): StopSignal {
   let deadline: ReturnType<typeof setTimeout> | undefined;
   // Armed at the signal, in case the start never ends; armed again as the stop begins, so that a
   // slow start does not eat the stop's own time.
@@ -44,8 +48,8 @@ export function stopSignal(log: (message: string) => void, exit: (code: number) 
       arm();
       resolve(signal);
     };
-    process.on('SIGTERM', on);
-    process.on('SIGINT', on);
+    signals.on('SIGTERM', on);
+    signals.on('SIGINT', on);
   });
   return { received, closing: arm };
 }
