@@ -5,7 +5,7 @@
  */
 import { LIMITS } from '../../shared/limits.js';
 import { CallWatch } from './call-watch.js';
-import { sendCommand, ACK_TIMEOUT_MS, SESSION_WAIT_MS, noSessionInTime } from './commands.js';
+import { sendCommand, ACK_TIMEOUT_MS, CommandOrder, SESSION_WAIT_MS, noSessionInTime } from './commands.js';
 import { isLive, type Call, type Command, type CommandKind, type CommandResult, type Engine, type FailedCommand, type IntegratorSession, type LaunchTicket, type WidgetState } from './contract.js';
 import { within } from './deadline.js';
 import { EFFECT_MS, LocalEffects } from './effects.js';
@@ -78,6 +78,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
    * Commands sent that a call window has yet to carry out, by request_id: their kind, what undoes
    * their effect, and (`failed`) the window's failure once WidgetState.failed_command reported it.
    */
+  private readonly order = new CommandOrder();
   private readonly awaiting = new Map<string, { kind: CommandKind; revert?: () => void; until: number; failed?: SdkError; settled?: boolean }>();
 
   constructor(
@@ -297,12 +298,14 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     const inTime = <T>(waiting: Promise<T>) => within(this.d.clock, SESSION_WAIT_MS, waiting, () => noSessionInTime(kind));
     try {
       if (!(await inTime(this.session.ready()))) throw noSession();
-      const result = await sendCommand(command, {
-        clock: this.d.clock,
-        viaSocket: (c) => this.transport.emitCommand(c, ACK_TIMEOUT_MS),
-        viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c, {}, ACK_TIMEOUT_MS),
-        rejected: (e) => inTime(this.session.rejected(e)),
-      });
+      const result = await this.order.run(kind, () =>
+        sendCommand(command, {
+          clock: this.d.clock,
+          viaSocket: (c) => this.transport.emitCommand(c, ACK_TIMEOUT_MS),
+          viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c, {}, ACK_TIMEOUT_MS),
+          rejected: (e) => inTime(this.session.rejected(e)),
+        }),
+      );
       // The window's failure may be known before the command's own answer: it is the outcome.
       const failure = this.awaiting.get(command.request_id)?.failed;
       if (failure) throw failure;

@@ -97,3 +97,22 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
     await new Promise<void>((resolve) => d.clock.after(wait, resolve));
   }
 }
+
+/**
+ * Keypad digits and mute toggles reach the service in the order the agent pressed them: sent one
+ * at a time, each once the one before it is answered (or has failed). Sent side by side, a retry
+ * or two requests the service handles concurrently would reorder them: an IVR would get 1-3-2,
+ * and Mute then Unmute could land reversed and leave the agent muted. Other commands do not wait
+ * behind them (a hangup least of all).
+ */
+export class CommandOrder {
+  private static readonly ORDERED: ReadonlySet<Command['kind']> = new Set(['dtmf', 'mute', 'unmute']);
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(kind: Command['kind'], send: () => Promise<T>): Promise<T> {
+    if (!CommandOrder.ORDERED.has(kind)) return send();
+    const sent = this.tail.then(send);
+    this.tail = sent.catch(() => undefined);
+    return sent;
+  }
+}

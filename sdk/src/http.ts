@@ -43,6 +43,16 @@ export const isFatal = (e: unknown): boolean => e instanceof SdkError && e.code 
 export const isTransient = (e: unknown): boolean =>
   e instanceof SdkError && (e.status === 0 || e.status === 429 || (e.status >= 500 && e.code !== 'hangup_uncertain'));
 
+/**
+ * The code of an answer without the service's envelope (a proxy's, a firewall's or a load
+ * balancer's page): a 5xx is no answer from the service; a bare 401 still says the credential was
+ * refused (an authenticating proxy in front of the API), so the session is asked again.
+ */
+function bareCode(status: number): string {
+  if (status >= 500) return 'unreachable';
+  return status === 401 ? 'unauthorized' : 'http_' + status;
+}
+
 /** How long a request may take, answer body included, before it counts as unanswered. */
 export const REQUEST_TIMEOUT_MS = 10_000;
 
@@ -88,7 +98,7 @@ async function exchange<T>(fetchFn: FetchLike, url: string, init: RequestInit): 
   const envelope = (body ?? {}) as { error?: unknown; message?: unknown };
   const retry = Number(response.headers.get('retry-after'));
   throw new SdkError(
-    typeof envelope.error === 'string' ? envelope.error : response.status >= 500 ? 'unreachable' : 'http_' + response.status,
+    typeof envelope.error === 'string' ? envelope.error : bareCode(response.status),
     typeof envelope.message === 'string' ? envelope.message : `HTTP ${response.status}`,
     response.status,
     Number.isFinite(retry) && retry > 0 ? retry : undefined,

@@ -41,6 +41,8 @@ export class SessionKeeper {
   session: IntegratorSession | null = null;
   private reasked = false;
   private renewing: Promise<boolean> | null = null;
+  /** a refresh is on its way, or failed and waits on refreshTimer to be tried again */
+  private refreshing: 'sent' | 'retrying' | null = null;
   private refreshTimer: TimerHandle | undefined;
   private backoffTimer: TimerHandle | undefined;
   private wake: (() => void) | null = null;
@@ -84,23 +86,33 @@ export class SessionKeeper {
     return this.renewing;
   }
 
-  /** Refreshes the token now (also used when the gateway says token_expired). */
+  /** Refreshes the token now (also used when the gateway says token_expired); one refresh at a time. */
   async refresh(attempt = 0): Promise<void> {
+    if (this.refreshing === 'sent') return;
     this.d.clock.cancel(this.refreshTimer);
+    this.refreshing = null;
     if (this.stopped || this.status !== 'active') return;
+    const token = this.token;
+    this.refreshing = 'sent';
     try {
       const answer = await this.d.refreshCall();
+      this.refreshing = null;
       if (this.stopped || !answer.body) return;
+      // a new session came meanwhile (a rejection asked the endpoint again): its token stays
+      if (this.token !== token) return this.schedule();
       this.token = answer.body.widget_token;
       this.expiresAt = answer.body.expires_at;
       this.confirm();
       this.d.onToken(null);
       this.schedule();
     } catch (error) {
+      this.refreshing = null;
       if (this.stopped) return;
+      if (this.token !== token) return this.schedule();
       const expired = this.expiresAt === null || this.expiresAt * 1000 <= this.d.serverNowMs();
       if (isTransient(error) && !expired) {
         const retry = (error as SdkError).retryAfter;
+        this.refreshing = 'retrying';
         this.refreshTimer = this.d.clock.after(retry ? retry * 1000 : 1000 + fullJitter(attempt, 1000, 20_000), () => void this.refresh(attempt + 1));
       } else {
         await this.rejected(error as SdkError);
@@ -108,16 +120,16 @@ export class SessionKeeper {
     }
   }
 
-  /** (Re)schedules the refresh from the current expiry and the server clock. */
+  /**
+   * (Re)schedules the refresh from the current expiry and the server clock (every snapshot moves
+   * the server clock). Not while a refresh is on its way or waits to be tried again: that retry's
+   * backoff would be pushed back each time, towards the token's expiry.
+   */
   schedule(): void {
+    if (this.refreshing) return;
     this.d.clock.cancel(this.refreshTimer);
     if (this.stopped || this.expiresAt === null) return;
     this.refreshTimer = this.d.clock.after(refreshDelayMs(this.expiresAt, this.d.serverNowMs()), () => void this.refresh());
-  }
-
-  /** Ends the session as an error (the API answered something the SDK cannot act on). */
-  abort(error: SdkError): void {
-    if (!this.stopped && this.status !== 'unauthorized' && this.status !== 'error') this.fail('error', error);
   }
 
   stop(): void {
@@ -160,6 +172,8 @@ export class SessionKeeper {
         // agent's state) is dealt with before the widget shows anything as active.
         this.d.onToken(session);
         this.setStatus('active');
+        // the old token's refresh retry, if one waits, has nothing left to refresh
+        if (this.refreshing === 'retrying') this.refreshing = null;
         this.schedule();
         this.flushWaiters(true);
         return true;
@@ -180,6 +194,7 @@ export class SessionKeeper {
 
   private fail(status: 'unauthorized' | 'error', error: SdkError): false {
     this.d.clock.cancel(this.refreshTimer);
+    this.refreshing = null;
     this.setStatus(status, error);
     this.flushWaiters(false);
     return false;

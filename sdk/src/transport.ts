@@ -42,6 +42,13 @@ export const SOCKET_HEALTHY_MS = 10_000;
  */
 export const REFUSED_AGAIN_WITHIN_MS = 60_000;
 
+/**
+ * The longest wait between polls that keep getting answers the SDK cannot read (not the
+ * service's): they are not fatal (the widget must outlive a firewall's or a proxy's hiccup), but
+ * one that persists (a wrong apiBaseUrl) is not hammered at poll_ms either.
+ */
+export const UNREADABLE_POLL_MAX_MS = 60_000;
+
 export interface TransportDeps {
   clock: Clock;
   io: SocketFactory;
@@ -59,6 +66,8 @@ export class Transport {
   private realtime: Realtime | null = null;
   private socketUp = false;
   private pollOk: boolean | null = null;
+  /** how many polls in a row got an answer the SDK cannot read (see UNREADABLE_POLL_MAX_MS) */
+  private unreadable = 0;
   private etag: string | null = null;
   private pollTimer: TimerHandle | undefined;
   private polling = false;
@@ -209,6 +218,8 @@ export class Transport {
     socket.on('connect', () => {
       heard();
       this.socketUp = true;
+      // What the polls said before is stale: when this socket drops, nothing says the service is down.
+      this.pollOk = null;
       // The backoff is not reset here: see SOCKET_HEALTHY_MS.
       this.upSince = this.d.clock.now();
       this.stateSinceUp = false;
@@ -326,6 +337,7 @@ export class Transport {
       if (answer.etag) this.etag = answer.etag;
       this.d.session.confirm();
       this.pollOk = true;
+      this.unreadable = 0;
       this.pollNotBefore = 0;
       if (answer.status === 200 && answer.body) {
         this.d.onSnapshot(answer.body);
@@ -335,20 +347,23 @@ export class Transport {
         }
       }
     } catch (error) {
-      if (isTransient(error)) {
-        this.pollOk = false;
-        const retry = (error as SdkError).retryAfter;
-        if (retry) {
-          next = retry * 1000;
-          this.pollNotBefore = this.d.clock.now() + next;
-        }
-      } else if (isRejection(error) || isFatal(error)) {
+      const e = error as SdkError;
+      if (isRejection(e) || isFatal(e)) {
         this.polling = false;
-        if (await this.d.session.rejected(error as SdkError)) next = 0;
+        if (await this.d.session.rejected(e)) next = 0;
         else return;
       } else {
-        this.d.session.abort(error as SdkError);
-        return;
+        // Down is when nothing answers: a 429 is the service answering (slow down), not an outage.
+        this.pollOk = e.status === 429;
+        if (e.retryAfter) {
+          next = e.retryAfter * 1000;
+          this.pollNotBefore = this.d.clock.now() + next;
+        } else if (!isTransient(e)) {
+          // An answer the SDK cannot read (a firewall's challenge page, a proxy's 404 while a
+          // deploy swaps nodes): nothing to act on, and no reason to end the session, in the
+          // middle of a call least of all. Polled again, further apart each time it repeats.
+          next = Math.min(UNREADABLE_POLL_MAX_MS, next * 2 ** Math.min(this.unreadable++, 8));
+        }
       }
     } finally {
       this.polling = false;

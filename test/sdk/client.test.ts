@@ -493,6 +493,84 @@ describe('push and polling', () => {
   });
 });
 
+describe('answers that are not the service\'s', () => {
+  it('a firewall\'s page on a poll, mid-call, does not end the session: it polls on, further apart, and Hang up still works', async () => {
+    service.realtimeAvailable = false;
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    start();
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('call');
+    const challenge: Reply = { status: 403, body: undefined, headers: { 'content-type': 'text/html' } };
+    service.script.set('/widget/state', [challenge, challenge, challenge]);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(widget.getState().state).toBe('reconnecting');
+    expect(visible('c2c-hangup')).toBe(true);
+    // again after 3 s, then 6 s, then 12 s (doubling, up to UNREADABLE_POLL_MAX_MS), not every poll_ms
+    const at = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.count('/widget/state')).toBe(at + 1);
+    await vi.advanceTimersByTimeAsync(5999);
+    expect(service.count('/widget/state')).toBe(at + 1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(service.count('/widget/state')).toBe(at + 2);
+    await vi.advanceTimersByTimeAsync(12_000);
+    expect(service.count('/widget/state')).toBe(at + 3);
+    expect(widget.getState().state).toBe('call');
+    expect(await widget.hangup()).toMatchObject({ ok: true });
+    // and back at poll_ms
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.count('/widget/state')).toBe(at + 4);
+  });
+
+  it('a bare 401 on a poll (no envelope: an authenticating proxy) asks the session endpoint again', async () => {
+    service.realtimeAvailable = false;
+    start();
+    await flush();
+    expect(service.count('/crm/session')).toBe(1);
+    service.script.set('/widget/state', [{ status: 401, body: undefined }]);
+    await vi.advanceTimersByTimeAsync(3000);
+    await vi.advanceTimersByTimeAsync(10); // the session endpoint's answer, then the poll with its token
+    expect(service.count('/crm/session')).toBe(2);
+    expect(widget.getState().state).toBe('ready');
+    const last = service.requests.filter((r) => r.path === '/widget/state').at(-1)!;
+    expect(last.headers.authorization).toBe('Bearer c2cw_2');
+  });
+
+  it('a poll answered 429 is an answer: the widget waits out Retry-After without saying reconnecting', async () => {
+    service.realtimeAvailable = false;
+    start();
+    await flush();
+    service.script.set('/widget/state', [{ status: 429, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' }, headers: { 'retry-after': '10' } }]);
+    const states: string[] = [];
+    widget.on('statechange', (e) => states.push(e.state));
+    await vi.advanceTimersByTimeAsync(3000);
+    const polls = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(9999);
+    expect(service.count('/widget/state')).toBe(polls);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(service.count('/widget/state')).toBe(polls + 1);
+    expect(states).not.toContain('reconnecting');
+  });
+
+  it('a poll that failed before the socket came up does not make a later drop of that socket say reconnecting', async () => {
+    service.script.set('/widget/state', [{ status: 200, body: service.state() }, 'network']);
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    await vi.advanceTimersByTimeAsync(3000); // the second poll: no answer
+    expect(widget.getState().state).toBe('reconnecting');
+    socket.accept(service.state());
+    expect(widget.getState().state).toBe('ready');
+    await vi.advanceTimersByTimeAsync(60_000);
+    const states: string[] = [];
+    widget.on('statechange', (e) => states.push(e.state));
+    socket.drop(); // a gateway deploy: the poll it makes is answered
+    await vi.advanceTimersByTimeAsync(0);
+    expect(states).not.toContain('reconnecting');
+    expect(widget.getState().state).toBe('ready');
+  });
+});
+
 describe('endings and tokens', () => {
   it('asks the session endpoint again after a final unauthorized ending, and gives up after a second', async () => {
     start();
@@ -788,6 +866,32 @@ describe('commands', () => {
     expect(posts).toHaveLength(3);
     expect(new Set(posts.map((p) => p.body.request_id)).size).toBe(1);
     expect(posts[0]!.body).toMatchObject({ kind: 'dtmf', digits: '5' });
+  });
+
+  it('sends keypad digits and mute toggles one at a time, in the order pressed, even when one needs a retry', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    // what reaches the service, in order; the first attempt of "2" gets no answer
+    const sent: string[] = [];
+    let failedOnce = false;
+    const send = (input: string, init: RequestInit = {}) => {
+      const body = typeof init.body === 'string' ? JSON.parse(init.body) : null;
+      if (body?.kind === 'dtmf' && body.digits === '2' && !failedOnce) {
+        failedOnce = true;
+        return Promise.reject(new TypeError('Failed to fetch'));
+      }
+      if (body?.kind) sent.push(body.kind === 'dtmf' ? body.digits : body.kind);
+      return service.fetch(input, init);
+    };
+    start({}, { fetch: send });
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    service.sockets[0]!.drop();
+    const presses = [widget.sendDigits('1'), widget.sendDigits('2'), widget.sendDigits('3'), widget.setMuted(true), widget.setMuted(false), widget.hangup()];
+    await vi.advanceTimersByTimeAsync(10_000);
+    for (const p of presses) expect(await p).toMatchObject({ ok: true });
+    // the hangup did not wait behind them; the others went in order
+    expect(sent.filter((k) => k !== 'hangup')).toEqual(['1', '2', '3', 'mute', 'unmute']);
+    expect(sent.indexOf('hangup')).toBeLessThan(sent.indexOf('3'));
   });
 
   it('gives up a command POST never answered after ACK_TIMEOUT_MS and sends it again; a hangup nothing answers is reported hangup_uncertain', async () => {
@@ -1435,7 +1539,25 @@ describe('the widget', () => {
     await flush();
     observer.disconnect();
     expect(spoken).toEqual(['Incoming call']);
-    expect(q('c2c-message').getAttribute('role')).toBe('status');
+  });
+
+  it('reads messages out from a status region that is there before the message comes (one entering filled is skipped)', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    await ready();
+    const said = q('c2c-said');
+    expect(said.getAttribute('role')).toBe('status');
+    expect(said.hidden).toBe(false);
+    expect(said.textContent).toBe('');
+    expect(q('c2c-message').hidden).toBe(true);
+    service.script.set('/widget/commands', Array(COMMAND_ATTEMPTS).fill({ status: 502, body: { ok: false, error: 'hangup_uncertain', message: 'The provider did not confirm.' } }));
+    service.sockets[0]!.drop();
+    await flush();
+    void widget.hangup().catch(() => {});
+    await vi.advanceTimersByTimeAsync(0);
+    // the same node, written in place: what the screen reader watches is what changed
+    expect(q('c2c-said')).toBe(said);
+    expect(said.textContent).toContain('may still be up');
+    expect(q('c2c-message').textContent).toBe(said.textContent);
   });
 
   it('keeps the keyboard focus in the widget when the control that had it goes away', async () => {
@@ -1448,14 +1570,17 @@ describe('the widget', () => {
     service.push(socket);
     await flush();
     expect(visible('c2c-answer')).toBe(false);
-    expect(root().activeElement).toBe(q('c2c-hangup'));
-    // ended: no control left but Available; focus stays in the widget
+    // to the panel, not to Hang up in Answer's place: a held or repeated Enter must not hang up
+    expect(visible('c2c-hangup')).toBe(true);
+    expect(root().activeElement).toBe(q('c2c-widget'));
+    q('c2c-hangup').focus();
+    // ended: Hang up goes; the focus stays in the widget, not on Available (a second Enter would switch it off)
     service.set({ call: call('completed', { direction: 'inbound', answered_at: T0, ended_at: T0 + 5 }) });
     service.push(socket);
     await flush();
     expect(visible('c2c-hangup')).toBe(false);
-    const now = root().activeElement as HTMLElement;
-    expect(now === q('c2c-available') || now === q('c2c-widget')).toBe(true);
+    expect(visible('c2c-available')).toBe(true);
+    expect(root().activeElement).toBe(q('c2c-widget'));
   });
 
   it('closes the keypad when the call changes: it does not open by itself on the next call', async () => {

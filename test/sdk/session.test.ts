@@ -5,6 +5,7 @@ import type { SessionStatus } from '../../sdk/src/machine.js';
 import { SessionKeeper, refusalState } from '../../sdk/src/session.js';
 import { fullJitter, refreshDelayMs, systemClock } from '../../sdk/src/timing.js';
 
+const flushPromises = () => vi.advanceTimersByTimeAsync(0);
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
 const session = (token: string, expiresAt: number) => ({
   ok: true,
@@ -131,6 +132,60 @@ describe('SessionKeeper', () => {
     expect(fetchFn).toHaveBeenCalledTimes(2);
     expect(k.token).toBe('c2cw_new');
     expect(statuses).toEqual(['loading', 'active', 'renewing', 'active']);
+    k.stop();
+  });
+
+  it('keeps a failed refresh\'s retry when snapshots reschedule meanwhile: it is not pushed back towards expiry', async () => {
+    fetchFn.mockResolvedValueOnce(json(201, session('c2cw_a', 1_001_800)));
+    refreshCall.mockRejectedValueOnce(new SdkError('unreachable', 'offline', 0)).mockResolvedValue({ status: 200, etag: null, body: { ok: true, widget_token: 'c2cw_b', expires_at: 1_003_600 } });
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    const k = keeper();
+    await k.start();
+    serverNow += 1740_000;
+    await vi.advanceTimersByTimeAsync(1740_000);
+    expect(refreshCall).toHaveBeenCalledTimes(1); // failed: tried again 1.5 s later (1 s + half of the 1 s jitter)
+    // snapshots arrive every second meanwhile, each rescheduling from the expiry (48 s away)
+    for (let i = 0; i < 3; i++) {
+      serverNow += 500;
+      k.schedule();
+      await vi.advanceTimersByTimeAsync(500);
+    }
+    expect(refreshCall).toHaveBeenCalledTimes(2);
+    expect(k.token).toBe('c2cw_b');
+    // and the next refresh is scheduled from the new expiry again (1858.5 s away: at 1798.5 s)
+    k.schedule();
+    await vi.advanceTimersByTimeAsync(1798_000);
+    expect(refreshCall).toHaveBeenCalledTimes(2);
+    serverNow += 1798_500;
+    await vi.advanceTimersByTimeAsync(500);
+    expect(refreshCall).toHaveBeenCalledTimes(3);
+    k.stop();
+    vi.restoreAllMocks();
+  });
+
+  it('a refresh answered after a new session came keeps the new session\'s token, and refreshes it in time', async () => {
+    fetchFn.mockResolvedValueOnce(json(201, session('c2cw_a', 1_000_100))).mockResolvedValueOnce(json(201, session('c2cw_new', 1_001_800)));
+    let answerRefresh!: (a: HttpAnswer) => void;
+    refreshCall.mockImplementationOnce(() => new Promise<HttpAnswer>((resolve) => (answerRefresh = resolve)));
+    const k = keeper();
+    await k.start();
+    await vi.advanceTimersByTimeAsync(80_000);
+    expect(refreshCall).toHaveBeenCalledTimes(1);
+    // meanwhile a poll's rejection asks the session endpoint again
+    expect(await k.rejected(new SdkError('unauthorized', 'refused', 401))).toBe(true);
+    expect(k.token).toBe('c2cw_new');
+    answerRefresh({ status: 200, etag: null, body: { ok: true, widget_token: 'c2cw_old_refreshed', expires_at: 1_000_300 } });
+    await flushPromises();
+    expect(k.token).toBe('c2cw_new');
+    expect(k.expiresAt).toBe(1_001_800);
+    refreshCall.mockResolvedValue({ status: 200, etag: null, body: { ok: true, widget_token: 'c2cw_next', expires_at: 1_003_600 } });
+    // the new token (expiring 1800 s after the server time it came at) is refreshed 60 s before it expires
+    await vi.advanceTimersByTimeAsync(1739_000);
+    expect(refreshCall).toHaveBeenCalledTimes(1);
+    serverNow += 1740_000;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(refreshCall).toHaveBeenCalledTimes(2);
+    expect(k.token).toBe('c2cw_next');
     k.stop();
   });
 

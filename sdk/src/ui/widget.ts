@@ -1,8 +1,8 @@
 /**
  * The widget panel: a Shadow DOM (mode open, so tests reach it through shadowRoot) holding real
  * buttons with stable data-testids, built once and updated in place so keyboard focus survives
- * every snapshot. It shows only what the policy allows; two live regions announce state changes
- * (polite) and incoming calls (assertive).
+ * every snapshot. It shows only what the policy allows; three live regions announce state changes
+ * (polite), messages (status) and incoming calls (assertive).
  */
 import { isLive, type Call, type Engine, type Policy } from '../contract.js';
 import type { WidgetStateName } from '../machine.js';
@@ -88,8 +88,6 @@ export class Widget {
     n.timer = el('p', 'c2c-timer', 't', call);
     n.timer.setAttribute('role', 'timer');
     n.message = el('p', 'c2c-message', 'm', panel);
-    // refusals and outcomes ("The hangup could not be confirmed…") are read out as they appear
-    n.message.setAttribute('role', 'status');
     const tab = (n.openTab = el('a', 'c2c-open-tab', 'l', panel));
     tab.textContent = t.openTab;
     tab.addEventListener('click', () => this.h.openTab());
@@ -124,6 +122,11 @@ export class Widget {
       b.textContent = d;
       b.addEventListener('click', () => this.h.digit(d));
     }
+    // Refusals and outcomes ("The hangup could not be confirmed…") are read out as they appear:
+    // from a status region that is always there, since screen readers skip a live region that
+    // enters the page already filled (the shown message is hidden while there is none).
+    n.said = el('div', 'c2c-said', 'sr', panel);
+    n.said.setAttribute('role', 'status');
     n.live = el('div', 'c2c-live', 'sr', panel);
     n.live.setAttribute('aria-live', 'polite');
     n.alert = el('div', 'c2c-alert', 'sr', panel);
@@ -161,6 +164,7 @@ export class Widget {
 
     show(n.message!, !!v.message);
     setText(n.message!, v.message ?? '');
+    setText(n.said!, v.message ?? '');
     const tab = n.openTab as HTMLAnchorElement;
     show(tab, !!v.openTab);
     if (v.openTab && tab.href !== v.openTab.url) {
@@ -192,12 +196,10 @@ export class Widget {
 
     // A control that had the focus and is now hidden (Answer once answered, Hang up once the call
     // ended) would drop it to the page: keyboard and screen-reader users would lose their place.
-    // It goes to the first control still shown, else to the panel.
+    // It goes to the panel, never to another control: the one in its place may undo what was just
+    // done (Hang up where Answer was), and a held or repeated Enter would press it.
     const focused = this.root.activeElement as HTMLElement | null;
-    if (focused && focused !== n.panel && isHidden(focused)) {
-      const next = [...n.actions!.querySelectorAll<HTMLElement>('button')].find((button) => !isHidden(button));
-      (next ?? n.panel!).focus();
-    }
+    if (focused && focused !== n.panel && isHidden(focused)) n.panel!.focus();
 
     // Announcements: each state once, each incoming call once.
     const said = v.state + (live ? ':' + live.status : '');
