@@ -285,7 +285,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   // ——— commands ———
 
   private async command(kind: CommandKind, extra: Partial<Command> = {}, effect?: () => () => void): Promise<CommandResult> {
-    if (this.detached) throw new SdkError('detached', 'The widget is detached.');
+    // reported like any refusal (commandfailed): a page may still listen after detach()
+    if (this.detached) return this.refuseLocally(kind, 'detached', 'The widget is detached.');
     const command: Command = { kind, request_id: newRequestId(), ...extra };
     const call = this.snapshots.state?.call;
     // Act on the call the agent sees, never on a newer one.

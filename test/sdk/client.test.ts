@@ -1782,6 +1782,18 @@ describe('detach, endSession and the global', () => {
     expect(service.requests.some((r) => r.body?.kind === 'hangup')).toBe(false);
   });
 
+  it('refuses a command once detached, sending nothing, and reports it as commandfailed (detached)', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    await ready();
+    const failures: Array<{ kind: string; error: string }> = [];
+    widget.on('commandfailed', (f) => failures.push(f));
+    widget.detach();
+    const requests = service.requests.length;
+    await expect(widget.hangup()).rejects.toMatchObject({ code: 'detached' });
+    expect(failures).toEqual([expect.objectContaining({ kind: 'hangup', error: 'detached' })]);
+    expect(service.requests.length).toBe(requests);
+  });
+
   it('endSession revokes the widget token and stops', async () => {
     start();
     await flush();
