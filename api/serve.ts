@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import { buildApp } from './app.js';
 import { openBus } from './bus/index.js';
-import { registerAdminBridge } from './cli/admin-bridge.js';
+import { startAdminBridge } from './cli/admin-bridge.js';
 import { systemClock, type Clock } from './clock.js';
 import { ConfigError, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
@@ -152,14 +152,13 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
     }
     if (role !== 'gateway') {
       const app = await buildApp(services, { logger: options.logger });
-      const publishAdminFile = registerAdminBridge(app, services);
       await startupStep(`the API cannot listen on ${config.host}:${config.port} (HOST, PORT)`, () => app.listen({ port: config.port, host: config.host }));
       node.app = app;
       node.url = localUrl(app.server.address() as AddressInfo);
-      const removeAdminFile = publishAdminFile(node.url);
+      const bridge = await startupStep('the admin bridge cannot listen on loopback (127.0.0.1 or ::1)', () => startAdminBridge(services));
       services.reaper.start();
       cleanups.push(async () => {
-        removeAdminFile();
+        await bridge.close();
         // the reaper's tick under way and the requests in flight finish before the store closes
         await Promise.all([services.reaper.stop(), drain(app, DRAIN_MS)]);
       });

@@ -3,12 +3,13 @@
  * origins (nothing saved), and the real binary both against the store and through a running server.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_PATH, registerAdminBridge, runCommand } from '../api/cli/admin-bridge.js';
+import { ADMIN_BODY_LIMIT, ADMIN_PATH, runCommand, startAdminBridge } from '../api/cli/admin-bridge.js';
+import { fileArguments, readAttachedFiles } from '../api/cli/files.js';
 import { buildApp } from '../api/app.js';
 import { loadConfig } from '../api/config.js';
 import { startNode, type RunningNode } from '../api/serve.js';
@@ -101,32 +102,74 @@ describe('c2c operator commands', () => {
 });
 
 describe('the admin bridge', () => {
-  it('serves loopback connections holding the token, and no one else, whatever X-Forwarded-For says', async () => {
+  it('listens on loopback apart from the API (a proxy in front of the API cannot reach it) and serves holders of the token only', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-'));
-    // every hop trusted: request.ip would be whatever the header says
-    const h = await createHarness('pglite', { dataDir, trustProxy: true });
+    const h = await createHarness('pglite', { dataDir });
     const app = await buildApp(h.services, { logger: false });
+    const bridge = await startAdminBridge(h.services);
     try {
-      const publish = registerAdminBridge(app, h.services);
       await app.ready();
-      publish('http://127.0.0.1:1');
-      const { token } = JSON.parse(readFileSync(join(dataDir, 'admin.json'), 'utf8')) as { token: string };
-      const call = (remoteAddress: string, forwardedFor?: string) =>
-        app.inject({
-          method: 'POST',
-          url: ADMIN_PATH,
-          remoteAddress,
-          headers: { authorization: `Bearer ${token}`, ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
-          payload: { argv: ['--json', 'platform', 'status'] },
-        });
-      expect((await call('127.0.0.1')).json()).toMatchObject({ code: 0 });
-      const remote = await call('203.0.113.9', '127.0.0.1');
-      expect(remote.statusCode).toBe(401);
-      expect(remote.json()).toMatchObject({ ok: false, error: 'unauthorized' });
+      const admin = JSON.parse(readFileSync(join(dataDir, 'admin.json'), 'utf8')) as { url: string; token: string };
+      expect(admin.url).toBe(bridge.url);
+      expect(admin.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(statSync(join(dataDir, 'admin.json')).mode & 0o777).toBe(0o600);
+      // the public API has no such route, whatever the caller holds
+      const viaApi = await app.inject({ method: 'POST', url: ADMIN_PATH, headers: { authorization: `Bearer ${admin.token}` }, payload: { argv: ['platform', 'status'] } });
+      expect(viaApi.statusCode).toBe(404);
+      const post = (token: string, body: unknown) =>
+        fetch(admin.url + ADMIN_PATH, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+      const served = await post(admin.token, { argv: ['--json', 'platform', 'status'] });
+      expect(served.status).toBe(200);
+      expect(await served.json()).toMatchObject({ code: 0, stdout: [expect.stringContaining('"disabled": false')] });
+      const wrong = await post('0'.repeat(48), { argv: ['--json', 'platform', 'disable'] });
+      expect([wrong.status, await wrong.json()]).toEqual([401, expect.objectContaining({ ok: false, error: 'unauthorized' })]);
+      expect(await h.services.platform.isDisabled()).toBe(false);
+      const garbled = await post(admin.token, '{"argv": [');
+      expect([garbled.status, (await garbled.json()).error]).toEqual([422, 'invalid_request']);
+      const huge = await post(admin.token, { argv: ['platform', 'status'], files: { x: 'a'.repeat(ADMIN_BODY_LIMIT) } });
+      expect([huge.status, (await huge.json()).error]).toEqual([422, 'invalid_request']);
     } finally {
+      await bridge.close();
       await app.close();
       await h.close();
-      rmSync(dataDir, { recursive: true, force: true });
+    }
+    expect(existsSync(join(dataDir, 'admin.json'))).toBe(false);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+});
+
+describe('--file', () => {
+  it('is read by the c2c process, relative to its own directory, and only its text reaches the command', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'c2c-files-'));
+    try {
+      writeFileSync(join(dir, 'origins.txt'), 'https://a.example\nhttps://b.example\n');
+      expect(fileArguments(['integration', 'origins', 'c2c_x', '--file', 'origins.txt', '--file=-', '--', '--file', 'not-an-option'])).toEqual(['origins.txt', '-']);
+      const read: Array<string | 0> = [];
+      const files = readAttachedFiles(['integration', 'origins', 'c2c_x', '--file', 'origins.txt', '--file=-'], dir, (path) => {
+        read.push(path);
+        return path === 0 ? 'https://stdin.example' : readFileSync(path, 'utf8');
+      });
+      expect(read).toEqual([join(dir, 'origins.txt'), 0]);
+      expect(files).toEqual({ 'origins.txt': 'https://a.example\nhttps://b.example\n', '-': 'https://stdin.example' });
+      expect(() => readAttachedFiles(['integration', 'origins', 'c2c_x', '--file', 'missing.txt'], dir)).toThrow('cannot read --file missing.txt: ENOENT');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a command naming a file it was not sent the text of reads nothing and fails, saying so', async () => {
+    const h = await createHarness('pglite');
+    try {
+      const account = await runCommand(['--json', 'account', 'create', '--name', 'Files'], async () => h.services);
+      const created = await runCommand(['--json', 'integration', 'create', '--account', JSON.parse(account.stdout.join('')).id, '--name', 'F', '--origin', 'https://ok.example'], async () => h.services);
+      const id = JSON.parse(created.stdout.join('')).integration_id;
+      const unread = await runCommand(['integration', 'origins', id, '--file', '/etc/hostname'], async () => h.services);
+      expect(unread.code).toBe(1);
+      expect(unread.stderr.join('\n')).toContain('--file /etc/hostname was not read by the c2c command');
+      const sent = await runCommand(['--json', 'integration', 'origins', id, '--file', 'o.txt'], async () => h.services, { 'o.txt': 'https://x.example\r\nhttps://y.example\n' });
+      expect(JSON.parse(sent.stdout.join('')).allowed_origins).toEqual(['https://x.example', 'https://y.example']);
+    } finally {
+      await h.close();
     }
   });
 });
@@ -152,6 +195,27 @@ describe('the c2c binary', () => {
     const accounts = await node.services.db.query<{ name: string }>('SELECT name FROM accounts');
     expect(accounts.map((a) => a.name)).toContain('Offline Co');
     await run(process.execPath, [BIN, 'platform', 'enable'], { env });
+
+    // a --file goes with the command: read here, in the operator's directory, standard input included
+    const account = JSON.parse((await run(process.execPath, [BIN, '--json', 'account', 'create', '--name', 'Files Co'], { env })).stdout);
+    const created = JSON.parse((await run(process.execPath, [BIN, '--json', 'integration', 'create', '--account', account.id, '--name', 'F', '--origin', 'https://ok.example'], { env })).stdout);
+    const operatorDir = mkdtempSync(join(tmpdir(), 'c2c-operator-'));
+    try {
+      writeFileSync(join(operatorDir, 'origins.txt'), 'https://from-file.example\n');
+      const fromFile = await run(process.execPath, [BIN, '--json', 'integration', 'origins', created.integration_id, '--file', 'origins.txt'], { env, cwd: operatorDir });
+      expect(JSON.parse(fromFile.stdout).allowed_origins).toEqual(['https://from-file.example']);
+      // (not spawnSync: the server runs in this very process)
+      const piped = run(process.execPath, [BIN, '--json', 'integration', 'origins', created.integration_id, '--file', '-'], { env, cwd: operatorDir });
+      piped.child.stdin!.end('https://from-stdin.example\n');
+      const fromStdin = await piped;
+      expect(JSON.parse(fromStdin.stdout).allowed_origins).toEqual(['https://from-stdin.example']);
+      const missing = await run(process.execPath, [BIN, 'integration', 'origins', created.integration_id, '--file', 'nope.txt'], { env, cwd: operatorDir }).catch((e) => e);
+      expect([missing.code, missing.stderr]).toEqual([1, expect.stringContaining('cannot read --file nope.txt: ENOENT')]);
+    } finally {
+      rmSync(operatorDir, { recursive: true, force: true });
+    }
+    // the server was never blocked reading anything: it answers at once
+    expect((await fetch(`${node.url}/healthz`)).status).toBe(200);
   }, 90_000);
 
   it('reaches a server that listens on one address only (HOST=::1) through the bridge', async () => {

@@ -1,21 +1,35 @@
 /**
  * The admin bridge: while a server runs, `c2c` operator commands run inside it instead of opening
  * the store a second time (an embedded PGlite directory must have one owner), and their effects
- * reach the server's caches at once. The server writes <C2C_DATA_DIR>/admin.json (mode 0600) with
- * the URL this machine reaches it at and a random token; only callers on this machine holding that
- * token are served.
+ * reach the server's caches at once. The bridge is a listener of its own on loopback, on a port
+ * the system picks, never a route of the public API: a reverse proxy on the same machine (where
+ * TLS usually ends) forwards to the API from loopback, and would have put the bridge on the
+ * internet behind its token alone. The server writes <C2C_DATA_DIR>/admin.json (mode 0600) with
+ * the bridge's URL and a random token; only callers holding that token are served.
+ *
+ * Files a command names (`--file`) are read by the `c2c` process the operator runs, in its own
+ * directory and with its own rights, and travel with the command (cli/files.ts): the server never
+ * reads a path it is sent (its own standard input would block its event loop; a relative path
+ * would be its own directory's file).
  */
 import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { C2CError } from '../../shared/errors.js';
+import { statusOf } from '../../shared/error-statuses.js';
 import { sha256, secretMatches } from '../domain/credentials.js';
 import type { Services } from '../services.js';
+import type { AttachedFiles } from './files.js';
 import { Output } from './output.js';
 import { buildProgram } from './program.js';
 
 export const ADMIN_PATH = '/admin/v1/cli';
+/** A command line and the files it names: far below this. */
+export const ADMIN_BODY_LIMIT = 1024 * 1024;
+/** A caller that does not send its request within this is dropped (the bridge is one process's, not a queue). */
+const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
 
 interface AdminFile {
   url: string;
@@ -29,10 +43,17 @@ export interface CliResult {
   stderr: string[];
 }
 
+export interface AdminBridge {
+  /** where this machine reaches it (admin.json's url) */
+  url: string;
+  /** stops serving and removes admin.json */
+  close(): Promise<void>;
+}
+
 /** Runs one c2c command line against services; never throws. */
-export async function runCommand(argv: string[], services: () => Promise<Services>): Promise<CliResult> {
+export async function runCommand(argv: string[], services: () => Promise<Services>, files: AttachedFiles = {}): Promise<CliResult> {
   const out = new Output(argv.includes('--json'));
-  const program = buildProgram(services, out);
+  const program = buildProgram(services, out, files);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return { code: 0, stdout: out.lines, stderr: out.errors };
@@ -49,41 +70,96 @@ export async function runCommand(argv: string[], services: () => Promise<Service
   }
 }
 
-/**
- * Whether the connection itself comes from this machine: its peer, never a forwarded address
- * (TRUST_PROXY), which a client can write. On loopback, or (an API listening on one interface's
- * address, HOST) from that same address: a connection from elsewhere cannot complete its
- * handshake with our own address as its source.
- */
-function fromThisMachine(socket: { remoteAddress?: string | undefined; localAddress?: string | undefined }): boolean {
-  const peer = socket.remoteAddress;
-  return peer === '127.0.0.1' || peer === '::1' || peer === '::ffff:127.0.0.1' || (peer !== undefined && peer === socket.localAddress);
-}
-
-/**
- * Registers the bridge route (before listen); the returned function writes admin.json once the
- * listening URL is known, and returns the cleanup for shutdown.
- */
-export function registerAdminBridge(app: FastifyInstance, services: Services): (listenUrl: string) => () => void {
+/** Serves the bridge on loopback and writes admin.json; close() undoes both. */
+export async function startAdminBridge(services: Services): Promise<AdminBridge> {
   const token = randomBytes(24).toString('hex');
   const tokenHash = sha256(token);
-  app.post(ADMIN_PATH, { schema: { hide: true } }, async (request) => {
-    const presented = (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
-    const body = request.body as { argv?: unknown } | undefined;
-    if (!fromThisMachine(request.socket) || !secretMatches(tokenHash, { lookup: '', secretHash: sha256(presented) })) {
-      throw new C2CError('unauthorized', 'The admin bridge serves local operators holding admin.json only.');
-    }
-    if (!Array.isArray(body?.argv) || !body.argv.every((a) => typeof a === 'string')) {
-      throw new C2CError('invalid_request', 'argv must be an array of strings.');
-    }
-    return runCommand(body.argv as string[], async () => services);
+  const server = createServer({ requestTimeout: ADMIN_REQUEST_TIMEOUT_MS }, (request, response) => {
+    serve(request, tokenHash, services).then(
+      ({ status, body }) => reply(response, status, body),
+      (error: unknown) => reply(response, ...refusal(error)),
+    );
   });
-  return (listenUrl) => {
-    const file = join(services.config.dataDir, 'admin.json');
-    mkdirSync(services.config.dataDir, { recursive: true });
-    writeFileSync(file, JSON.stringify({ url: listenUrl, token, pid: process.pid } satisfies AdminFile), { mode: 0o600 });
-    return () => rmSync(file, { force: true });
+  const url = await listenOnLoopback(server);
+  const file = join(services.config.dataDir, 'admin.json');
+  mkdirSync(services.config.dataDir, { recursive: true });
+  writeFileSync(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile), { mode: 0o600 });
+  return {
+    url,
+    close: async () => {
+      rmSync(file, { force: true });
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
+}
+
+/** IPv4 loopback, or IPv6 loopback on a machine without it. */
+async function listenOnLoopback(server: Server): Promise<string> {
+  for (const host of ['127.0.0.1', '::1']) {
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+      const { address, port } = server.address() as AddressInfo;
+      return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+    } catch (error) {
+      if (host === '::1') throw error;
+    }
+  }
+  throw new Error('unreachable');
+}
+
+async function serve(request: IncomingMessage, tokenHash: Uint8Array, services: Services): Promise<{ status: number; body: unknown }> {
+  if (request.method !== 'POST' || request.url !== ADMIN_PATH) throw new C2CError('not_found', `The admin bridge serves POST ${ADMIN_PATH} only.`);
+  const presented = (request.headers.authorization ?? '').replace(/^Bearer\s+/i, '');
+  if (!secretMatches(tokenHash, { lookup: '', secretHash: sha256(presented) })) {
+    throw new C2CError('unauthorized', 'The admin bridge serves local operators holding admin.json only.');
+  }
+  const body = parse(await readBody(request)) as { argv?: unknown; files?: unknown } | null;
+  if (!Array.isArray(body?.argv) || !body.argv.every((a) => typeof a === 'string')) {
+    throw new C2CError('invalid_request', 'argv must be an array of strings.');
+  }
+  const files = body.files ?? {};
+  if (typeof files !== 'object' || files === null || Array.isArray(files) || !Object.values(files).every((v) => typeof v === 'string')) {
+    throw new C2CError('invalid_request', 'files must map each --file argument to its text.');
+  }
+  return { status: 200, body: await runCommand(body.argv as string[], async () => services, files as AttachedFiles) };
+}
+
+async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > ADMIN_BODY_LIMIT) throw new C2CError('invalid_request', `The body is too large: a command is at most ${ADMIN_BODY_LIMIT} bytes, its files included.`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function parse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new C2CError('invalid_request', 'The body must be JSON: {argv, files}.');
+  }
+}
+
+function refusal(error: unknown): [number, unknown] {
+  const known = error instanceof C2CError ? error : new C2CError('internal_error');
+  return [statusOf(known.code), known.toJSON()];
+}
+
+function reply(response: ServerResponse, status: number, body: unknown): void {
+  if (response.headersSent) return;
+  // a refused body is not read on: the connection goes with the answer
+  if (status !== 200) response.setHeader('connection', 'close');
+  response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
 /** The running server for this data directory, if any. */
@@ -99,12 +175,15 @@ export function findRunningServer(dataDir: string): AdminFile | undefined {
   }
 }
 
-export async function forwardCommand(admin: AdminFile, argv: string[]): Promise<CliResult> {
+export async function forwardCommand(admin: AdminFile, argv: string[], files: AttachedFiles = {}): Promise<CliResult> {
   const response = await fetch(admin.url + ADMIN_PATH, {
     method: 'POST',
     headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ argv }),
+    body: JSON.stringify({ argv, files }),
   });
-  if (!response.ok) throw new Error(`the running server refused the command (${response.status})`);
+  if (!response.ok) {
+    const refused = (await response.json().catch(() => null)) as { message?: string } | null;
+    throw new Error(`the running server refused the command (${response.status}${refused?.message ? `: ${refused.message}` : ''})`);
+  }
   return (await response.json()) as CliResult;
 }

@@ -7,6 +7,7 @@ import { ConfigError, loadConfig, type Config } from '../config.js';
 import { closeServices, openServices, startNode, type Role, type RunningNode } from '../serve.js';
 import type { Services } from '../services.js';
 import { findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
+import { readAttachedFiles, type AttachedFiles } from './files.js';
 import { stopSignal } from './signals.js';
 
 async function serve(argv: string[]): Promise<void> {
@@ -35,11 +36,17 @@ async function serve(argv: string[]): Promise<void> {
 }
 
 async function operate(argv: string[], config: Config): Promise<CliResult> {
+  let files: AttachedFiles;
+  try {
+    files = readAttachedFiles(argv);
+  } catch (error) {
+    return { code: 1, stdout: [], stderr: [(error as Error).message] };
+  }
   const running = findRunningServer(config.dataDir);
-  if (running) return forwardCommand(running, argv);
+  if (running) return forwardCommand(running, argv, files);
   let services: Services | undefined;
   try {
-    return await runCommand(argv, async () => (services ??= await openServices(config)));
+    return await runCommand(argv, async () => (services ??= await openServices(config)), files);
   } finally {
     if (services) await closeServices(services);
   }

@@ -4,7 +4,6 @@
  * admin bridge (api/cli/admin-bridge.ts), so an embedded PGlite store is never opened twice.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { readFileSync } from 'node:fs';
 import type { Control, NumberVisibility } from '../../shared/types.js';
 import type { Services } from '../services.js';
 import {
@@ -34,6 +33,7 @@ import {
 import { revokeIntegration } from '../domain/operator/revocation.js';
 import { blockNumber, setRate } from '../domain/operator/telephony.js';
 import type { CoverageMode, WindowMode } from '../domain/integrations/model.js';
+import { attachedText, type AttachedFiles } from './files.js';
 import type { Output } from './output.js';
 
 export type ServicesProvider = () => Promise<Services>;
@@ -113,14 +113,14 @@ function withPolicyOptions(command: Command): Command {
     .option('--concurrency <n>', 'concurrent call limit', integer);
 }
 
-/** Reads origin lines from --origin flags, a --file, or "-" for standard input. */
-function originLines(options: { origin?: string[]; file?: string }): string[] {
+/** Origin lines from --origin flags and a --file ("-": standard input), read by the operator's c2c process (files.ts). */
+function originLines(options: { origin?: string[]; file?: string }, files: AttachedFiles): string[] {
   const lines = [...(options.origin ?? [])];
-  if (options.file) lines.push(...readFileSync(options.file === '-' ? 0 : options.file, 'utf8').split(/\r?\n/));
+  if (options.file) lines.push(...attachedText(files, options.file).split(/\r?\n/));
   return lines;
 }
 
-export function buildProgram(services: ServicesProvider, out: Output): Command {
+export function buildProgram(services: ServicesProvider, out: Output, files: AttachedFiles = {}): Command {
   const program = new Command('c2c')
     .description('Click-to-call service: run it, and do the operator steps of spec section 1.')
     .option('--json', 'print JSON')
@@ -232,7 +232,7 @@ export function buildProgram(services: ServicesProvider, out: Output): Command {
     .option('--origin <origin...>', 'an allowed origin')
     .option('--file <file>', 'one origin per line ("-" for standard input)')
     .action(async (id: string, o: { origin?: string[]; file?: string }) => {
-      const row = await setOrigins(await deps(), id, originLines(o));
+      const row = await setOrigins(await deps(), id, originLines(o, files));
       out.result({ integration_id: id, allowed_origins: row.allowed_origins }, `allowed origins: ${row.allowed_origins.join(' ') || '(none)'}`);
     });
   integration
