@@ -16,7 +16,7 @@ import { loadConfig } from '../api/config.js';
 import { createMember } from '../api/domain/operator/accounts.js';
 import { setPolicy } from '../api/domain/operator/integrations.js';
 import { issueTicket } from '../api/domain/tickets.js';
-import { findIntegration } from '../api/domain/integrations/repo.js';
+import { authenticateServerKey } from '../api/domain/server-keys.js';
 import { DEMO } from '../api/demo/seed.js';
 import { startNode } from '../api/serve.js';
 import { cannon, scratchDatabase, writeResult, type CannonResult } from './lib/run.js';
@@ -49,10 +49,11 @@ async function benchDriver(driver: 'pglite' | 'pg'): Promise<DriverResult> {
   const origin = `http://127.0.0.1:${config.demoPort}`;
   try {
     await setPolicy(deps, DEMO.integrationId, { concurrencyLimit: 1_000_000 });
-    const integration = (await findIntegration(services.db, DEMO.integrationId))!;
+    const serverKey = (JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8')) as { server_key: string }).server_key;
+    const { integration, keyId } = await authenticateServerKey(services.db, serverKey);
 
     const readyAgent = async (email: string) => {
-      const session = await services.sessions.create(integration, { integration_id: DEMO.integrationId, agent: { type: 'email', value: email }, origin });
+      const session = await services.sessions.create(integration, keyId, { integration_id: DEMO.integrationId, agent: { type: 'email', value: email }, origin });
       const widget = await services.sessions.authenticate(session.token, origin);
       const ticket = await issueTicket(services.db, services.clock, config.siteUrl, widget);
       const pairing = await services.engines.pair({ ticket: ticket.ticket, simulated: false, client: 'window' });
@@ -64,7 +65,6 @@ async function benchDriver(driver: 'pglite' | 'pg'): Promise<DriverResult> {
     const polled = await readyAgent(DEMO.agent.email);
     const pollToken = polled.token;
 
-    const serverKey = (JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8')) as { server_key: string }).server_key;
     const stateUrl = `${node.url}/api/v1/click2call/widget/state`;
     const pollHeaders = { authorization: `Bearer ${pollToken}`, origin };
     const sample = await fetch(stateUrl, { headers: pollHeaders });

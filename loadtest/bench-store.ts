@@ -19,7 +19,7 @@ import pg from 'pg';
 import { ManualClock } from '../api/clock.js';
 import { loadConfig } from '../api/config.js';
 import { DEMO } from '../api/demo/seed.js';
-import { findIntegration } from '../api/domain/integrations/repo.js';
+import { authenticateServerKey } from '../api/domain/server-keys.js';
 import { createMember } from '../api/domain/operator/accounts.js';
 import { setPolicy } from '../api/domain/operator/integrations.js';
 import { issueTicket } from '../api/domain/tickets.js';
@@ -56,12 +56,12 @@ async function main() {
     await services.reaper.stop();
     const deps = { db: services.db, bus: services.bus, clock: services.clock };
     await setPolicy(deps, DEMO.integrationId, { concurrencyLimit: 1_000_000 });
-    const integration = (await findIntegration(services.db, DEMO.integrationId))!;
     const serverKey = (JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8')) as { server_key: string }).server_key;
+    const { integration, keyId } = await authenticateServerKey(services.db, serverKey);
     const origin = (JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8')) as { allowed_origin: string }).allowed_origin;
 
     // The agent whose calls are measured: a ready window, heartbeating as the clock moves.
-    const session = await services.sessions.create(integration, { integration_id: DEMO.integrationId, agent: { type: 'email', value: DEMO.agent.email }, origin });
+    const session = await services.sessions.create(integration, keyId, { integration_id: DEMO.integrationId, agent: { type: 'email', value: DEMO.agent.email }, origin });
     const ticket = await issueTicket(services.db, clock, config.siteUrl, await services.sessions.authenticate(session.token, origin));
     const pairing = await services.engines.pair({ ticket: ticket.ticket, simulated: true, client: 'window' });
     const heartbeat = async () =>

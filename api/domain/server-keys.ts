@@ -46,7 +46,8 @@ export async function authenticateServerKey(db: Db, token: string | undefined): 
      WHERE k.lookup = $1`,
     [presented.lookup],
   );
-  if (!row || !secretMatches(row.key_hash, presented) || row.key_revoked_at !== null) {
+  // a revoked integration's keys are revoked with it; checked here too, so that no path that forgets can bring one back
+  if (!row || !secretMatches(row.key_hash, presented) || row.key_revoked_at !== null || row.status === 'revoked') {
     throw new C2CError('unauthorized', 'The server key is unknown or revoked.');
   }
   const { key_id, key_hash: _hash, key_revoked_at: _revoked, ...integration } = row;

@@ -32,6 +32,8 @@ export interface WidgetSessionRow {
   end_reason: string | null;
   /** on a token made by a refresh, the id of its session's first token (revoke ends them all); null on a first token */
   family_id: string | null;
+  /** the server key that created the session (null before migration 009): refreshed only while it is current */
+  server_key_id: string | null;
 }
 
 /** The id naming a token's session: its first token's. */
@@ -74,14 +76,14 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
   const ttlMs = widgetTokenTtlSeconds * 1000;
 
   /** A new token: of a new session, or (`familyId`) of the session it was refreshed from. */
-  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string, familyId: string | null = null) {
+  async function insertSession(sql: Sql, integrationId: string, memberId: string, origin: string, serverKeyId: string | null, familyId: string | null = null) {
     const credential = mintCredential('widgetToken');
     const now = clock.now();
     const id = newId(ID_PREFIX.widgetSession);
     await sql.query(
-      `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at, family_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs, familyId],
+      `INSERT INTO widget_sessions (id, integration_id, member_id, origin, lookup, secret_hash, created_at, expires_at, family_id, server_key_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      [id, integrationId, memberId, origin, credential.lookup, credential.secretHash, now, now + ttlMs, familyId, serverKeyId],
     );
     await sql.query(
       'INSERT INTO agent_versions (integration_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
@@ -131,8 +133,8 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
   }
 
   return {
-    /** POST /sessions: the integration is the server key's; checks run in the documented order. */
-    async create(integration: IntegrationWithAccount, request: SessionRequest) {
+    /** POST /sessions: the integration is the server key's (`serverKeyId`); checks run in the documented order. */
+    async create(integration: IntegrationWithAccount, serverKeyId: string, request: SessionRequest) {
       if (request.integration_id !== integration.id) throw new C2CError('integration_mismatch');
       assertIntegrationUsable(integration);
       const origin = parseOrigin(request.origin)!;
@@ -140,7 +142,7 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
         throw new C2CError('origin_not_allowed', `The origin ${origin} is not in the integration's allowed list.`);
       }
       const agent = await resolveAgent(db, integration, request.agent);
-      const session = await insertSession(db, integration.id, agent.member.id, origin);
+      const session = await insertSession(db, integration.id, agent.member.id, origin, serverKeyId);
       return { ...session, agent };
     },
 
@@ -176,7 +178,14 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
         const [first] = await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]);
         const [own] = family === session.id ? [first] : await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1', [session.id]);
         if (first?.revoked_at != null || own?.revoked_at != null) throw new C2CError('unauthorized', 'The widget session has ended.');
-        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, family);
+        // A session lives on by refreshes only while the key that made it is current: after a
+        // rotation (a leak, say) what the old key made ends within one token lifetime, and the
+        // SDK, refused, asks the backend, which holds the new key, for a new session.
+        if (session.server_key_id !== null) {
+          const [key] = await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM server_keys WHERE id = $1', [session.server_key_id]);
+          if (!key || key.revoked_at !== null) throw new C2CError('unauthorized', 'The server key that created this widget session was rotated or revoked; ask the session endpoint again.');
+        }
+        const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, session.server_key_id, family);
         const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;
         await sql.query('UPDATE widget_sessions SET expires_at = LEAST(expires_at, $2) WHERE id = $1', [session.id, graceEnd]);
         return fresh;

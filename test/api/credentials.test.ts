@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { updateMember } from '../../api/domain/operator/accounts.js';
-import { revokeServerKey, rotateServerKey, setCoverage } from '../../api/domain/operator/integrations.js';
+import { revokeServerKey, rotateServerKey, setCoverage, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
+import { issueServerKey } from '../../api/domain/server-keys.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -64,6 +65,41 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
     await expectError(api.post('/sessions', sessionBody(), { auth: t.serverKey }), 401, 'unauthorized');
     await expectError(api.get('/calls/ci_x', { auth: t.serverKey }), 401, 'unauthorized');
     t.serverKey = await rotateServerKey(deps(), t.integrationId);
+  });
+
+  it('a widget session made with a key rotated or revoked since keeps working until its token expires, and is not refreshed: the widget asks its backend again', async () => {
+    const refresh = (token: string) => api.post('/widget/refresh', {}, { auth: token, origin: ORIGIN });
+    const before = await newSession();
+    // refreshed while its key is current, and the refreshed token carries the key on
+    const refreshed = await refresh(before);
+    expect(refreshed.status).toBe(200);
+    const fresh = await rotateServerKey(deps(), t.integrationId);
+    // what the old key made still reads the state (the spec ends sessions at once only with the integration)
+    expect((await state(refreshed.body.widget_token)).status).toBe(200);
+    const refused = await expectError(refresh(refreshed.body.widget_token), 401, 'unauthorized');
+    expect(refused.body.message).toContain('rotated or revoked');
+    await expectError(refresh(before), 401, 'unauthorized');
+    // the backend's new key makes a session that refreshes
+    t.serverKey = fresh;
+    const after = await newSession();
+    expect((await refresh(after)).status).toBe(200);
+    await revokeServerKey(deps(), t.integrationId);
+    await expectError(refresh(after), 401, 'unauthorized');
+    t.serverKey = await rotateServerKey(deps(), t.integrationId);
+  });
+
+  it('a revoked integration gets no new key and cannot be enabled again, and its keys stay dead', async () => {
+    const doomed = await seedTenant(h.services);
+    const call = await api.get('/calls/ci_x', { auth: doomed.serverKey });
+    expect(call.status).toBe(404);
+    await revokeIntegration(h.services, doomed.integrationId);
+    await expect(rotateServerKey(deps(), doomed.integrationId)).rejects.toThrow('revoked');
+    await expect(setIntegrationEnabled(deps(), doomed.integrationId, true)).rejects.toThrow('revoked');
+    const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1', [doomed.integrationId]);
+    expect(row!.status).toBe('revoked');
+    // a key left unrevoked by any path (issued directly) still does not work for a revoked integration
+    const leftover = await h.services.db.tx((sql) => issueServerKey(sql, h.clock, doomed.integrationId));
+    await expectError(api.get('/calls/ci_x', { auth: leftover.token }), 401, 'unauthorized');
   });
 
   it('a widget token works only from its own origin, and only until it expires', async () => {

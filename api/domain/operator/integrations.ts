@@ -218,8 +218,10 @@ export async function mapIntegratorUuid(deps: OperatorDeps, integrationId: strin
 /** A new server key, shown once; the old one stops working on its next request. */
 export async function rotateServerKey(deps: OperatorDeps, integrationId: string): Promise<string> {
   return deps.db.tx(async (sql) => {
-    const [row] = await sql.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+    // locked as a revoke locks it: a key issued either before the revoke (which then revokes it too) or not at all
+    const [row] = await sql.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1 FOR UPDATE', [integrationId]);
     if (!row) throw new OperatorError(`No integration ${integrationId}.`);
+    if (row.status === 'revoked') throw new OperatorError('A revoked integration gets no new key; create a new integration.');
     return (await issueServerKey(sql, deps.clock, integrationId)).token;
   });
 }
@@ -230,7 +232,15 @@ export async function revokeServerKey(deps: OperatorDeps, integrationId: string)
 
 /** Disable (reversible) or enable an integration; a revoked integration stays revoked. */
 export async function setIntegrationEnabled(deps: OperatorDeps, integrationId: string, enabled: boolean): Promise<IntegrationRow> {
-  const [row] = await deps.db.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1', [integrationId]);
-  if (row?.status === 'revoked') throw new OperatorError('A revoked integration cannot be enabled again; create a new one.');
-  return update(deps, integrationId, { status: enabled ? 'active' : 'disabled' });
+  // one conditional statement: an enable racing a revoke cannot write active over revoked
+  const [row] = await deps.db.query<IntegrationRow>(`UPDATE integrations SET status = $2 WHERE id = $1 AND status <> 'revoked' RETURNING *`, [
+    integrationId,
+    enabled ? 'active' : 'disabled',
+  ]);
+  if (!row) {
+    const [found] = await deps.db.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+    throw new OperatorError(found ? 'A revoked integration cannot be enabled again; create a new one.' : `No integration ${integrationId}.`);
+  }
+  await integrationChanged(deps, integrationId);
+  return row;
 }

@@ -30,8 +30,8 @@ export const sessionRoutes =
         },
       },
       async (request, reply) => {
-        const { integration } = serverKeyOf(request);
-        const session = await services.sessions.create(integration, request.body);
+        const { integration, keyId } = serverKeyOf(request);
+        const session = await services.sessions.create(integration, keyId, request.body);
         const state = await loadAgentState(services.db, integration.id, session.agent.member.id);
         const now = services.clock.now();
         return reply.code(201).send({
