@@ -134,6 +134,61 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
     expect((await ledger(second)).map((l) => Number(l.amount_micros))).toEqual([-10_000]);
   });
 
+  it('ends and bills a call at the provider\'s time of its end: a completed delivered a minute late is not billed for the minute', async () => {
+    const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
+    const agent = await realAgent(api, t);
+    const id = await dialed(t, agent, 'CA-late');
+    const t0 = h.clock.now();
+    const leg = { CallSid: 'CA-late-leg', ParentCallSid: 'CA-late' };
+    await h.clock.advanceSeconds(5);
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress', Timestamp: ts(t0 + 5_000) })).status).toBe(204);
+    // the far end hangs up at t0+15; the callback saying so arrives at t0+75
+    await h.clock.advanceSeconds(70);
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'completed', CallDuration: '10', Timestamp: ts(t0 + 15_000) })).status).toBe(204);
+    const r = await row(id);
+    expect(r).toMatchObject({ status: 'completed', end_reason: 'far_end' });
+    expect([Number(r.answered_at), Number(r.ended_at)]).toEqual([t0 + 5_000, t0 + 15_000]);
+    // 10 s at 0.01 per minute, not 70
+    expect((await ledger(id)).map((l) => Number(l.amount_micros))).toEqual([-1_667]);
+    const shown = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(shown.body.duration).toBe(10);
+  });
+
+  it('a hangup that raced the answer: the provider\'s later completed with talk time makes the call completed and billed, once', async () => {
+    const t = await seedTenant(h.services, { balanceMicros: 10_000_000 });
+    const agent = await realAgent(api, t);
+    const id = await dialed(t, agent, 'CA-racing');
+    const t0 = h.clock.now();
+    const leg = { CallSid: 'CA-racing-leg', ParentCallSid: 'CA-racing' };
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'ringing', Timestamp: ts(t0) })).status).toBe(204);
+    await h.clock.advanceSeconds(3);
+    // the backend hangs up while it rings; the far end had just picked up
+    const hungUp = await api.post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey });
+    expect(hungUp.status).toBe(200);
+    expect((await row(id)).status).toBe('canceled');
+    expect(await ledger(id)).toHaveLength(0);
+    await h.clock.advanceSeconds(1);
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress', Timestamp: ts(t0 + 2_000) })).status).toBe(204);
+    expect((await row(id)).status).toBe('canceled'); // an answer alone says nothing of the talk: the final does
+    const completed = { ...leg, CallStatus: 'completed', CallDuration: '2', Timestamp: ts(t0 + 4_000) };
+    expect((await signedStatus(t, id, completed)).status).toBe(204);
+    const r = await row(id);
+    expect(r).toMatchObject({ status: 'completed', end_reason: 'hangup' });
+    expect([Number(r.answered_at), Number(r.ended_at)]).toEqual([t0 + 2_000, t0 + 4_000]);
+    expect((await ledger(id)).map((l) => Number(l.amount_micros))).toEqual([-334]);
+    expect((await signedStatus(t, id, completed)).status).toBe(204);
+    expect(await ledger(id)).toHaveLength(1);
+    expect((await api.get(`/calls/${id}`, { auth: t.serverKey })).body).toMatchObject({ status: 'completed', duration: 2 });
+
+    // a call ended before the provider dialed it has no talk to revise, whatever a callback says
+    await heartbeat(api, agent.engineToken);
+    const undialed = await requestAndClaim(api, t, agent);
+    expect((await api.post(`/calls/${undialed}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
+    expect((await signedStatus(t, undialed, { CallSid: 'CA-fake', CallStatus: 'completed', CallDuration: '30' })).status).toBe(204);
+    expect((await row(undialed)).status).toBe('canceled');
+    expect(await ledger(undialed)).toHaveLength(0);
+  });
+
   it('keeps an incoming call incoming on a ringing callback, so it can still be answered', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);

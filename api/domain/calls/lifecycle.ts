@@ -59,6 +59,12 @@ export interface Finish {
   /** provider's answer time, when the final callback is the first to carry one */
   answeredAt?: number | null;
   /**
+   * The provider's time of the end (a final callback's Timestamp), else the moment of the update:
+   * a callback delivered late (queued at the provider, a retry, a node busy) must not bill the
+   * delay as talk. Never before the answer.
+   */
+  endedAt?: number;
+  /**
    * End the call only if it is still as the caller saw it when deciding: in this status (and, with
    * `withoutProviderCall`, with no provider call yet). A caller that decided "no provider leg, so no
    * provider hangup" must not end a call the voice webhook has dialed meanwhile; that leg would stay
@@ -74,7 +80,7 @@ export interface Finish {
  * hangup racing the answer): it was talked on, and is billed.
  */
 export async function finishCall(sql: Sql, changes: Changes, nowMs: number, callId: string, finish: Finish): Promise<CallRow | undefined> {
-  const params: unknown[] = [callId, finish.status, finish.reason, finish.error ?? null, nowMs, finish.answeredAt ?? null];
+  const params: unknown[] = [callId, finish.status, finish.reason, finish.error ?? null, finish.endedAt ?? nowMs, finish.answeredAt ?? null];
   let stillAsSeen = '';
   if (finish.onlyIfStill) {
     params.push(finish.onlyIfStill.status);
@@ -82,13 +88,34 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
   }
   const [call] = await sql.query<CallRow>(
     `UPDATE call_intents SET status = CASE WHEN coalesce(answered_at, $6) IS NOT NULL THEN 'completed' ELSE $2 END,
-       end_reason = $3, error = coalesce($4, error), ended_at = $5,
+       end_reason = $3, error = coalesce($4, error), ended_at = GREATEST($5::bigint, coalesce(answered_at, $6::bigint, $5::bigint)),
        answered_at = coalesce(answered_at, $6), orphaned = false
      WHERE id = $1 AND status IN (${LIVE_STATUS_LIST})${stillAsSeen} RETURNING *`,
     params,
   );
   if (!call) return undefined;
   const billed = call.status === 'completed' ? await bill(sql, call, nowMs) : call;
+  await changes.touchAgent(sql, call.integration_id, call.member_id);
+  return billed;
+}
+
+/**
+ * The service ended an outbound call it saw unanswered (a hangup while it rang, say), and the
+ * provider then reports it answered and talked on (a final `completed` with a CallDuration): the
+ * far end picked up just before the hangup, and that callback was on its way. The provider bills
+ * that talk, so the call becomes `completed`, with the provider's times, and is billed (once: the
+ * ledger). Only an end the service decided (not the provider's own final callback) of a call the
+ * provider dialed is revised; returns the row when it was.
+ */
+export async function reviseAsAnswered(sql: Sql, changes: Changes, nowMs: number, callId: string, answeredAt: number, endedAt: number): Promise<CallRow | undefined> {
+  const [call] = await sql.query<CallRow>(
+    `UPDATE call_intents SET status = 'completed', answered_at = $2::bigint, ended_at = GREATEST($3::bigint, $2::bigint)
+     WHERE id = $1 AND direction = 'outbound' AND answered_at IS NULL AND status NOT IN (${LIVE_STATUS_LIST})
+       AND provider_call_sid IS NOT NULL AND end_reason NOT IN ('provider', 'far_end') RETURNING *`,
+    [callId, answeredAt, endedAt],
+  );
+  if (!call) return undefined;
+  const billed = await bill(sql, call, nowMs);
   await changes.touchAgent(sql, call.integration_id, call.member_id);
   return billed;
 }

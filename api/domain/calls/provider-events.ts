@@ -1,7 +1,10 @@
 /**
  * Provider status callbacks (ringing, answered, completed, busy, no-answer, failed, canceled)
- * applied to the intent. Forward-only: a duplicate or out-of-order callback changes nothing. The
- * answer time is the provider's (its Timestamp), and the duration is the server's from it.
+ * applied to the intent. Forward-only: a duplicate or out-of-order callback changes nothing, but
+ * for one: a `completed` with talk time for an outbound call the service ended unanswered (a
+ * hangup racing the answer) makes it completed and billed (lifecycle.ts, reviseAsAnswered). The
+ * answer and end times are the provider's (its Timestamp, bounded by the call's creation and now),
+ * so a callback delivered late is not billed for its delay.
  *
  * Everything is decided from the row locked in the transaction: callbacks for one call arrive
  * close together and in any order (Twilio does not guarantee order), so a row read before the
@@ -12,7 +15,7 @@ import type { ProviderCallStatus } from '../../providers/provider.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
-import { advanceCall, finishCall } from './lifecycle.js';
+import { advanceCall, finishCall, reviseAsAnswered } from './lifecycle.js';
 import { isOurLeg, mayTake, providerStep } from './provider-transitions.js';
 
 export interface ProviderEvent {
@@ -40,13 +43,19 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
     if (!call) return 'unknown call';
     const step = providerStep(event.status);
     if (step === null) return null;
-    if (!mayTake(call, step)) return `${event.status} does not apply to a ${call.direction} ${call.status} call`;
+    // The provider's clock decides the answer and end moments, but never a moment in the future or before the call.
+    const eventTime = event.timestamp !== null && event.timestamp <= now && event.timestamp >= call.created_at ? event.timestamp : now;
+    if (!mayTake(call, step)) {
+      if (event.status === 'completed' && isOurLeg(call, event.callSid, event.parentCallSid)) {
+        const answeredAt = answeredFromDuration(call, event, eventTime);
+        if (answeredAt !== null && (await reviseAsAnswered(sql, changes, now, call.id, answeredAt, eventTime))) return null;
+      }
+      return `${event.status} does not apply to a ${call.direction} ${call.status} call`;
+    }
     if (!isOurLeg(call, event.callSid, event.parentCallSid)) return 'CallSid is not this call\'s provider leg';
     if (call.direction === 'outbound' && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid) {
       await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
     }
-    // The provider's clock decides the answer moment, but never a moment in the future or before the call.
-    const eventTime = event.timestamp !== null && event.timestamp <= now && event.timestamp >= call.created_at ? event.timestamp : now;
     const hungUp = call.hangup_requested_at !== null;
     switch (event.status) {
       case 'ringing':
@@ -62,25 +71,26 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
           status: answeredAt !== null ? 'completed' : hungUp ? 'canceled' : 'no_answer',
           reason: hungUp ? 'hangup' : 'far_end',
           answeredAt,
+          endedAt: eventTime,
         });
         return null;
       }
       case 'busy':
         // An inbound leg that is "busy" was declined by the agent's device.
-        await finishCall(sql, changes, now, call.id, call.direction === 'inbound' ? { status: 'rejected', reason: 'declined' } : { status: 'busy', reason: 'provider', error: 'busy' });
+        await finishCall(sql, changes, now, call.id, call.direction === 'inbound' ? { status: 'rejected', reason: 'declined', endedAt: eventTime } : { status: 'busy', reason: 'provider', error: 'busy', endedAt: eventTime });
         return null;
       case 'no-answer':
-        await finishCall(sql, changes, now, call.id, { status: 'no_answer', reason: 'provider', error: 'no_answer' });
+        await finishCall(sql, changes, now, call.id, { status: 'no_answer', reason: 'provider', error: 'no_answer', endedAt: eventTime });
         return null;
       case 'failed':
-        await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'provider', error: 'provider_failed' });
+        await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'provider', error: 'provider_failed', endedAt: eventTime });
         return null;
       case 'canceled':
         // An incoming call the agent's side hung up before answering was declined.
         if (call.direction === 'inbound' && call.status === 'incoming' && hungUp) {
-          await finishCall(sql, changes, now, call.id, { status: 'rejected', reason: 'declined' });
+          await finishCall(sql, changes, now, call.id, { status: 'rejected', reason: 'declined', endedAt: eventTime });
         } else {
-          await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: hungUp ? 'hangup' : 'provider' });
+          await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: hungUp ? 'hangup' : 'provider', endedAt: eventTime });
         }
         return null;
       default:
