@@ -78,7 +78,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
    * Commands sent that a call window has yet to carry out, by request_id: their kind, what undoes
    * their effect, and (`failed`) the window's failure once WidgetState.failed_command reported it.
    */
-  private readonly order = new CommandOrder();
+  private readonly order: CommandOrder;
   private readonly awaiting = new Map<string, { kind: CommandKind; revert?: () => void; until: number; failed?: SdkError; settled?: boolean }>();
 
   constructor(
@@ -94,6 +94,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.launch = new LaunchTracker(clock, () => this.update());
     const base = options.apiBaseUrl ?? (d.scriptOrigin ? d.scriptOrigin + '/api/v1/click2call' : '');
     this.api = widgetApi(d.fetch, base, () => this.session.token, clock);
+    this.order = new CommandOrder(clock, () => !this.detached);
     this.session = new SessionKeeper({
       fetch: d.fetch,
       clock,

@@ -7,6 +7,7 @@
 import type { Command, CommandResult, ErrorEnvelope } from './contract.js';
 import { statusOf } from '../../shared/error-statuses.js';
 import { SdkError, isRejection, isTransient, type HttpAnswer } from './http.js';
+import { within } from './deadline.js';
 import { fullJitter, type Clock } from './timing.js';
 
 export const COMMAND_ATTEMPTS = 4;
@@ -100,19 +101,38 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
 
 /**
  * Keypad digits and mute toggles reach the service in the order the agent pressed them: sent one
- * at a time, each once the one before it is answered (or has failed). Sent side by side, a retry
- * or two requests the service handles concurrently would reorder them: an IVR would get 1-3-2,
- * and Mute then Unmute could land reversed and leave the agent muted. Other commands do not wait
- * behind them (a hangup least of all).
+ * at a time, each once the ones before it are answered (or have failed). Sent side by side, a
+ * retry or two requests the service handles concurrently would reorder them: an IVR would get
+ * 1-3-2, and Mute then Unmute could land reversed and leave the agent muted. Other commands do not
+ * wait behind them (a hangup least of all).
+ *
+ * A command waits at most ORDERED_WAIT_MS behind the others (a network blip holding the one before
+ * it through its retries): then it fails `unreachable`, never sent, rather than reach the call long
+ * after the agent pressed it (a "#" a minute late, a Mute after its effect lapsed on screen). The
+ * ones after it still wait for those before it, so what is sent stays in order.
  */
+export const ORDERED_WAIT_MS = SESSION_WAIT_MS;
+
 export class CommandOrder {
   private static readonly ORDERED: ReadonlySet<Command['kind']> = new Set(['dtmf', 'mute', 'unmute']);
+  /** settles once every ordered command so far has been answered or has failed */
   private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly clock: Clock,
+    /** false once the widget is detached: a command still waiting is not sent */
+    private readonly active: () => boolean,
+  ) {}
 
   run<T>(kind: Command['kind'], send: () => Promise<T>): Promise<T> {
     if (!CommandOrder.ORDERED.has(kind)) return send();
-    const sent = this.tail.then(send);
-    this.tail = sent.catch(() => undefined);
+    const before = this.tail;
+    const late = () => new SdkError('unreachable', 'The command was not sent: the ones pressed before it were not answered in time.');
+    const sent = within(this.clock, ORDERED_WAIT_MS, before, late).then(() => {
+      if (!this.active()) throw new SdkError('detached', 'The widget is detached.');
+      return send();
+    });
+    this.tail = Promise.allSettled([before, sent]);
     return sent;
   }
 }

@@ -43,16 +43,6 @@ export const isFatal = (e: unknown): boolean => e instanceof SdkError && e.code 
 export const isTransient = (e: unknown): boolean =>
   e instanceof SdkError && (e.status === 0 || e.status === 429 || (e.status >= 500 && e.code !== 'hangup_uncertain'));
 
-/**
- * The code of an answer without the service's envelope (a proxy's, a firewall's or a load
- * balancer's page): a 5xx is no answer from the service; a bare 401 still says the credential was
- * refused (an authenticating proxy in front of the API), so the session is asked again.
- */
-function bareCode(status: number): string {
-  if (status >= 500) return 'unreachable';
-  return status === 401 ? 'unauthorized' : 'http_' + status;
-}
-
 /** How long a request may take, answer body included, before it counts as unanswered. */
 export const REQUEST_TIMEOUT_MS = 10_000;
 
@@ -98,7 +88,7 @@ async function exchange<T>(fetchFn: FetchLike, url: string, init: RequestInit): 
   const envelope = (body ?? {}) as { error?: unknown; message?: unknown };
   const retry = Number(response.headers.get('retry-after'));
   throw new SdkError(
-    typeof envelope.error === 'string' ? envelope.error : bareCode(response.status),
+    typeof envelope.error === 'string' ? envelope.error : response.status >= 500 ? 'unreachable' : 'http_' + response.status,
     typeof envelope.message === 'string' ? envelope.message : `HTTP ${response.status}`,
     response.status,
     Number.isFinite(retry) && retry > 0 ? retry : undefined,
@@ -113,7 +103,7 @@ async function exchange<T>(fetchFn: FetchLike, url: string, init: RequestInit): 
 export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => string | null, clock: Clock) {
   const base = baseUrl.replace(/\/+$/, '');
   return <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS) =>
-    send<T>(fetchFn, base + path, {
+    sendWithToken<T>(fetchFn, base + path, {
       method,
       mode: 'cors',
       credentials: 'omit',
@@ -136,4 +126,18 @@ export function postIntegrator<T>(fetchFn: FetchLike, url: string, body: unknown
     headers: { 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
   }, bound);
+}
+
+/**
+ * A widget API request: a bare 401 (no envelope: an authenticating proxy in front of the API)
+ * still says the token was refused, so it is `unauthorized` and the session is asked again. Only
+ * here: from the integrator's own endpoints a 401 is the CRM's own login, not the service's.
+ */
+async function sendWithToken<T>(fetchFn: FetchLike, url: string, init: RequestInit, bound: Bound): Promise<HttpAnswer<T>> {
+  try {
+    return await send<T>(fetchFn, url, init, bound);
+  } catch (error) {
+    if (error instanceof SdkError && error.code === 'http_401') throw new SdkError('unauthorized', error.message, 401, error.retryAfter, error.body);
+    throw error;
+  }
 }

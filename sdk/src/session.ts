@@ -132,6 +132,11 @@ export class SessionKeeper {
     this.refreshTimer = this.d.clock.after(refreshDelayMs(this.expiresAt, this.d.serverNowMs()), () => void this.refresh());
   }
 
+  /** Ends the session as an error (the service answered something the SDK cannot act on). */
+  abort(error: SdkError): void {
+    if (!this.stopped && this.status !== 'unauthorized' && this.status !== 'error') this.fail('error', error);
+  }
+
   stop(): void {
     this.stopped = true;
     this.d.clock.cancel(this.refreshTimer);

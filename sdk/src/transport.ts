@@ -352,16 +352,21 @@ export class Transport {
         this.polling = false;
         if (await this.d.session.rejected(e)) next = 0;
         else return;
+      } else if (!isTransient(e) && !e.code.startsWith('http_')) {
+        // The service itself refused the poll with a code the SDK cannot act on (a not_found: the
+        // apiBaseUrl is wrong): the integration is misconfigured, and no retry will mend it.
+        this.d.session.abort(e);
+        return;
       } else {
-        // Down is when nothing answers: a 429 is the service answering (slow down), not an outage.
+        // Down is when the service does not answer; a 429 is the service answering (slow down).
         this.pollOk = e.status === 429;
         if (e.retryAfter) {
           next = e.retryAfter * 1000;
           this.pollNotBefore = this.d.clock.now() + next;
         } else if (!isTransient(e)) {
-          // An answer the SDK cannot read (a firewall's challenge page, a proxy's 404 while a
-          // deploy swaps nodes): nothing to act on, and no reason to end the session, in the
-          // middle of a call least of all. Polled again, further apart each time it repeats.
+          // An answer that is not the service's (no envelope: a firewall's challenge page, a
+          // proxy's 404 while a deploy swaps nodes): nothing to act on, and no reason to end the
+          // session, in the middle of a call least of all. Polled again, further apart each time.
           next = Math.min(UNREADABLE_POLL_MAX_MS, next * 2 ** Math.min(this.unreadable++, 8));
         }
       }

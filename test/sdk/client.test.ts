@@ -9,7 +9,7 @@ import type { Call, Engine, FailedCommand, Policy, WidgetState } from '../../sdk
 import { Click2CallWidget, type ClientDeps } from '../../sdk/src/client.js';
 import * as SDK from '../../sdk/src/index.js';
 import { systemClock } from '../../sdk/src/timing.js';
-import { ACK_TIMEOUT_MS, COMMAND_ATTEMPTS, SESSION_WAIT_MS } from '../../sdk/src/commands.js';
+import { ACK_TIMEOUT_MS, COMMAND_ATTEMPTS, ORDERED_WAIT_MS, SESSION_WAIT_MS } from '../../sdk/src/commands.js';
 import { REQUEST_TIMEOUT_MS } from '../../sdk/src/http.js';
 import { SOCKET_HEALTHY_MS } from '../../sdk/src/transport.js';
 import { PAIRED_WAIT_MS } from '../../sdk/src/launcher.js';
@@ -522,6 +522,18 @@ describe('answers that are not the service\'s', () => {
     expect(service.count('/widget/state')).toBe(at + 4);
   });
 
+  it('the service\'s own refusal of a poll that nothing will mend (not_found: a wrong apiBaseUrl) is state error', async () => {
+    service.realtimeAvailable = false;
+    start();
+    await flush();
+    service.script.set('/widget/state', [{ status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } }]);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(widget.getState().state).toBe('error');
+    const polls = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(120_000);
+    expect(service.count('/widget/state')).toBe(polls);
+  });
+
   it('a bare 401 on a poll (no envelope: an authenticating proxy) asks the session endpoint again', async () => {
     service.realtimeAvailable = false;
     start();
@@ -892,6 +904,28 @@ describe('commands', () => {
     // the hangup did not wait behind them; the others went in order
     expect(sent.filter((k) => k !== 'hangup')).toEqual(['1', '2', '3', 'mute', 'unmute']);
     expect(sent.indexOf('hangup')).toBeLessThan(sent.indexOf('3'));
+  });
+
+  it('a digit held behind one nothing answers fails unsent after ORDERED_WAIT_MS rather than reach the call late', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    socket.drop();
+    service.script.set('/widget/commands', Array(COMMAND_ATTEMPTS).fill('hang'));
+    const failures: Array<{ kind: string; error: string }> = [];
+    widget.on('commandfailed', (f) => failures.push(f));
+    const first = outcome(widget.sendDigits('1'));
+    const second = outcome(widget.sendDigits('2'));
+    await vi.advanceTimersByTimeAsync(ORDERED_WAIT_MS - 1);
+    expect(second.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(second.error).toMatchObject({ code: 'unreachable' });
+    expect(failures).toEqual([expect.objectContaining({ kind: 'dtmf', error: 'unreachable' })]);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(first.error).toMatchObject({ code: 'unreachable' });
+    // "2" never went: every request was "1"'s
+    const posts = service.requests.filter((r) => r.path === '/widget/commands');
+    expect(posts.length).toBe(COMMAND_ATTEMPTS);
+    expect(new Set(posts.map((p) => p.body.digits))).toEqual(new Set(['1']));
   });
 
   it('gives up a command POST never answered after ACK_TIMEOUT_MS and sends it again; a hangup nothing answers is reported hangup_uncertain', async () => {

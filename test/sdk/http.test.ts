@@ -46,3 +46,20 @@ describe('request time limits', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 });
+
+describe('answers without the envelope', () => {
+  const bare = (status: number): FetchLike => async () => new Response('<html>denied</html>', { status, headers: { 'content-type': 'text/html' } });
+
+  it('a bare 401 from the widget API is unauthorized (the session is asked again); from an integrator endpoint it stays http_401', async () => {
+    const api = widgetApi(bare(401), 'https://c2c.example/api/v1/click2call', () => 'c2cw_1', systemClock);
+    expect(await api('GET', '/widget/state').catch((e) => e)).toMatchObject({ code: 'unauthorized', status: 401 });
+    const crm = await postIntegrator(bare(401), '/crm/call', {}, {}, { clock: systemClock, ms: 1000 }).catch((e) => e);
+    expect(crm).toMatchObject({ code: 'http_401', status: 401 });
+  });
+
+  it('any other bare 4xx is http_<status>, a bare 5xx no answer from the service', async () => {
+    const api = (status: number) => widgetApi(bare(status), 'https://c2c.example/api/v1/click2call', () => 'c2cw_1', systemClock)('GET', '/widget/state').catch((e) => e);
+    expect(await api(403)).toMatchObject({ code: 'http_403', status: 403 });
+    expect(await api(502)).toMatchObject({ code: 'unreachable', status: 502 });
+  });
+});
