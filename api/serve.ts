@@ -7,7 +7,8 @@ import type { FastifyInstance } from 'fastify';
 import { startGateway, type Gateway } from '../gateway/server.js';
 import { buildApp } from './app.js';
 import { openBus } from './bus/index.js';
-import { startAdminBridge } from './cli/admin-bridge.js';
+import { startAdminBridge, type AdminBridge } from './cli/admin-bridge.js';
+import { drainServer } from './http/drain.js';
 import { systemClock, type Clock } from './clock.js';
 import { ConfigError, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
@@ -29,18 +30,7 @@ export type Role = 'api' | 'gateway' | 'all';
 export const DRAIN_MS = 7_000;
 
 /** Stops taking requests, lets those in flight finish for up to `ms`, then cuts the rest. */
-async function drain(app: FastifyInstance, ms: number): Promise<void> {
-  // Closing closes the connections idle at that moment; one whose request finishes later stays
-  // open for its next request (keep-alive) and would hold the close up: it is closed once idle.
-  const idle = setInterval(() => app.server.closeIdleConnections(), 50);
-  const cut = setTimeout(() => app.server.closeAllConnections(), ms);
-  try {
-    await app.close();
-  } finally {
-    clearInterval(idle);
-    clearTimeout(cut);
-  }
-}
+const drain = (app: FastifyInstance, ms: number) => drainServer(app.server, ms, () => app.close());
 
 export interface RunningNode {
   role: Role;
@@ -155,13 +145,14 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
       await startupStep(`the API cannot listen on ${config.host}:${config.port} (HOST, PORT)`, () => app.listen({ port: config.port, host: config.host }));
       node.app = app;
       node.url = localUrl(app.server.address() as AddressInfo);
-      const bridge = await startupStep('the admin bridge cannot listen on loopback (127.0.0.1 or ::1)', () => startAdminBridge(services));
-      services.reaper.start();
+      let bridge: AdminBridge | undefined;
+      // registered at once, so that a start failing after this point still closes the listener
       cleanups.push(async () => {
-        await bridge.close();
-        // the reaper's tick under way and the requests in flight finish before the store closes
-        await Promise.all([services.reaper.stop(), drain(app, DRAIN_MS)]);
+        // the reaper's tick under way, the requests and operator commands in flight finish before the store closes
+        await Promise.all([services.reaper.stop(), drain(app, DRAIN_MS), bridge?.close(DRAIN_MS)]);
       });
+      bridge = await startupStep('the admin bridge cannot listen on loopback (127.0.0.1 or ::1)', () => startAdminBridge(services));
+      services.reaper.start();
       if (options.demo) {
         const credentials = await announceDemo(services, config, app);
         // DEMO_PORT=0 seeds the tenant without running the demo CRM (benchmarks, some tests).
@@ -186,7 +177,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
 }
 
 /**
- * The URL this machine reaches a listening address at (the admin bridge's, the demo CRM's): an
+ * The URL this machine reaches a listening address at (the API's, for the demo CRM): an
  * address that is every interface's is reached on loopback, any other as it is.
  */
 export function localUrl(address: AddressInfo): string {

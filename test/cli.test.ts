@@ -138,6 +138,41 @@ describe('the admin bridge', () => {
   });
 });
 
+describe('the admin bridge stopping', () => {
+  it('lets a command under way finish before it closes (the store closes after it), and takes no new one', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-drain-'));
+    const h = await createHarness('pglite', { dataDir });
+    // every statement of the command takes 300 ms more
+    const db = h.services.db;
+    const slowDb = new Proxy(db, {
+      get: (target, prop) =>
+        prop === 'query' ? async (text: string, params?: unknown[]) => (await new Promise((r) => setTimeout(r, 300)), target.query(text, params)) : Reflect.get(target, prop, target),
+    });
+    const bridge = await startAdminBridge({ ...h.services, db: slowDb } as typeof h.services);
+    try {
+      const admin = JSON.parse(readFileSync(join(dataDir, 'admin.json'), 'utf8')) as { url: string; token: string };
+      const answer = fetch(admin.url + ADMIN_PATH, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ argv: ['--json', 'account', 'create', '--name', 'Drained Co'] }),
+      });
+      await new Promise((r) => setTimeout(r, 100)); // the command is running
+      const closed = bridge.close(5000);
+      const reply = await answer;
+      expect(reply.status).toBe(200);
+      expect(await reply.json()).toMatchObject({ code: 0 });
+      await closed;
+      expect(existsSync(join(dataDir, 'admin.json'))).toBe(false);
+      expect((await db.query('SELECT 1 FROM accounts WHERE name = $1', ['Drained Co'])).length).toBe(1);
+      await expect(fetch(admin.url + ADMIN_PATH, { method: 'POST' })).rejects.toThrow();
+    } finally {
+      await bridge.close();
+      await h.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('--file', () => {
   it('is read by the c2c process, relative to its own directory, and only its text reaches the command', () => {
     const dir = mkdtempSync(join(tmpdir(), 'c2c-files-'));
@@ -218,7 +253,7 @@ describe('the c2c binary', () => {
     expect((await fetch(`${node.url}/healthz`)).status).toBe(200);
   }, 90_000);
 
-  it('reaches a server that listens on one address only (HOST=::1) through the bridge', async () => {
+  it('runs commands through the bridge of a server whose API listens on one address only (HOST=::1)', async () => {
     const ownDir = mkdtempSync(join(tmpdir(), 'c2c-cli-v6-'));
     const ownEnv = { ...env, C2C_DATA_DIR: ownDir };
     const v6 = await startNode(loadConfig({ ...ownEnv, HOST: '::1', PORT: '0', GATEWAY_PORT: '0' }), { logger: false });

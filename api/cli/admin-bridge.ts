@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { C2CError } from '../../shared/errors.js';
 import { statusOf } from '../../shared/error-statuses.js';
 import { sha256, secretMatches } from '../domain/credentials.js';
+import { drainServer } from '../http/drain.js';
 import type { Services } from '../services.js';
 import type { AttachedFiles } from './files.js';
 import { Output } from './output.js';
@@ -46,8 +47,8 @@ export interface CliResult {
 export interface AdminBridge {
   /** where this machine reaches it (admin.json's url) */
   url: string;
-  /** stops serving and removes admin.json */
-  close(): Promise<void>;
+  /** removes admin.json, stops taking commands, and lets those running finish for up to `drainMs` */
+  close(drainMs?: number): Promise<void>;
 }
 
 /** Runs one c2c command line against services; never throws. */
@@ -74,22 +75,35 @@ export async function runCommand(argv: string[], services: () => Promise<Service
 export async function startAdminBridge(services: Services): Promise<AdminBridge> {
   const token = randomBytes(24).toString('hex');
   const tokenHash = sha256(token);
+  // the commands running: a stop lets them finish (a revoke half done would leave the operator unsure)
+  const running = new Set<Promise<void>>();
   const server = createServer({ requestTimeout: ADMIN_REQUEST_TIMEOUT_MS }, (request, response) => {
-    serve(request, tokenHash, services).then(
+    const answered = serve(request, tokenHash, services).then(
       ({ status, body }) => reply(response, status, body),
       (error: unknown) => reply(response, ...refusal(error)),
     );
+    running.add(answered);
+    void answered.finally(() => running.delete(answered));
   });
   const url = await listenOnLoopback(server);
   const file = join(services.config.dataDir, 'admin.json');
-  mkdirSync(services.config.dataDir, { recursive: true });
-  writeFileSync(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile), { mode: 0o600 });
+  const close = (drainMs = 0) => drainServer(server, drainMs, () => new Promise<void>((resolve) => server.close(() => resolve())));
+  try {
+    mkdirSync(services.config.dataDir, { recursive: true });
+    writeFileSync(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile), { mode: 0o600 });
+  } catch (error) {
+    await close();
+    throw error;
+  }
   return {
     url,
-    close: async () => {
+    close: async (drainMs = 0) => {
+      const until = Date.now() + drainMs;
       rmSync(file, { force: true });
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await close(drainMs);
+      // a command whose caller went away (its connection cut) may still run: the store closes after it, within the same drain
+      const left = Math.max(0, until - Date.now());
+      await Promise.race([Promise.allSettled([...running]), new Promise((resolve) => setTimeout(resolve, left).unref())]);
     },
   };
 }

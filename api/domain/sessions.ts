@@ -36,6 +36,13 @@ export interface WidgetSessionRow {
   server_key_id: string | null;
 }
 
+/**
+ * How long after its server key is rotated or revoked a widget session is still refreshed: time
+ * for the integrator to deploy the new key to its backend. A widget refused sooner would ask a
+ * backend still holding the old key, be refused again, and end (unauthorized) mid-shift.
+ */
+export const ROTATED_KEY_REFRESH_GRACE_MS = 60 * 60_000;
+
 /** The id naming a token's session: its first token's. */
 const sessionOf = (row: Pick<WidgetSessionRow, 'id' | 'family_id'>) => row.family_id ?? row.id;
 
@@ -178,12 +185,15 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
         const [first] = await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1 FOR UPDATE', [family]);
         const [own] = family === session.id ? [first] : await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM widget_sessions WHERE id = $1', [session.id]);
         if (first?.revoked_at != null || own?.revoked_at != null) throw new C2CError('unauthorized', 'The widget session has ended.');
-        // A session lives on by refreshes only while the key that made it is current: after a
-        // rotation (a leak, say) what the old key made ends within one token lifetime, and the
-        // SDK, refused, asks the backend, which holds the new key, for a new session.
+        // A session lives on by refreshes only while the key that made it is current, or was
+        // until lately: after a rotation (a leak, say) what the old key made ends within the
+        // grace and one token lifetime, and the SDK, refused, asks the backend, which by then
+        // holds the new key, for a new session.
         if (session.server_key_id !== null) {
           const [key] = await sql.query<{ revoked_at: number | null }>('SELECT revoked_at FROM server_keys WHERE id = $1', [session.server_key_id]);
-          if (!key || key.revoked_at !== null) throw new C2CError('unauthorized', 'The server key that created this widget session was rotated or revoked; ask the session endpoint again.');
+          if (!key || (key.revoked_at !== null && key.revoked_at + ROTATED_KEY_REFRESH_GRACE_MS <= clock.now())) {
+            throw new C2CError('unauthorized', 'The server key that created this widget session was rotated or revoked; ask the session endpoint again.');
+          }
         }
         const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, session.server_key_id, family);
         const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeServerKey, rotateServerKey, setCoverage, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { issueServerKey } from '../../api/domain/server-keys.js';
+import { ROTATED_KEY_REFRESH_GRACE_MS } from '../../api/domain/sessions.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -67,24 +68,37 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
     t.serverKey = await rotateServerKey(deps(), t.integrationId);
   });
 
-  it('a widget session made with a key rotated or revoked since keeps working until its token expires, and is not refreshed: the widget asks its backend again', async () => {
+  it('a widget session made with a key rotated or revoked since is refreshed for ROTATED_KEY_REFRESH_GRACE_MS more, then not: the widget asks its backend again', async () => {
     const refresh = (token: string) => api.post('/widget/refresh', {}, { auth: token, origin: ORIGIN });
-    const before = await newSession();
-    // refreshed while its key is current, and the refreshed token carries the key on
-    const refreshed = await refresh(before);
-    expect(refreshed.status).toBe(200);
+    let before = await newSession();
     const fresh = await rotateServerKey(deps(), t.integrationId);
-    // what the old key made still reads the state (the spec ends sessions at once only with the integration)
-    expect((await state(refreshed.body.widget_token)).status).toBe(200);
-    const refused = await expectError(refresh(refreshed.body.widget_token), 401, 'unauthorized');
+    // the backend has an hour to deploy the new key: what the old key made is refreshed meanwhile
+    for (let i = 0; i < 2; i++) {
+      await h.clock.advanceSeconds(1500);
+      const refreshed = await refresh(before);
+      expect(refreshed.status).toBe(200);
+      before = refreshed.body.widget_token;
+    }
+    await h.clock.advanceSeconds(ROTATED_KEY_REFRESH_GRACE_MS / 1000 - 3000);
+    // past the grace: it still reads the state until it expires (the spec ends sessions at once only with the integration), but is not refreshed
+    expect((await state(before)).status).toBe(200);
+    const refused = await expectError(refresh(before), 401, 'unauthorized');
     expect(refused.body.message).toContain('rotated or revoked');
-    await expectError(refresh(before), 401, 'unauthorized');
     // the backend's new key makes a session that refreshes
     t.serverKey = fresh;
-    const after = await newSession();
-    expect((await refresh(after)).status).toBe(200);
+    const after = await refresh(await newSession());
+    expect(after.status).toBe(200);
+    // revoking the key (no new one) is the same: refreshed within the grace, then not
     await revokeServerKey(deps(), t.integrationId);
-    await expectError(refresh(after), 401, 'unauthorized');
+    let token = after.body.widget_token;
+    for (let i = 0; i < 2; i++) {
+      await h.clock.advanceSeconds(1500);
+      const refreshed = await refresh(token);
+      expect(refreshed.status).toBe(200);
+      token = refreshed.body.widget_token;
+    }
+    await h.clock.advanceSeconds(1500);
+    await expectError(refresh(token), 401, 'unauthorized');
     t.serverKey = await rotateServerKey(deps(), t.integrationId);
   });
 

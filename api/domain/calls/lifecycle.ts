@@ -104,8 +104,10 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
  * provider then reports it answered and talked on (a final `completed` with a CallDuration): the
  * far end picked up just before the hangup, and that callback was on its way. The provider bills
  * that talk, so the call becomes `completed`, with the provider's times, and is billed (once: the
- * ledger). Only an end the service decided (not the provider's own final callback) of a call the
- * provider dialed is revised; returns the row when it was.
+ * ledger). Only a call the provider dialed, and not one ended by the provider's own final report
+ * of a leg it was not asked to end (end_reason provider or far_end), is revised; a final report
+ * after a hangup request is recorded `hangup` too, and would need a second final of the same
+ * bound leg with talk time, which the provider does not send. Returns the row when revised.
  */
 export async function reviseAsAnswered(sql: Sql, changes: Changes, nowMs: number, callId: string, answeredAt: number, endedAt: number): Promise<CallRow | undefined> {
   const [call] = await sql.query<CallRow>(
