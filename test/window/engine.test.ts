@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWork, SocketEnd } from '../../shared/events.js';
 import type { EngineCommand, HeartbeatRequest, HeartbeatResponse } from '../../shared/schemas/engine-api.js';
 import type { Call } from '../../shared/types.js';
-import { EngineApi, REQUEST_TIMEOUT_MS, type Paired } from '../../window/src/api.js';
+import { ApiError, EngineApi, REQUEST_TIMEOUT_MS, type Paired } from '../../window/src/api.js';
 import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
 import { Engine, type EngineSocketLike } from '../../window/src/engine.js';
@@ -198,6 +198,27 @@ function eventfulDevice() {
 }
 
 describe('Engine', () => {
+  it('takes a heartbeat the gateway could not (its store out of reach: 503) over REST, where another node answers', async () => {
+    const { socket, server, instance } = await engine();
+    socket.up();
+    socket.heartbeat = vi.fn(async () => {
+      throw new ApiError(503, 'service_unavailable', 'The database is not answering; retry shortly.');
+    });
+    const rest = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(socket.heartbeat).toHaveBeenCalled();
+    expect(server.heartbeats().length).toBeGreaterThan(rest);
+    expect(instance.model().message).toBeNull(); // not "reconnecting": the service heard it
+    // a refusal over the socket stays the service's answer: nothing is sent again over REST
+    socket.heartbeat = vi.fn(async () => {
+      throw new ApiError(429, 'rate_limited', 'Too many requests.', 5000);
+    });
+    const afterRefusal = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(socket.heartbeat).toHaveBeenCalled();
+    expect(server.heartbeats().length).toBe(afterRefusal);
+  });
+
   it("heartbeats at once on a widget's nudge while its socket is down, at most once a second, and ignores nudges while the socket carries pushes", async () => {
     const { instance, server, socket } = await engine();
     socket.down();

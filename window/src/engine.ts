@@ -320,7 +320,10 @@ export class Engine {
       try {
         return await socket.heartbeat(report);
       } catch (error) {
-        if (error instanceof ApiError) throw error;
+        // A refusal is the service's answer; a failure of the gateway's node (its store out of
+        // reach: service_unavailable) is not the service's: another node may take the report over
+        // REST, and a window heard by nobody for 90 s has its calls ended.
+        if (error instanceof ApiError && error.status < 500) throw error;
         // No reply in time: the socket is half dead; REST decides.
       }
     }
