@@ -1,11 +1,13 @@
 /**
  * The time-driven rules (spec sections 3 and 8), run every second on every API node against the
- * injectable clock; each rule is a conditional update, so nodes running it together do it once.
+ * injectable clock; each rule is a conditional update, so nodes running it together do it once,
+ * and what each rule changed is announced as soon as it is done.
  * - a queued intent expires after 60 s;
  * - an engine silent for 30 s no longer holds its calls (orphaned);
  * - an engine silent for 90 s is offline, and its calls are ended through the provider (one whose
- *   socket dropped is offline sooner, unless on a call: engines/dropped.ts), asked again with a
- *   backoff while the provider cannot be reached;
+ *   socket dropped is offline sooner, unless on a call: engines/dropped.ts), a hundred a tick, four
+ *   at a time, asked again with a backoff kept on the call (shared by the nodes) while the provider
+ *   cannot be reached;
  * - a claimed intent whose provider leg never started fails after 60 s;
  * - a call whose final provider callback is overdue by 30 s is hung up through the provider and
  *   ended: inbound unanswered past its ring window, outbound ringing for 30 s, answered past its
@@ -43,10 +45,19 @@ export const PROVIDER_FINAL_CALLBACK_GRACE_SECONDS = 30;
 
 /**
  * decided: a call of an offline engine whose provider hangup failed (the provider unreachable) is
- * asked again 2 s later, then doubling up to every 60 s, per API node: every tick of every node
- * asking the provider each second for each such call is what a provider outage does not need.
+ * asked again 2 s later, then doubling up to every 60 s, whichever API node asks: every tick of
+ * every node asking the provider each second for each such call is what a provider outage does
+ * not need. The wait is kept on the call (abandoned_retry_at), which is also the claim that keeps
+ * two nodes from asking at once.
  */
 export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const;
+/**
+ * decided: the calls of silent windows one tick asks the provider to end, and how many at a time.
+ * An office that loses its link leaves hundreds at once: one after another, each a provider round
+ * trip, they would hold up the tick's other rules for minutes; the rest go on the next ticks.
+ */
+export const ABANDONED_PER_TICK = 100;
+export const ABANDONED_AT_ONCE = 4;
 
 export interface ReaperDeps {
   db: Db;
@@ -66,8 +77,6 @@ export function createReaper(deps: ReaperDeps) {
   let credentialsDueAt = -Infinity;
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
-  /** per call of an offline engine whose hangup failed: when to ask again, and the wait before that */
-  const hangupRetries = new Map<string, { at: number; waitMs: number }>();
   /** when this reaper first ran without judging silence, in the current run of such ticks */
   let unjudgedSince: number | undefined;
 
@@ -129,28 +138,28 @@ export function createReaper(deps: ReaperDeps) {
 
   /** Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider. */
   async function endAbandoned(changes: Changes, now: number) {
-    const abandoned = await db.query<CallRow>(
-      `SELECT c.* FROM call_intents c JOIN engines e ON e.id = c.engine_id
-       WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1`,
-      [now - LIMITS.engineOfflineAfterSeconds * 1000],
+    const due = await db.query<{ id: string }>(
+      `SELECT c.id FROM call_intents c JOIN engines e ON e.id = c.engine_id
+       WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
+       ORDER BY c.created_at LIMIT $3`,
+      [now - LIMITS.engineOfflineAfterSeconds * 1000, now, ABANDONED_PER_TICK],
     );
-    // calls no longer abandoned (ended, or their window back) are forgotten
-    const ids = new Set(abandoned.map((call) => call.id));
-    for (const id of hangupRetries.keys()) if (!ids.has(id)) hangupRetries.delete(id);
-    for (const call of abandoned) {
-      const retry = hangupRetries.get(call.id);
-      if (retry && now < retry.at) continue;
+    await inParallel(due, ABANDONED_AT_ONCE, async ({ id }) => {
+      // Claimed for this attempt, with the wait before the next should it fail: another node
+      // ticking now finds it claimed, and a failure needs no more bookkeeping.
+      const [claimed] = await db.query<{ abandoned_retry_ms: number }>(
+        `UPDATE call_intents SET abandoned_retry_ms = LEAST(coalesce(abandoned_retry_ms * 2, $3), $4), abandoned_retry_at = $2 + LEAST(coalesce(abandoned_retry_ms * 2, $3), $4)
+         WHERE id = $1 AND status IN (${ON_ENGINE_STATUS_LIST}) AND (abandoned_retry_at IS NULL OR abandoned_retry_at <= $2) RETURNING abandoned_retry_ms`,
+        [id, now, ABANDONED_HANGUP_RETRY.firstMs, ABANDONED_HANGUP_RETRY.maxMs],
+      );
+      if (!claimed) return;
       try {
-        const ended = await hangupCall(deps, call.id, 'engine_offline');
-        changes.merge(ended.changes);
-        hangupRetries.delete(call.id);
+        changes.merge((await hangupCall(deps, id, 'engine_offline')).changes);
       } catch (error) {
-        // The provider is unreachable (or the call was deleted meanwhile): asked again later.
-        const waitMs = retry ? Math.min(retry.waitMs * 2, ABANDONED_HANGUP_RETRY.maxMs) : ABANDONED_HANGUP_RETRY.firstMs;
-        hangupRetries.set(call.id, { at: now + waitMs, waitMs });
-        deps.log?.(`could not end call ${call.id} of an offline engine; asking again in ${waitMs / 1000} s`, error);
+        // The provider is unreachable (or the call was deleted meanwhile): asked again after the claimed wait.
+        deps.log?.(`could not end call ${id} of an offline engine; asking again in ${claimed.abandoned_retry_ms / 1000} s`, error);
       }
-    }
+    });
   }
 
   async function failUnconnected(changes: Changes, now: number) {
@@ -204,31 +213,36 @@ export function createReaper(deps: ReaperDeps) {
     }
   }
 
-  /** One pass of every rule at the clock's current time. */
-  async function tick(): Promise<void> {
+  /** Runs a rule and announces what it changed at once, not at the end of the tick. */
+  async function apply(rule: (changes: Changes, now: number) => Promise<void>, now: number): Promise<void> {
     const changes = new Changes();
-    const now = clock.now();
     try {
-      await expireQueued(changes, now);
-      if (silenceJudgeable(now)) {
-        await orphanStale(changes, now);
-        await markOffline(changes, now);
-        await endAbandoned(changes, now);
-      }
-      await failUnconnected(changes, now);
-      await endOverdue(changes, now);
-      if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
-        prunedAt = now;
-        await pruneCommands(db, now, deps.commandRetentionMs);
-      }
-      if (now >= credentialsDueAt) {
-        // a pass that fails (the store) comes back as soon as a backlog's would
-        credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
-        const { more } = await pruneDeadCredentials(db, now);
-        if (!more) credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
-      }
+      await rule(changes, now);
     } finally {
       changes.publish(bus);
+    }
+  }
+
+  /** One pass of every rule at the clock's current time. */
+  async function tick(): Promise<void> {
+    const now = clock.now();
+    await apply(expireQueued, now);
+    if (silenceJudgeable(now)) {
+      await apply(orphanStale, now);
+      await apply(markOffline, now);
+      await apply(endAbandoned, now);
+    }
+    await apply(failUnconnected, now);
+    await apply(endOverdue, now);
+    if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
+      prunedAt = now;
+      await pruneCommands(db, now, deps.commandRetentionMs);
+    }
+    if (now >= credentialsDueAt) {
+      // a pass that fails (the store) comes back as soon as a backlog's would
+      credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
+      const { more } = await pruneDeadCredentials(db, now);
+      if (!more) credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
     }
   }
 
@@ -254,3 +268,12 @@ export function createReaper(deps: ReaperDeps) {
 }
 
 export type Reaper = ReturnType<typeof createReaper>;
+
+/** Runs `work` for every item, at most `limit` at a time. */
+async function inParallel<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) await work(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+}

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIMITS } from '../../shared/limits.js';
 import { consumeForDial } from '../../api/domain/calls/dial.js';
 import { hangupCall } from '../../api/domain/calls/hangup.js';
+import { createReaper } from '../../api/domain/reaper.js';
 import type { Db } from '../../api/store/index.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { waitFor } from '../helpers/processes.js';
@@ -378,6 +379,22 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
         await h.clock.advanceSeconds(1);
       }
       // asked at once, then 2, 4 and 8 s after each failure: 4 times in 21 ticks
+      expect(simulator.hangupsAsked(sid)).toBe(1 + 3);
+      expect(await getCall(t, id)).toMatchObject({ status: 'connected', ended_at: null });
+    });
+
+    it('shares the claim and the wait between API nodes: two reapers ticking together ask as often as one', async () => {
+      const { t, id } = await dialed(UNREACHABLE_ON_HANGUP);
+      await h.clock.advanceSeconds(3);
+      const sid = (await h.services.db.query<{ provider_call_sid: string }>('SELECT provider_call_sid FROM call_intents WHERE id = $1', [id]))[0]!.provider_call_sid;
+      const simulator = h.services.providers.simulator;
+      // a second API node on the same store
+      const other = createReaper({ db: h.services.db, bus: h.services.bus, clock: h.clock, providers: h.services.providers });
+      await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds);
+      for (let second = 0; second <= 20; second += 1) {
+        await Promise.all([h.services.reaper.tick(), other.tick()]);
+        await h.clock.advanceSeconds(1);
+      }
       expect(simulator.hangupsAsked(sid)).toBe(1 + 3);
       expect(await getCall(t, id)).toMatchObject({ status: 'connected', ended_at: null });
     });
