@@ -11,6 +11,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { runCommand } from '../../api/cli/admin-bridge.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { createMember } from '../../api/domain/operator/accounts.js';
 import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
 import { LIMITS } from '../../shared/limits.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
@@ -336,6 +337,32 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     await h.clock.advanceSeconds(1);
     expect((await callStatus(t, id)).status).toBe('no_answer');
     expect((await state(agent.widgetToken)).call).toMatchObject({ request_id: id, status: 'no_answer' });
+  });
+
+  it('rings the agent idle longest since their last call, whichever window carried it, and not a window gone silent', async () => {
+    const t = await seedTenant(h.services);
+    const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+    await createMember(deps, { accountId: t.accountId, email: 'bo@acme.example', name: 'Bo', departmentId: t.salesId });
+    const ana = await readyAgent(api, t);
+    await h.clock.advanceSeconds(1);
+    const bo = await readyAgent(api, t, 'bo@acme.example');
+    // Ana's window opened first: hers rings; she declines at once
+    const first = await inbound(t);
+    expect((await state(ana.widgetToken)).call?.request_id).toBe(first.body.request_id);
+    expect((await command(api, ana.widgetToken, { kind: 'decline', request_id: 'idle-decline-1' })).body.status).toBe('done');
+    // she reloads her window: a new engine with no calls of its own. Bo has been idle longer (since his window opened).
+    await h.clock.advanceSeconds(1);
+    const anaAgain = await readyAgent(api, t);
+    await heartbeat(api, bo.engineToken);
+    const second = await inbound(t);
+    expect((await state(bo.widgetToken)).call?.request_id).toBe(second.body.request_id);
+    expect((await command(api, bo.widgetToken, { kind: 'decline', request_id: 'idle-decline-2' })).body.status).toBe('done');
+    // Ana's window then goes silent past LIMITS.engineStaleSeconds (crashed, asleep): Bo's rings, though he had the last call
+    await h.clock.advanceSeconds(LIMITS.engineStaleSeconds);
+    await heartbeat(api, bo.engineToken);
+    const third = await inbound(t);
+    expect((await state(bo.widgetToken)).call?.request_id).toBe(third.body.request_id);
+    expect((await state(anaAgain.widgetToken)).call?.request_id).not.toBe(third.body.request_id);
   });
 
   it('refuses an incoming call with 409 agent_offline when no agent is routable', async () => {

@@ -6,6 +6,7 @@
  * the Twilio driver; this is what the demo and integrators' CI use.
  */
 import { C2CError } from '../../../shared/errors.js';
+import { LIMITS } from '../../../shared/limits.js';
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
@@ -45,7 +46,7 @@ export async function injectInbound(
   // Asked before ringing, so that a call nobody can take rings no leg; asked again, and decided, with
   // the call's insert, under the integration's lock (as POST /calls takes it): two calls arriving
   // together, or a call requested meanwhile, must not give one agent two live calls.
-  if (!(await chooseAgent(db, integration, request))) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
+  if (!(await chooseAgent(db, integration, request, clock.now()))) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
 
   const changes = new Changes();
   const id = newId(ID_PREFIX.callIntent);
@@ -55,9 +56,9 @@ export async function injectInbound(
   try {
     call = await db.tx(
       async (sql) => {
-        const chosen = await chooseAgent(sql, integration, request);
-        if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const now = clock.now();
+        const chosen = await chooseAgent(sql, integration, request, now);
+        if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const [row] = await sql.query<CallRow>(
           `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
              department, policy, engine_id, provider, provider_call_sid, created_at, expires_at)
@@ -97,19 +98,27 @@ interface Chosen {
   department: string | null;
 }
 
-/** The routable agent that has been idle longest, or undefined when there is none. */
-async function chooseAgent(sql: Sql, integration: IntegrationRow, request: InboundRequest): Promise<Chosen | undefined> {
-  const candidates = await sql.query<EngineRow & { last_call_at: number | null }>(
-    `SELECT e.*,
-            (SELECT max(coalesce(c.ended_at, c.created_at)) FROM call_intents c WHERE c.engine_id = e.id) AS last_call_at
-     FROM engines e JOIN members m ON m.id = e.member_id
+/**
+ * The routable agent that has been idle longest, or undefined when there is none. Idle since the
+ * end of the agent's last call (whichever window carried it: a window reloaded after each call
+ * must not make its agent the longest idle), or, for an agent who has had none, since the window
+ * opened. A window silent for LIMITS.engineStaleSeconds no longer holds calls (orphaned): it is
+ * not rung either, or the caller would ring out on a window that crashed or sleeps.
+ */
+async function chooseAgent(sql: Sql, integration: IntegrationRow, request: InboundRequest, now: number): Promise<Chosen | undefined> {
+  const candidates = await sql.query<EngineRow>(
+    `SELECT e.* FROM engines e JOIN members m ON m.id = e.member_id
        JOIN integrations i ON i.id = e.integration_id AND i.status = 'active'
        JOIN accounts a ON a.id = i.account_id AND a.status = 'active'
      WHERE e.integration_id = $1 AND e.state = 'ready' AND e.mic_ready AND e.available AND e.registered AND NOT e.busy
+       AND e.last_seen_at > $3
        AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}))
        AND ($2::text IS NULL OR lower(m.email) = lower($2))
-     ORDER BY last_call_at ASC NULLS FIRST, e.created_at ASC`,
-    [integration.id, request.memberEmail ?? null],
+     ORDER BY coalesce(
+         (SELECT coalesce(c.ended_at, c.created_at) FROM call_intents c
+          WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id ORDER BY c.created_at DESC LIMIT 1),
+         e.created_at) ASC, e.created_at ASC`,
+    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000],
   );
   for (const engine of candidates) {
     try {
