@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_BODY_LIMIT, ADMIN_PATH, runCommand, startAdminBridge } from '../api/cli/admin-bridge.js';
 import { fileArguments, readAttachedFiles } from '../api/cli/files.js';
+import { integrationsAllowingAll } from '../api/domain/operator/integrations.js';
 import { buildApp } from '../api/app.js';
 import { loadConfig } from '../api/config.js';
 import { startNode, type RunningNode } from '../api/serve.js';
@@ -60,6 +61,21 @@ describe('c2c operator commands', () => {
     expect(row.allowed_origins).toEqual(['https://ok.example']);
     const accepted = await c2c('integration', 'origins', id, '--origin', 'https://fine.example', '--origin', 'HTTPS://Other.Example:8443');
     expect(accepted.json.allowed_origins).toEqual(['https://fine.example', 'https://other.example:8443']);
+  });
+
+  it('warns of Allow all origins until it is switched off: with it on, after every command on that integration', async () => {
+    const account = await c2c('account', 'create', '--name', 'Open');
+    const id = (await c2c('integration', 'create', '--account', account.json.id, '--name', 'O', '--origin', 'https://o.example')).json.integration_id;
+    const on = await runCommand(['integration', 'allow-all', id, 'on'], async () => h.services);
+    expect(on.stdout.join('\n')).toContain(`WARNING: integration ${id} allows all origins`);
+    const policy = await c2c('integration', 'policy', id, '--inbound', 'off');
+    expect(policy.code).toBe(0);
+    expect(policy.stderr.map((line) => JSON.parse(line))).toEqual([{ warning: expect.stringContaining(`c2c integration allow-all ${id} off`) }]);
+    expect(await integrationsAllowingAll(h.services.db)).toContain(id);
+    await c2c('integration', 'allow-all', id, 'off');
+    const quiet = await c2c('integration', 'policy', id, '--inbound', 'on');
+    expect([quiet.code, quiet.stderr]).toEqual([0, []]);
+    expect(await integrationsAllowingAll(h.services.db)).not.toContain(id);
   });
 
   it('switches the platform off and on', async () => {

@@ -9,6 +9,11 @@ export class Output {
     this.lines.push(this.json ? JSON.stringify(value, null, 2) : human);
   }
 
+  /** A warning: to standard error, the command still succeeds. */
+  warn(message: string): void {
+    this.errors.push(this.json ? JSON.stringify({ warning: message }) : `warning: ${message}`);
+  }
+
   error(message: string): void {
     this.errors.push(this.json ? JSON.stringify({ ok: false, error: message }) : `error: ${message}`);
   }

@@ -17,6 +17,7 @@ import {
 } from '../domain/operator/accounts.js';
 import {
   createIntegration,
+  allowAllWarning,
   mapIntegratorUuid,
   rotateServerKey,
   revokeServerKey,
@@ -204,6 +205,14 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   }
 
   const integration = program.command('integration').description('integrations, keys, origins, policy, coverage');
+  // Spec section 1: the Allow all origins warning shows until it is switched off: after every
+  // command on such an integration (allow-all on says it in its own answer).
+  integration.hook('postAction', async (_integration, action) => {
+    const id = action.args[0];
+    if (action.name() === 'allow-all' || typeof id !== 'string') return;
+    const [row] = await (await deps()).db.query<{ allow_all_origins: boolean }>('SELECT allow_all_origins FROM integrations WHERE id = $1', [id]);
+    if (row?.allow_all_origins) out.warn(allowAllWarning(id));
+  });
   withPolicyOptions(
     integration
       .command('create')
@@ -242,9 +251,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       const row = await setAllowAllOrigins(await deps(), id, onOff(value));
       out.result(
         { integration_id: id, allow_all_origins: row.allow_all_origins },
-        row.allow_all_origins
-          ? 'WARNING: any site may now use this integration\'s widget. Switch it off before going live.'
-          : 'allow all origins: off',
+        row.allow_all_origins ? `WARNING: ${allowAllWarning(id)}` : 'allow all origins: off',
       );
     });
   integration.command('identifier-mode <integrationId> <mode>').action(async (id: string, mode: string) => {

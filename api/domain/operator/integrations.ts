@@ -7,7 +7,7 @@
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import { parseOrigin } from '../../../shared/origin.js';
 import type { Control, IdentifierMode, NumberVisibility, WidgetDefaults } from '../../../shared/types.js';
-import type { Sql } from '../../store/index.js';
+import type { Db, Sql } from '../../store/index.js';
 import { newId } from '../credentials.js';
 import type { CoverageMode, IntegrationRow, MemberOverrides, WindowMode } from '../integrations/model.js';
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
@@ -136,6 +136,16 @@ export const setOrigins = (deps: OperatorDeps, integrationId: string, lines: str
 
 export const setAllowAllOrigins = (deps: OperatorDeps, integrationId: string, allowAll: boolean) =>
   update(deps, integrationId, { allow_all_origins: allowAll });
+
+/** Spec section 1: 'Allow all origins' shows a warning until it is switched off. Its words, for every place that shows it. */
+export const allowAllWarning = (integrationId: string) =>
+  `integration ${integrationId} allows all origins: any site may use its widget. Switch it off before going live (c2c integration allow-all ${integrationId} off).`;
+
+/** The integrations (not revoked) with 'Allow all origins' on: the server warns of each as it starts. */
+export async function integrationsAllowingAll(db: Db): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(`SELECT id FROM integrations WHERE allow_all_origins AND status <> 'revoked' ORDER BY id`);
+  return rows.map((row) => row.id);
+}
 
 export const setIdentifierMode = (deps: OperatorDeps, integrationId: string, mode: IdentifierMode) =>
   update(deps, integrationId, { identifier_mode: mode });
