@@ -8,7 +8,7 @@ import { startGateway, type Gateway } from '../gateway/server.js';
 import { buildApp } from './app.js';
 import { openBus } from './bus/index.js';
 import { startAdminBridge, type AdminBridge } from './cli/admin-bridge.js';
-import { allowAllWarning, integrationsAllowingAll } from './domain/operator/integrations.js';
+import { warnOfAllowAll } from './domain/operator/integrations.js';
 import { drainServer } from './http/drain.js';
 import { systemClock, type Clock } from './clock.js';
 import { ConfigError, type Config } from './config.js';
@@ -153,7 +153,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
         await Promise.all([services.reaper.stop(), drain(app, DRAIN_MS), bridge?.close(DRAIN_MS)]);
       });
       bridge = await startupStep('the admin bridge cannot listen on loopback (127.0.0.1 or ::1)', () => startAdminBridge(services));
-      for (const id of await integrationsAllowingAll(services.db)) app.log.warn(allowAllWarning(id));
+      await warnOfAllowAll(services.db, (message) => app.log.warn(message));
       services.reaper.start();
       if (options.demo) {
         const credentials = await announceDemo(services, config, app);

@@ -207,11 +207,20 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   const integration = program.command('integration').description('integrations, keys, origins, policy, coverage');
   // Spec section 1: the Allow all origins warning shows until it is switched off: after every
   // command on such an integration (allow-all on says it in its own answer).
+  // Best effort: the command has succeeded, and a failed look must not make it seem it did not
+  // (a script would run it again: rotate-key twice kills the key it just stored).
   integration.hook('postAction', async (_integration, action) => {
     const id = action.args[0];
     if (action.name() === 'allow-all' || typeof id !== 'string') return;
-    const [row] = await (await deps()).db.query<{ allow_all_origins: boolean }>('SELECT allow_all_origins FROM integrations WHERE id = $1', [id]);
-    if (row?.allow_all_origins) out.warn(allowAllWarning(id));
+    try {
+      const [row] = await (await deps()).db.query<{ allow_all_origins: boolean }>(
+        `SELECT allow_all_origins FROM integrations WHERE id = $1 AND status <> 'revoked'`,
+        [id],
+      );
+      if (row?.allow_all_origins) out.warn(allowAllWarning(id));
+    } catch {
+      // no warning this time; the next command or the next server start says it
+    }
   });
   withPolicyOptions(
     integration

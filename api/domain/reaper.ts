@@ -57,6 +57,13 @@ export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const
  * trip, they would hold up the tick's other rules for minutes; the rest go on the next ticks.
  */
 export const ABANDONED_PER_TICK = 100;
+/**
+ * How long a node's claim on such a call holds before another may ask: longer than a provider
+ * request may take (a provider timing out must not let a second node ask beside it). A node that
+ * dies holding one leaves it to the others after this. The backoff starts over for a call
+ * abandoned again long after its last attempt (its window came back meanwhile).
+ */
+export const ABANDONED_CLAIM_MS = 30_000;
 export const ABANDONED_AT_ONCE = 4;
 
 export interface ReaperDeps {
@@ -145,19 +152,29 @@ export function createReaper(deps: ReaperDeps) {
       [now - LIMITS.engineOfflineAfterSeconds * 1000, now, ABANDONED_PER_TICK],
     );
     await inParallel(due, ABANDONED_AT_ONCE, async ({ id }) => {
-      // Claimed for this attempt, with the wait before the next should it fail: another node
-      // ticking now finds it claimed, and a failure needs no more bookkeeping.
-      const [claimed] = await db.query<{ abandoned_retry_ms: number }>(
-        `UPDATE call_intents SET abandoned_retry_ms = LEAST(coalesce(abandoned_retry_ms * 2, $3), $4), abandoned_retry_at = $2 + LEAST(coalesce(abandoned_retry_ms * 2, $3), $4)
-         WHERE id = $1 AND status IN (${ON_ENGINE_STATUS_LIST}) AND (abandoned_retry_at IS NULL OR abandoned_retry_at <= $2) RETURNING abandoned_retry_ms`,
-        [id, now, ABANDONED_HANGUP_RETRY.firstMs, ABANDONED_HANGUP_RETRY.maxMs],
-      );
-      if (!claimed) return;
       try {
-        changes.merge((await hangupCall(deps, id, 'engine_offline')).changes);
+        // Claimed for this attempt, at the time it is made (a batch takes a while): another node
+        // ticking meanwhile finds it claimed for as long as a provider request may take.
+        const claimedAt = clock.now();
+        const [claimed] = await db.query<{ abandoned_retry_ms: number }>(
+          `UPDATE call_intents SET abandoned_retry_at = $2::bigint + $3::bigint,
+             abandoned_retry_ms = CASE WHEN abandoned_retry_ms IS NULL OR abandoned_retry_at < $2::bigint - $5::bigint * 2 THEN $4::integer
+                                       ELSE LEAST(abandoned_retry_ms * 2, $5::integer) END
+           WHERE id = $1 AND status IN (${ON_ENGINE_STATUS_LIST}) AND (abandoned_retry_at IS NULL OR abandoned_retry_at <= $2::bigint)
+           RETURNING abandoned_retry_ms`,
+          [id, claimedAt, ABANDONED_CLAIM_MS, ABANDONED_HANGUP_RETRY.firstMs, ABANDONED_HANGUP_RETRY.maxMs],
+        );
+        if (!claimed) return;
+        try {
+          changes.merge((await hangupCall(deps, id, 'engine_offline')).changes);
+        } catch (error) {
+          // The provider is unreachable (or the call was deleted meanwhile): asked again after the wait, from now.
+          await db.query('UPDATE call_intents SET abandoned_retry_at = $2::bigint WHERE id = $1', [id, clock.now() + claimed.abandoned_retry_ms]);
+          deps.log?.(`could not end call ${id} of an offline engine; asking again in ${claimed.abandoned_retry_ms / 1000} s`, error);
+        }
       } catch (error) {
-        // The provider is unreachable (or the call was deleted meanwhile): asked again after the claimed wait.
-        deps.log?.(`could not end call ${id} of an offline engine; asking again in ${claimed.abandoned_retry_ms / 1000} s`, error);
+        // the store failed this one: the others go on, and it is due again on a later tick
+        deps.log?.(`could not claim call ${id} of an offline engine`, error);
       }
     });
   }
@@ -269,11 +286,12 @@ export function createReaper(deps: ReaperDeps) {
 
 export type Reaper = ReturnType<typeof createReaper>;
 
-/** Runs `work` for every item, at most `limit` at a time. */
+/** Runs `work` for every item, at most `limit` at a time; `work` handles its own failures. */
 async function inParallel<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const lane = async () => {
     while (next < items.length) await work(items[next++]!);
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  // every lane finishes before the rule does (its changes are published then, and a stop waits for it)
+  await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, lane));
 }

@@ -343,26 +343,32 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     const t = await seedTenant(h.services);
     const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
     await createMember(deps, { accountId: t.accountId, email: 'bo@acme.example', name: 'Bo', departmentId: t.salesId });
+    const bo = await readyAgent(api, t, 'bo@acme.example');
+    await h.clock.advanceSeconds(1);
     const ana = await readyAgent(api, t);
     await h.clock.advanceSeconds(1);
-    const bo = await readyAgent(api, t, 'bo@acme.example');
-    // Ana's window opened first: hers rings; she declines at once
+    // neither has had a call: Bo's window opened first, his rings; he declines at once
     const first = await inbound(t);
-    expect((await state(ana.widgetToken)).call?.request_id).toBe(first.body.request_id);
-    expect((await command(api, ana.widgetToken, { kind: 'decline', request_id: 'idle-decline-1' })).body.status).toBe('done');
-    // she reloads her window: a new engine with no calls of its own. Bo has been idle longer (since his window opened).
+    expect((await state(bo.widgetToken)).call?.request_id).toBe(first.body.request_id);
+    expect((await command(api, bo.widgetToken, { kind: 'decline', request_id: 'idle-decline-1' })).body.status).toBe('done');
     await h.clock.advanceSeconds(1);
-    const anaAgain = await readyAgent(api, t);
-    await heartbeat(api, bo.engineToken);
+    // Ana has been idle since her window opened, before Bo's call ended: hers rings
     const second = await inbound(t);
-    expect((await state(bo.widgetToken)).call?.request_id).toBe(second.body.request_id);
-    expect((await command(api, bo.widgetToken, { kind: 'decline', request_id: 'idle-decline-2' })).body.status).toBe('done');
-    // Ana's window then goes silent past LIMITS.engineStaleSeconds (crashed, asleep): Bo's rings, though he had the last call
-    await h.clock.advanceSeconds(LIMITS.engineStaleSeconds);
+    expect((await state(ana.widgetToken)).call?.request_id).toBe(second.body.request_id);
+    expect((await command(api, ana.widgetToken, { kind: 'decline', request_id: 'idle-decline-2' })).body.status).toBe('done');
+    await h.clock.advanceSeconds(1);
+    // she reloads her window (a new engine, no calls of its own): Bo has still been idle longer
+    const anaAgain = await readyAgent(api, t);
     await heartbeat(api, bo.engineToken);
     const third = await inbound(t);
     expect((await state(bo.widgetToken)).call?.request_id).toBe(third.body.request_id);
-    expect((await state(anaAgain.widgetToken)).call?.request_id).not.toBe(third.body.request_id);
+    expect((await command(api, bo.widgetToken, { kind: 'decline', request_id: 'idle-decline-3' })).body.status).toBe('done');
+    // Ana's window then goes silent past LIMITS.engineStaleSeconds (crashed, asleep): Bo's rings, though he had the last call
+    await h.clock.advanceSeconds(LIMITS.engineStaleSeconds);
+    await heartbeat(api, bo.engineToken);
+    const fourth = await inbound(t);
+    expect((await state(bo.widgetToken)).call?.request_id).toBe(fourth.body.request_id);
+    expect((await state(anaAgain.widgetToken)).call?.request_id).not.toBe(fourth.body.request_id);
   });
 
   it('refuses an incoming call with 409 agent_offline when no agent is routable', async () => {

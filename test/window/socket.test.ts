@@ -67,9 +67,12 @@ function open() {
 }
 
 describe('EngineSocket', () => {
-  it('connects to the realtime url and path with auth {token}', () => {
+  it('connects to the realtime url and path with auth {token}, WebSocket first (no sticky session needed), long-polling where it is blocked', () => {
     const { connect } = open();
-    expect(connect).toHaveBeenCalledWith('http://127.0.0.1:8081', expect.objectContaining({ path: '/socket.io', auth: { token: 'c2ce_token' } }));
+    expect(connect).toHaveBeenCalledWith(
+      'http://127.0.0.1:8081',
+      expect.objectContaining({ path: '/socket.io', auth: { token: 'c2ce_token' }, transports: ['websocket', 'polling'], tryAllTransports: true }),
+    );
   });
 
   it('passes work on and reports up and down', () => {

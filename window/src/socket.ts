@@ -18,7 +18,10 @@ import { ApiError, type CommandAck, type HeartbeatRequest, type HeartbeatRespons
 export type EngineSocketIo = Socket<EngineServerEvents, EngineClientEvents>;
 
 /** socket.io-client's io(), injectable for tests. */
-export type Connect = (url: string, options: { path: string; auth: { token: string }; reconnection: false; withCredentials: boolean }) => EngineSocketIo;
+export type Connect = (
+  url: string,
+  options: { path: string; auth: { token: string }; reconnection: false; withCredentials: boolean; transports: Array<'websocket' | 'polling'>; tryAllTransports: boolean },
+) => EngineSocketIo;
 
 export interface SocketHandlers {
   onUp(): void;
@@ -54,7 +57,16 @@ export class EngineSocket {
   constructor(connect: Connect, realtime: Realtime, token: string, handlers: SocketHandlers, random: () => number = Math.random) {
     this.#handlers = handlers;
     this.#random = random;
-    this.#socket = connect(realtime.url, { path: realtime.path, auth: { token }, reconnection: false, withCredentials: false });
+    // WebSocket first, as the SDK: a single connection needs no sticky session behind a proxy of
+    // several gateways; long-polling (whose requests must all reach one node) only where WebSockets are blocked.
+    this.#socket = connect(realtime.url, {
+      path: realtime.path,
+      auth: { token },
+      reconnection: false,
+      withCredentials: false,
+      transports: ['websocket', 'polling'],
+      tryAllTransports: true,
+    });
     const socket = this.#socket;
     this.#doubt = new SocketDoubt(systemTimers, {
       doubted: () => handlers.onDown(),

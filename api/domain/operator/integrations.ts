@@ -141,10 +141,19 @@ export const setAllowAllOrigins = (deps: OperatorDeps, integrationId: string, al
 export const allowAllWarning = (integrationId: string) =>
   `integration ${integrationId} allows all origins: any site may use its widget. Switch it off before going live (c2c integration allow-all ${integrationId} off).`;
 
-/** The integrations (not revoked) with 'Allow all origins' on: the server warns of each as it starts. */
+/** The integrations (not revoked) with 'Allow all origins' on. */
 export async function integrationsAllowingAll(db: Db): Promise<string[]> {
   const rows = await db.query<{ id: string }>(`SELECT id FROM integrations WHERE allow_all_origins AND status <> 'revoked' ORDER BY id`);
   return rows.map((row) => row.id);
+}
+
+/** Warns of each integration allowing all origins, as a server starts; never stops the start (a warning). */
+export async function warnOfAllowAll(db: Db, warn: (message: string) => void): Promise<void> {
+  try {
+    for (const id of await integrationsAllowingAll(db)) warn(allowAllWarning(id));
+  } catch (error) {
+    warn(`could not check which integrations allow all origins: ${(error as Error).message}`);
+  }
 }
 
 export const setIdentifierMode = (deps: OperatorDeps, integrationId: string, mode: IdentifierMode) =>
