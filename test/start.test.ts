@@ -52,18 +52,49 @@ describe('npm start with the demo flag', () => {
 
   it('runs the demo CRM, whose endpoints pass the service\'s answers through unchanged', async () => {
     const crm = `http://127.0.0.1:${demoPort}`;
-    const page = await (await fetch(`${crm}/`)).text();
+    const visit = await fetch(`${crm}/`);
+    const page = await visit.text();
     expect(page).toContain('/assets/js/click2call-sdk.js');
     expect(page).not.toMatch(/\+44|\+1202/);
-    const session = await fetch(`${crm}/click2call/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ origin: crm }) });
+    expect(visit.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+    const agent = signedIn(visit);
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${crm}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', origin: crm, ...headers }, body: JSON.stringify(body) });
+    const session = await post('/click2call/session', { origin: crm }, { cookie: agent });
     expect(session.status).toBe(201);
     expect((await session.json()).widget_token).toMatch(/^c2cw_/);
-    const call = await fetch(`${crm}/click2call/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contact_reference: 'crm-1001' }) });
+    const call = await post('/click2call/call', { contact_reference: 'crm-1001', request_id: 'click-0001' }, { cookie: agent });
     expect(call.status).toBe(409);
     expect((await call.json()).error).toBe('agent_offline');
-    const refused = await fetch(`${crm}/click2call/session`, { method: 'POST', headers: { 'content-type': 'application/json', cookie: 'crm_user=disabled' }, body: JSON.stringify({ origin: crm }) });
+    const disabled = signedIn(await fetch(`${crm}/?as=disabled`));
+    const refused = await post('/click2call/session', { origin: crm }, { cookie: disabled });
     expect(refused.status).toBe(403);
     expect((await refused.json()).error).toBe('agent_disabled');
+  });
+
+  it('the demo CRM acts only for a user signed in on its own pages', async () => {
+    const crm = `http://127.0.0.1:${demoPort}`;
+    const agent = signedIn(await fetch(`${crm}/`));
+    const post = (path: string, headers: Record<string, string>, body: unknown = { origin: crm }) =>
+      fetch(`${crm}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    // nobody signed in: 401, as the SDK expects of a session endpoint
+    const anonymous = await post('/click2call/session', { origin: crm });
+    expect([anonymous.status, (await anonymous.json()).error]).toEqual([401, 'unauthorized']);
+    // a cookie a page wrote itself (the old unsigned name) or forged is nobody
+    for (const cookie of ['crm_user=agent', `crm_session=agent.${'A'.repeat(43)}`, agent.replace(/^crm_session=agent/, 'crm_session=disabled')]) {
+      expect((await post('/click2call/session', { origin: crm, cookie })).status, cookie).toBe(401);
+    }
+    // another site's page, with the agent's cookie: refused, nothing rings
+    for (const path of ['/click2call/session', '/click2call/call', '/demo/incoming']) {
+      const forged = await post(path, { origin: 'https://evil.example', cookie: agent });
+      expect([forged.status, (await forged.json()).error], path).toEqual([403, 'unauthorized']);
+      expect((await post(path, { cookie: agent })).status, `${path} without Origin`).toBe(403);
+    }
+    // a request_id that is not one is refused, not sent as an Idempotency-Key
+    const odd = await post('/click2call/call', { origin: crm, cookie: agent }, { contact_reference: 'crm-1001', request_id: { a: 1 } });
+    expect([odd.status, (await odd.json()).error]).toEqual([422, 'invalid_request']);
+    // ?as= names only the demo's own users
+    expect(signedIn(await fetch(`${crm}/?as=constructor`))).toMatch(/^crm_session=agent\./);
   });
 
   it('restarts on the same data without losing anything or re-issuing the key', async () => {
@@ -98,6 +129,14 @@ describe('stopping a node of role all', () => {
   });
 });
 
+/** The demo CRM's session cookie a page answer set, as a Cookie header. */
+function signedIn(response: Response): string {
+  const cookie = /crm_session=[^;]+/.exec(response.headers.get('set-cookie') ?? '')?.[0];
+  expect(cookie, 'the CRM signs the visitor in').toBeDefined();
+  expect(response.headers.get('set-cookie')).toContain('HttpOnly');
+  return cookie!;
+}
+
 describe('the demo CRM, the reference integrator', () => {
   it("passes the service's Retry-After on with a refusal, so the SDK waits as long as the service says", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'c2c-crm-'));
@@ -105,7 +144,9 @@ describe('the demo CRM, the reference integrator', () => {
     // every limit a hundredth: the server key's 300 requests a minute become 3
     const node = await startNode(loadConfig({ C2C_DATA_DIR: dataDir, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: String(demoPort), LOG_LEVEL: 'silent', C2C_RATE_LIMIT_SCALE: '0.01' }), { demo: true, logger: false });
     try {
-      const call = () => fetch(`http://127.0.0.1:${demoPort}/click2call/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contact_reference: 'crm-1001' }) });
+      const crm = `http://127.0.0.1:${demoPort}`;
+      const cookie = signedIn(await fetch(`${crm}/`));
+      const call = () => fetch(`${crm}/click2call/call`, { method: 'POST', headers: { 'content-type': 'application/json', origin: crm, cookie }, body: JSON.stringify({ contact_reference: 'crm-1001' }) });
       let refused: Response | undefined;
       for (let attempt = 0; attempt < 10 && !refused; attempt += 1) {
         const answer = await call();

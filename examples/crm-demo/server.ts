@@ -4,8 +4,8 @@
  * SDK calls (sessionEndpoint, requestCallEndpoint), passing the service's HTTP status and JSON
  * through unchanged. `npm start` runs it on DEMO_PORT.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
-import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { CONTACTS, findContact } from './contacts.js';
 import { contactsPage } from './page.js';
 
@@ -18,9 +18,14 @@ export interface CrmDemoOptions {
   integrationId: string;
   /** the server key: it stays on this server, never in the page */
   serverKey: string;
-  /** who is "logged in" to the CRM, by agent identifier; ?as= switches between them */
+  /** who may sign in to the CRM, by name: their agent identifier; ?as= switches between them */
   users: Record<string, { type: 'email' | 'uuid'; value: string }>;
 }
+
+/** A click's request_id, as the page makes it (crypto.randomUUID()): anything else is refused, not sent as a key. */
+const REQUEST_ID = /^[A-Za-z0-9_-]{8,64}$/;
+/** Shorter than the SDK's 30 s wait for requestCallEndpoint, so the page hears why. */
+const SERVICE_TIMEOUT_MS = 25_000;
 
 export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
@@ -29,64 +34,106 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
    * Calls the service with the server key and answers the browser with its status and body,
    * unchanged, and its Retry-After (a 429 or 503 says when to try again; the SDK waits that long).
    */
-  const forward = async (reply: import('fastify').FastifyReply, path: string, body: unknown, headers: Record<string, string> = {}) => {
+  const forward = async (reply: FastifyReply, path: string, body: unknown, headers: Record<string, string> = {}) => {
+    let response: Response;
     try {
-      const response = await fetch(`${options.baseUrl}${path}`, {
+      response = await fetch(`${options.baseUrl}${path}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${options.serverKey}`, 'content-type': 'application/json', ...headers },
         body: JSON.stringify(body),
+        signal: AbortSignal.timeout(SERVICE_TIMEOUT_MS),
       });
-      const retryAfter = response.headers.get('retry-after');
-      if (retryAfter) reply.header('retry-after', retryAfter);
-      return reply.code(response.status).type('application/json').send(await response.text());
     } catch {
       return reply.code(502).send({ ok: false, error: 'unreachable', message: 'The click-to-call service could not be reached.' });
     }
+    const retryAfter = response.headers.get('retry-after');
+    if (retryAfter) reply.header('retry-after', retryAfter);
+    return reply.code(response.status).type('application/json').send(await response.text());
   };
 
-  // Your real CRM knows who is logged in from its own session; the demo lets you switch with ?as=.
-  const userOf = (cookie: string | undefined) => {
-    const name = /(?:^|;\s*)crm_user=([a-z_]+)/.exec(cookie ?? '')?.[1] ?? 'agent';
-    return options.users[name] ?? options.users.agent!;
+  // Who is signed in. Your CRM knows from its own session; the demo keeps the user's name in an
+  // HttpOnly cookie signed with a key of this process (a page cannot write or forge it), and its
+  // page lets you switch with ?as=. Nobody signed in: the SDK's endpoints answer 401 (docs/sdk.md).
+  const secret = randomBytes(32);
+  const signature = (name: string) => createHmac('sha256', secret).update(name).digest('base64url');
+  const signIn = (reply: FastifyReply, name: string) => reply.header('set-cookie', `crm_session=${name}.${signature(name)}; Path=/; HttpOnly; SameSite=Lax`);
+  const userNamed = (name: string | undefined) => (name !== undefined && Object.hasOwn(options.users, name) ? options.users[name]! : null);
+  const userOf = (request: FastifyRequest) => {
+    const [, name, mac] = /(?:^|;\s*)crm_session=([a-z_]+)\.([A-Za-z0-9_-]+)/.exec(request.headers.cookie ?? '') ?? [];
+    if (!name || !mac) return null;
+    const expected = Buffer.from(signature(name));
+    const presented = Buffer.from(mac);
+    return expected.length === presented.length && timingSafeEqual(expected, presented) ? userNamed(name) : null;
+  };
+  /**
+   * The endpoints act for the signed-in user: only this CRM's own pages may ask (a page of another
+   * site would otherwise make the agent's browser ring or call, with the agent's cookie).
+   */
+  const fromOwnPage = (request: FastifyRequest) => request.headers.origin !== undefined && request.headers.origin === `http://${request.headers.host}`;
+  const refuse = (reply: FastifyReply, status: 401 | 403, message: string) => reply.code(status).send({ ok: false, error: 'unauthorized', message });
+  /** The signed-in user of a request from this CRM's own page, or the refusal already sent. */
+  const caller = (request: FastifyRequest, reply: FastifyReply) => {
+    if (!fromOwnPage(request)) return void refuse(reply, 403, 'Only the CRM\'s own pages may ask.');
+    const user = userOf(request);
+    if (!user) return void refuse(reply, 401, 'Sign in to the CRM first.');
+    return user;
   };
 
   app.get('/', async (request, reply) => {
     const as = (request.query as { as?: string }).as;
-    if (as && options.users[as]) reply.header('set-cookie', `crm_user=${as}; Path=/; SameSite=Lax`);
-    const user = as && options.users[as] ? options.users[as]! : userOf(request.headers.cookie);
-    return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, integrationId: options.integrationId, user: user.value, contacts: CONTACTS, users: Object.keys(options.users) }));
+    // The demo signs a visitor in as the agent; a real CRM would show its login page.
+    let name = userNamed(as) ? as! : null;
+    let user = name ? userNamed(name) : userOf(request);
+    if (!user) {
+      name = 'agent';
+      user = userNamed(name);
+    }
+    if (name) signIn(reply, name);
+    // no other site may frame the CRM and have the agent click Call in it
+    reply.header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY');
+    return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users) }));
   });
 
-  // sessionEndpoint: the SDK posts {integration_id, origin}; we add who the logged-in user is.
+  // sessionEndpoint: the SDK posts {integration_id, origin}; we add who the signed-in user is.
   app.post('/click2call/session', async (request, reply) => {
+    const user = caller(request, reply);
+    if (!user) return reply;
     const body = (request.body ?? {}) as { origin?: string };
-    return forward(reply, '/sessions', { integration_id: options.integrationId, agent: userOf(request.headers.cookie), origin: body.origin });
+    return forward(reply, '/sessions', { integration_id: options.integrationId, agent: user, origin: body.origin });
   });
 
   // requestCallEndpoint: the page names a contact; the number is looked up here, never sent by the browser.
   app.post('/click2call/call', async (request, reply) => {
-    const body = (request.body ?? {}) as { contact_reference?: string; request_id?: string };
-    const contact = findContact(body.contact_reference);
+    const user = caller(request, reply);
+    if (!user) return reply;
+    const body = (request.body ?? {}) as { contact_reference?: unknown; request_id?: unknown };
+    if (body.request_id !== undefined && (typeof body.request_id !== 'string' || !REQUEST_ID.test(body.request_id))) {
+      return reply.code(422).send({ ok: false, error: 'invalid_request', message: 'request_id must be 8 to 64 letters, digits, - or _.' });
+    }
+    const contact = typeof body.contact_reference === 'string' ? findContact(body.contact_reference) : undefined;
     if (!contact) return reply.code(404).send({ ok: false, error: 'not_found', message: 'No such contact.' });
+    // One click, one call: a retried request carries the same key and gets the same call back.
+    // Keys are per integration: the user's share of it keeps two users' clicks apart.
+    const key = `${createHash('sha256').update(user.value).digest('base64url').slice(0, 16)}:${body.request_id ?? randomUUID()}`;
     return forward(
       reply,
       '/calls',
       {
         integration_id: options.integrationId,
-        agent: userOf(request.headers.cookie),
+        agent: user,
         phone_number: contact.number,
         contact_reference: contact.reference,
         display_name: contact.name,
         display_company: contact.company,
       },
-      // One click, one call: a retried request carries the same key and gets the same call back.
-      { 'idempotency-key': body.request_id ?? randomUUID() },
+      { 'idempotency-key': key },
     );
   });
 
   // Demo only: ask the simulated provider to ring this agent with an incoming call.
   app.post('/demo/incoming', async (request, reply) => {
-    const user = userOf(request.headers.cookie);
+    const user = caller(request, reply);
+    if (!user) return reply;
     return forward(reply, '/simulated/inbound-calls', {
       integration_id: options.integrationId,
       from: '+442079460999',
