@@ -494,6 +494,13 @@ describe('push and polling', () => {
 });
 
 describe('answers that are not the service\'s', () => {
+  /** A widget on a service without a gateway: every change comes by polling. */
+  async function startPolling() {
+    service.realtimeAvailable = false;
+    start();
+    await flush();
+  }
+
   it('a firewall\'s page on a poll, mid-call, does not end the session: it polls on, further apart, and Hang up still works', async () => {
     service.realtimeAvailable = false;
     service.set({ call: call('connected', { answered_at: T0 - 5 }) });
@@ -523,9 +530,7 @@ describe('answers that are not the service\'s', () => {
   });
 
   it('the service\'s own refusal of a poll that nothing will mend (not_found: a wrong apiBaseUrl) is state error', async () => {
-    service.realtimeAvailable = false;
-    start();
-    await flush();
+    await startPolling();
     service.script.set('/widget/state', [{ status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } }]);
     await vi.advanceTimersByTimeAsync(3000);
     expect(widget.getState().state).toBe('error');
@@ -535,9 +540,7 @@ describe('answers that are not the service\'s', () => {
   });
 
   it('a bare 401 on a poll (no envelope: an authenticating proxy) asks the session endpoint again', async () => {
-    service.realtimeAvailable = false;
-    start();
-    await flush();
+    await startPolling();
     expect(service.count('/crm/session')).toBe(1);
     service.script.set('/widget/state', [{ status: 401, body: undefined }]);
     await vi.advanceTimersByTimeAsync(3000);
@@ -549,9 +552,7 @@ describe('answers that are not the service\'s', () => {
   });
 
   it('a poll answered 429 is an answer: the widget waits out Retry-After without saying reconnecting', async () => {
-    service.realtimeAvailable = false;
-    start();
-    await flush();
+    await startPolling();
     service.script.set('/widget/state', [{ status: 429, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' }, headers: { 'retry-after': '10' } }]);
     const states: string[] = [];
     widget.on('statechange', (e) => states.push(e.state));
