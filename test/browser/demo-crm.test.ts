@@ -331,6 +331,19 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     await third.goto(await ticketFor());
     await expect.poll(() => serverEngineState(), { timeout: 15_000 }).toBe('ready');
     expect(await windowState(third)).toBe('ready');
+
+    // A duplicate of that tab (its sessionStorage copied, the stored pairing included) leaves the
+    // engine to it: no second engine on one token, and closing the copy does not close it.
+    const pairing = await third.evaluate(() => sessionStorage.getItem('c2c.window.pairing'));
+    expect(pairing).toContain('engine_token');
+    const copy = await context.newPage();
+    await copy.addInitScript((stored) => sessionStorage.setItem('c2c.window.pairing', stored), pairing!);
+    await copy.goto(third.url());
+    await expect.poll(() => copy.locator('[data-testid=w-message]').textContent(), { timeout: 15_000 }).toContain('already open in another tab');
+    await copy.close({ runBeforeUnload: true });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(await serverEngineState()).toBe('ready');
+    expect(await windowState(third)).toBe('ready');
   });
 
   it("keeps speaking the opening widget's language after a reload, which strips it with the ticket", async () => {

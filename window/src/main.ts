@@ -14,7 +14,8 @@ import { Engine, type EngineDeps } from './engine.js';
 import { MESSAGES, UI_TEXTS, useLanguage, type WindowState } from './messages.js';
 import { askMicrophone, watchMicPermission } from './mic.js';
 import { consented, keepConsent } from './consent.js';
-import { establish, openerLanguage } from './session.js';
+import { tabLocks } from './tab-lock.js';
+import { establish, loadPairing, openerLanguage } from './session.js';
 import { EngineSocket, type EngineSocketIo } from './socket.js';
 import { createTicker } from './ticker.js';
 import { WindowView, type ViewModel } from './ui.js';
@@ -94,6 +95,8 @@ async function run(): Promise<void> {
   // Until it has paired, the window speaks the widget's language, else its browser's.
   useLanguage(widgetLanguage ?? navigator.language);
   const guard = unloadGuard();
+  /** one tab per engine (tab-lock.ts) */
+  const holdEngine = tabLocks(navigator.locks);
   let pairing = false;
   /** a ticket that arrived while a pairing was under way: used if that pairing fails */
   let waiting: string | null = null;
@@ -125,6 +128,13 @@ async function run(): Promise<void> {
     pairing = true;
     // Each pairing has its own client: the token a stopped engine held is never replaced under it.
     const api = new EngineApi(boot.apiBaseUrl);
+    // A tab duplicated from one running an engine carries its stored pairing: not restored here
+    // while that tab runs it (tab-lock.ts), not even probed (a report from here would flip its state).
+    const stored = ticket ? null : loadPairing(storage, boot.apiBaseUrl);
+    if (stored && !(await holdEngine(stored.engine.id))) {
+      pairing = false;
+      return view.render(notPaired('error', MESSAGES.openInAnotherTab, null));
+    }
     view.render(notPaired('pairing', null, null));
     const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated', (paired) => allowed(api, paired)).catch(
       () => ({ ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true }) as const,
@@ -142,6 +152,8 @@ async function run(): Promise<void> {
     // Paired: the widget's language, else the integration's widget language (the widget's own default).
     useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
     waiting = null;
+    // a tab duplicated from this one from now on finds the engine taken
+    void holdEngine(result.paired.engine.id);
     const running = new Engine(result.paired, {
       api,
       storage,

@@ -13,6 +13,7 @@ const EN = {
   messages: {
     keepOpen: 'Keep this window open during calls.',
     noTicket: 'Open the call window again from the widget.',
+    openInAnotherTab: 'This call window is already open in another tab. Use that one, or close it and open the call window again from the widget.',
     ticketInvalid: 'This call window link has expired or was already used. Open the call window again from the widget.',
     agentBusy: 'Your other call window is on a call, so this one cannot take over yet. Finish that call, then click Try again.',
     unreachable: 'The click-to-call service could not be reached. Check your connection, then click Try again.',
@@ -92,6 +93,7 @@ const FR: WindowTexts = {
   messages: {
     keepOpen: 'Gardez cette fenêtre ouverte pendant les appels.',
     noTicket: 'Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
+    openInAnotherTab: 'Cette fenêtre d’appel est déjà ouverte dans un autre onglet. Utilisez celui-là, ou fermez-le et rouvrez la fenêtre d’appel depuis le widget.',
     ticketInvalid: 'Ce lien de fenêtre d’appel a expiré ou a déjà servi. Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
     agentBusy: 'Votre autre fenêtre d’appel est en communication : celle-ci ne peut pas encore prendre le relais. Terminez cet appel, puis cliquez sur Réessayer.',
     unreachable: 'Le service d’appel est injoignable. Vérifiez votre connexion, puis cliquez sur Réessayer.',
