@@ -66,10 +66,11 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
       if (agent) agent.sockets.push(socket);
       else widgets.set(room, { data, sockets: [socket] });
     }
+    if (stopped) return true;
     const outcomes = await Promise.allSettled([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map((socket) => sendWork(socket, work))]);
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) services.log?.('catch-up after a bus outage failed', (failed as PromiseRejectedResult).reason);
-    return rechecked.unanswered === 0 && !failed;
+    return rechecked.unanswered.length === 0 && !failed;
   }
 
   /**
@@ -126,10 +127,18 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
   });
   tick();
 
+  // A stop waits for a catch-up under way at most this long: its sockets are being ended, and a
+  // catch-up on a struggling store (a statement timeout is 10 s) would hold the stop past its
+  // bound. What it still does after is refused by the closed store, and caught.
   return async () => {
     stopped = true;
     timer?.cancel();
     unsubscribe();
-    await running;
+    let waited: Timer | undefined;
+    await Promise.race([running, new Promise<void>((resolve) => (waited = clock.after(CATCH_UP_STOP_WAIT_MS, resolve)))]);
+    waited?.cancel();
   };
 }
+
+/** How long a stopping node waits for a catch-up under way (see the stop above). */
+export const CATCH_UP_STOP_WAIT_MS = 1000;

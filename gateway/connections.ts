@@ -5,7 +5,7 @@
  * it goes through the same domain services as REST, re-checking the credential each time.
  */
 import type { Socket } from 'socket.io';
-import { C2CError } from '../shared/errors.js';
+import { C2CError, isRefusal } from '../shared/errors.js';
 import type { PushedState, SocketEnd, SocketRefusal } from '../shared/events.js';
 import { CommandAck, HeartbeatRequest } from '../shared/schemas/engine-api.js';
 import { Command } from '../shared/schemas/widget-api.js';
@@ -73,10 +73,23 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     if (auth.kind !== 'engine') throw new C2CError('unauthorized');
     return auth.context;
   };
+  /**
+   * The credential of a socket's request, checked again: refused, the request is answered with the
+   * refusal and the socket is ended after it (the re-check that should have ended it may have
+   * found the store not answering), rather than left connected, in its rooms, refusing each event.
+   */
+  const credentialOf = async <T>(socket: Socket, check: (data: SocketData) => Promise<T>): Promise<T> => {
+    try {
+      return await check(socket.data as SocketData);
+    } catch (error) {
+      if (isRefusal(error)) setImmediate(() => socket.connected && endWithError(socket, error));
+      throw error;
+    }
+  };
 
   function command(this: Socket, ...args: unknown[]) {
     return answer(args, async (payload) => {
-      const context = await widgetContext(this.data as SocketData);
+      const context = await credentialOf(this, widgetContext);
       await limits.widgetCommand((this.data as WidgetSocketData).ip);
       return services.commands.execute(context, parse(Command, payload));
     });
@@ -84,7 +97,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
 
   function heartbeat(this: Socket, ...args: unknown[]) {
     return answer(args, async (payload) => {
-      const context = await engineContext(this.data as SocketData);
+      const context = await credentialOf(this, engineContext);
       await limits.engineHeartbeat(context.engine.id);
       const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket');
       return heartbeatBody(result, services.clock.now());
@@ -93,7 +106,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
 
   function ack(this: Socket, ...args: unknown[]) {
     return answer(args, async (payload) => {
-      const context = await engineContext(this.data as SocketData);
+      const context = await credentialOf(this, engineContext);
       await limits.engineAcks(context.engine.id);
       const acks = parse(Acks, payload);
       await services.engines.ack(context, acks);

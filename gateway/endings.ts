@@ -34,8 +34,8 @@ const RECHECK_BATCH = 100;
  * cannot answer ends nothing: the socket's next command checks again, and ending every socket of a
  * node on a struggling store would only send them all back to it at once.
  */
-export async function recheck(services: Services, sockets: Socket[]): Promise<{ unanswered: number }> {
-  let unanswered = 0;
+export async function recheck(services: Services, sockets: Socket[]): Promise<{ unanswered: Socket[] }> {
+  const unanswered: Socket[] = [];
   for (let start = 0; start < sockets.length; start += RECHECK_BATCH) {
     await Promise.all(
       sockets.slice(start, start + RECHECK_BATCH).map(async (socket) => {
@@ -45,7 +45,7 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<{ 
         } catch (error) {
           // A token found expired (its expiry moved forward unheard, by a refresh in an outage) ends as the sweep would end it.
           if (isRefusal(error)) endWithError(socket, error);
-          else unanswered += 1;
+          else unanswered.push(socket);
         }
       }),
     );
@@ -53,9 +53,29 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<{ 
   return { unanswered };
 }
 
+/**
+ * The sockets a re-check could not judge (the store did not answer) are checked again, 1 s later,
+ * then doubling up to 30 s, for as long as RECHECK_RETRY.attempts allow: an integration suspended or
+ * a member disabled while the store was slow would otherwise keep its sockets connected, in their
+ * rooms and pushed to, until the token expired. (A command on one is refused, and ends it.)
+ */
+export const RECHECK_RETRY = { firstMs: 1000, maxMs: 30_000, attempts: 8 } as const;
+
 export function watchEndings(services: Services, io: Server, local: LocalSockets): () => void {
-  const recheckAll = (sockets: Socket[]) => void recheck(services, sockets).catch(() => {});
-  return services.bus.subscribe((message) => {
+  const retries = new Set<Timer>();
+  const recheckAll = (sockets: Socket[], attempt = 0): void =>
+    void recheck(services, sockets)
+      .then(({ unanswered }) => {
+        const left = unanswered.filter((socket) => socket.connected);
+        if (left.length === 0 || attempt + 1 >= RECHECK_RETRY.attempts) return;
+        const timer = services.clock.after(Math.min(RECHECK_RETRY.firstMs * 2 ** attempt, RECHECK_RETRY.maxMs), () => {
+          retries.delete(timer);
+          recheckAll(left, attempt + 1);
+        });
+        retries.add(timer);
+      })
+      .catch(() => {});
+  const unsubscribe = services.bus.subscribe((message) => {
     switch (message.type) {
       case 'session':
         // A refresh keeps the old token alive for a grace period: its sockets learn when that ends
@@ -78,6 +98,11 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
         return;
     }
   });
+  return () => {
+    unsubscribe();
+    for (const timer of retries) timer.cancel();
+    retries.clear();
+  };
 }
 
 /** How often a node looks for widget sockets whose token has expired: each is ended at most this late. */

@@ -164,7 +164,7 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     drops.stop();
     const caughtUp = stopCatchUp();
     for (const socket of io.of('/').sockets.values()) end(socket, restarting);
-    // Its sockets told, the node lets a catch-up under way finish before the store closes.
+    // Its sockets told, the node lets a catch-up under way finish before the store closes (for a second at most: catch-up.ts).
     await caughtUp;
   };
 }

@@ -5,7 +5,7 @@
  */
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { EXPIRY_SWEEP_MS, recheck } from '../../gateway/endings.js';
+import { EXPIRY_SWEEP_MS, RECHECK_RETRY, recheck } from '../../gateway/endings.js';
 import type { WidgetSocketData } from '../../gateway/handshake.js';
 import { loadUws } from '../../gateway/uws.js';
 import { SocketLimits } from '../../gateway/limits.js';
@@ -508,6 +508,36 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: false });
     expect(await ended).toMatchObject({ code: 'agent_disabled', final: true });
     await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: true });
+  });
+
+  it('ends the sockets of a member disabled while the store failed their re-check: a later re-check, or their next request', async () => {
+    const agent = await readyAgent(api, t);
+    const quiet = open(agent.widgetToken);
+    const busy = open(agent.widgetToken);
+    await Promise.all([quiet.next('state'), busy.next('state')]);
+    // the store does not answer the gateway's re-check (its reads fail from the moment the change is announced)
+    const db = h.services.db;
+    const query = db.query;
+    const stopFailing = h.services.bus.subscribe((message) => {
+      if (message.type === 'member') db.query = (async () => Promise.reject(new Error('the store is not answering'))) as typeof db.query;
+    });
+    try {
+      await updateMember({ db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: false });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    } finally {
+      stopFailing();
+      db.query = query;
+    }
+    expect(quiet.events.some((event) => event.event === 'ended')).toBe(false);
+    // a request on one is refused, and ends it after its answer
+    const ended = busy.next('ended');
+    expect(await request(busy.socket, 'command', { kind: 'focus', request_id: 'after-disable' })).toMatchObject({ ok: false, error: 'agent_disabled' });
+    expect(await ended).toMatchObject({ code: 'agent_disabled', final: true });
+    // the other is checked again a second later
+    const quietEnded = quiet.next('ended');
+    await h.clock.advance(RECHECK_RETRY.firstMs);
+    expect(await quietEnded).toMatchObject({ code: 'agent_disabled', final: true });
+    await updateMember({ db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: true });
   });
 
   it('ends the widget and engine sockets of an integration that is disabled, and only those', async () => {
