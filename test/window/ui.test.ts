@@ -1,6 +1,7 @@
 // @vitest-environment happy-dom
 /** The window's view: test ids for browser tests, the display exactly as sent, the timer from the server's numbers. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { CONSENT_ARM_MS } from '../../window/src/consent-guard.js';
 import type { Call } from '../../shared/types.js';
 import { MESSAGES, useLanguage } from '../../window/src/messages.js';
 import { formatElapsed, elapsedSeconds } from '../../window/src/timer.js';
@@ -41,6 +42,7 @@ function mount() {
 
 describe('WindowView', () => {
   it('asks for consent with two buttons, which answer yes and no, and hides them otherwise', () => {
+    vi.useFakeTimers();
     const { view, actions, byId } = mount();
     view.render(base);
     expect(byId('w-consent').hidden).toBe(true);
@@ -48,9 +50,36 @@ describe('WindowView', () => {
     expect(byId('w-consent').hidden).toBe(false);
     expect(byId('w-consent-question').textContent).toContain('Ana Agent (ana@acme.example)');
     expect(byId('w-state').dataset.state).toBe('confirm');
+    vi.advanceTimersByTime(CONSENT_ARM_MS);
     byId('w-consent-yes').click();
     byId('w-consent-no').click();
     expect(actions.consent.mock.calls).toEqual([[true], [false]]);
+  });
+
+  it('takes no yes until the question has been on screen CONSENT_ARM_MS with the window in front (it cannot be slipped under a click meant for the opener)', () => {
+    vi.useFakeTimers();
+    const { view, actions, byId } = mount();
+    const yes = byId('w-consent-yes') as HTMLButtonElement;
+    view.render({ ...base, state: 'confirm', consent: 'Use this window for the calls of Ana Agent (ana@acme.example)?' });
+    yes.click();
+    vi.advanceTimersByTime(CONSENT_ARM_MS - 1);
+    yes.click();
+    expect(actions.consent).not.toHaveBeenCalled();
+    expect(yes.disabled).toBe(true);
+    // No (decline) needs no wait: it can only keep calls out
+    byId('w-consent-no').click();
+    expect(actions.consent.mock.calls).toEqual([[false]]);
+    vi.advanceTimersByTime(1);
+    // the window loses the front: the wait starts over when it is back
+    window.dispatchEvent(new Event('blur'));
+    yes.click();
+    window.dispatchEvent(new Event('focus'));
+    vi.advanceTimersByTime(CONSENT_ARM_MS - 1);
+    yes.click();
+    expect(actions.consent.mock.calls).toEqual([[false]]);
+    vi.advanceTimersByTime(1);
+    yes.click();
+    expect(actions.consent.mock.calls).toEqual([[false], [true]]);
   });
 
   it('shows the agent, the state and the keep-open note', () => {

@@ -5,6 +5,7 @@
  * the server sent it (a hidden number stays hidden); the timer runs from the server's numbers.
  */
 import type { CallStatus, Display } from '../../shared/types.js';
+import { ConsentGuard } from './consent-guard.js';
 import { CALL_STATUS_LABELS, LANGUAGE, MESSAGES, STATE_LABELS, UI_TEXTS, type WindowState } from './messages.js';
 import { elapsedSeconds, formatElapsed, type TimedCall } from './timer.js';
 
@@ -128,7 +129,12 @@ export class WindowView {
     mute.addEventListener('click', () => actions.toggleMute());
     retry.addEventListener('click', () => actions.retry());
     this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, retry, note };
+    const win = doc.defaultView;
+    this.#consentGuard = win ? new ConsentGuard(yes, { win, doc }) : null;
   }
+
+  /** the consent "yes" takes clicks only once the question has been seen (consent-guard.ts) */
+  readonly #consentGuard: ConsentGuard | null;
 
   render(model: ViewModel): void {
     this.#model = model;
@@ -157,6 +163,7 @@ export class WindowView {
       n.mute.setAttribute('aria-pressed', String(model.muted));
     }
     n.consent.hidden = model.consent === null;
+    this.#consentGuard?.asking(model.consent !== null);
     n.question.textContent = model.consent ?? '';
     n.yes.textContent = UI_TEXTS.consentYes;
     n.no.textContent = UI_TEXTS.consentNo;
