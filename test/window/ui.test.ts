@@ -82,6 +82,30 @@ describe('WindowView', () => {
     expect(actions.consent.mock.calls).toEqual([[false], [true]]);
   });
 
+  it('reads messages out from regions always there (errors at once), takes the focus to the consent question, keeps Mute one toggle, and keeps the focus in the window when Hang up goes', () => {
+    const { view, byId } = mount();
+    const said = byId('w-said');
+    const alerted = byId('w-alert');
+    view.render(base);
+    expect([said.getAttribute('role'), alerted.getAttribute('role')]).toEqual(['status', 'alert']);
+    expect([said.hidden, alerted.hidden, said.textContent, alerted.textContent]).toEqual([false, false, '', '']);
+    view.render({ ...base, message: { text: 'Reconnecting…', tone: 'warn' } });
+    expect([said.textContent, alerted.textContent]).toEqual(['Reconnecting…', '']);
+    view.render({ ...base, message: { text: MESSAGES.micDenied, tone: 'error' } });
+    expect([said.textContent, alerted.textContent]).toEqual(['', MESSAGES.micDenied]);
+    // the consent question takes the focus as it comes
+    view.render({ ...base, state: 'confirm', consent: 'Use this window for the calls of Ana Agent (ana@acme.example)?' });
+    expect(document.activeElement).toBe(byId('w-consent-question'));
+    // Mute keeps its name; pressed says it is on
+    const live: ViewModel = { ...base, call: { direction: 'outbound', status: 'connected', display: timing.display, timing, receivedAt: 1_000_000, live: true } };
+    view.render({ ...live, muted: true });
+    expect([byId('w-mute').getAttribute('aria-label'), byId('w-mute').getAttribute('aria-pressed')]).toEqual(['Mute', 'true']);
+    byId('w-hangup').focus();
+    expect(document.activeElement).toBe(byId('w-hangup'));
+    view.render(base);
+    expect(document.activeElement).toBe(byId('w-state'));
+  });
+
   it('shows the agent, the state and the keep-open note', () => {
     const { view, byId } = mount();
     view.render(base);

@@ -61,7 +61,19 @@ const STYLE = `
 #c2c-window [data-testid=w-message][data-tone=error]{color:#b3261e}#c2c-window [data-testid=w-message][data-tone=warn]{color:#8a5300}
 #c2c-window .c2c-note{font-size:13px;color:#5b6570}
 #c2c-window [data-testid=w-consent-yes]{background:#1f6feb;border-color:#1f6feb;color:#fff}
+#c2c-window .c2c-sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 `;
+
+/** Hidden itself or inside something hidden. */
+function hiddenIn(node: HTMLElement): boolean {
+  for (let at: HTMLElement | null = node; at; at = at.parentElement) if (at.hidden) return true;
+  return false;
+}
+
+/** Written only when it changes: a live region speaks on every write. */
+function setIfChanged(node: HTMLElement, text: string): void {
+  if (node.textContent !== text) node.textContent = text;
+}
 
 function el<K extends keyof HTMLElementTagNameMap>(doc: Document, tag: K, testid: string | null, parent: HTMLElement, text = ''): HTMLElementTagNameMap[K] {
   const node = doc.createElement(tag);
@@ -97,6 +109,8 @@ export class WindowView {
     const connection = el(doc, 'span', 'w-connection', header);
     const state = el(doc, 'div', 'w-state', root);
     state.setAttribute('role', 'status');
+    // focusable by script: where the focus goes when the control that had it goes (Hang up once the call ended)
+    state.tabIndex = -1;
     const call = el(doc, 'section', 'w-call', root);
     call.className = 'c2c-call';
     const heading = el(doc, 'div', 'w-call-direction', call);
@@ -118,7 +132,14 @@ export class WindowView {
     const yes = el(doc, 'button', 'w-consent-yes', answers);
     const no = el(doc, 'button', 'w-consent-no', answers);
     const message = el(doc, 'p', 'w-message', root);
-    message.setAttribute('aria-live', 'polite');
+    // What the message says is read out from regions that are always there (a live region that
+    // enters the page already filled is skipped by screen readers): errors at once, the rest politely.
+    const said = el(doc, 'div', 'w-said', root);
+    said.className = 'c2c-sr';
+    said.setAttribute('role', 'status');
+    const alerted = el(doc, 'div', 'w-alert', root);
+    alerted.className = 'c2c-sr';
+    alerted.setAttribute('role', 'alert');
     const retry = el(doc, 'button', 'w-retry', root);
     const note = el(doc, 'p', 'w-keep-open', root);
     note.className = 'c2c-note';
@@ -128,7 +149,9 @@ export class WindowView {
     hangup.addEventListener('click', () => actions.hangup());
     mute.addEventListener('click', () => actions.toggleMute());
     retry.addEventListener('click', () => actions.retry());
-    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, retry, note };
+    // focusable by script: the question is where a keyboard or screen-reader user is taken when it comes
+    question.tabIndex = -1;
+    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, said, alerted, retry, note };
     const win = doc.defaultView;
     this.#consentGuard = win ? new ConsentGuard(yes, { win, doc }) : null;
   }
@@ -160,8 +183,11 @@ export class WindowView {
       n.hangup.disabled = model.hangupBusy;
       n.mute.hidden = !(call.live && model.muteAllowed && call.status === 'connected');
       n.mute.textContent = model.muted ? UI_TEXTS.unmute : UI_TEXTS.mute;
+      // a toggle's name stays: "Mute, pressed" (a label that flips as well would say "Unmute, pressed")
+      n.mute.setAttribute('aria-label', UI_TEXTS.mute);
       n.mute.setAttribute('aria-pressed', String(model.muted));
     }
+    const newQuestion = model.consent !== null && n.consent.hidden;
     n.consent.hidden = model.consent === null;
     this.#consentGuard?.asking(model.consent !== null);
     n.question.textContent = model.consent ?? '';
@@ -170,6 +196,13 @@ export class WindowView {
     n.message.hidden = model.message === null;
     n.message.textContent = model.message?.text ?? '';
     n.message.dataset.tone = model.message?.tone ?? '';
+    const urgent = model.message?.tone === 'error';
+    setIfChanged(n.alerted, urgent ? model.message!.text : '');
+    setIfChanged(n.said, urgent ? '' : (model.message?.text ?? ''));
+    if (newQuestion) n.question.focus();
+    // a control that had the focus and is now hidden would drop it to the page's body
+    const focused = this.#doc.activeElement as HTMLElement | null;
+    if (focused && focused !== n.state && n.state.parentElement?.contains(focused) && hiddenIn(focused)) n.state.focus();
     show(n.retry, model.retry);
     this.#doc.title = `${STATE_LABELS[model.state]} · ${UI_TEXTS.title}`;
     this.#tick();
