@@ -80,14 +80,15 @@ async function run(): Promise<void> {
     retry: () => retry(),
     consent: (yes) => answer(yes),
   });
+  // Read and strip the fragment before anything else can be slow or fail (a broken boot block
+  // included): the ticket must not stay in the address bar or the history.
+  const opened = takeFragment(window.location, window.history);
   let boot: Boot;
   try {
     boot = readBoot(document);
   } catch {
     return view.render(notPaired('error', MESSAGES.bootFailed, null));
   }
-  // Read and strip the fragment before anything else can be slow or fail.
-  const opened = takeFragment(window.location, window.history);
   let ticket = opened.ticket;
   const storage = sessionStore();
   /** the language of the widget that opened the window, if it said (kept for this tab's reloads) */
