@@ -907,13 +907,19 @@ describe('commands', () => {
     expect(sent.indexOf('hangup')).toBeLessThan(sent.indexOf('3'));
   });
 
-  it('a digit held behind one nothing answers fails unsent after ORDERED_WAIT_MS rather than reach the call late', async () => {
+  /** A connected call, its socket down, and no command POST ever answered; returns the commandfailed events. */
+  async function onCallNothingAnswers() {
     service.set({ call: call('connected', { answered_at: T0 - 5 }) });
     const socket = await ready();
     socket.drop();
     service.script.set('/widget/commands', Array(COMMAND_ATTEMPTS).fill('hang'));
     const failures: Array<{ kind: string; error: string }> = [];
     widget.on('commandfailed', (f) => failures.push(f));
+    return failures;
+  }
+
+  it('a digit held behind one nothing answers fails unsent after ORDERED_WAIT_MS rather than reach the call late', async () => {
+    const failures = await onCallNothingAnswers();
     const first = outcome(widget.sendDigits('1'));
     const second = outcome(widget.sendDigits('2'));
     await vi.advanceTimersByTimeAsync(ORDERED_WAIT_MS - 1);
@@ -930,12 +936,7 @@ describe('commands', () => {
   });
 
   it('gives up a command POST never answered after ACK_TIMEOUT_MS and sends it again; a hangup nothing answers is reported hangup_uncertain', async () => {
-    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
-    const socket = await ready();
-    socket.drop();
-    service.script.set('/widget/commands', Array(COMMAND_ATTEMPTS).fill('hang'));
-    const failures: Array<{ kind: string; error: string }> = [];
-    widget.on('commandfailed', (f) => failures.push(f));
+    const failures = await onCallNothingAnswers();
     const result = outcome(widget.hangup());
     await vi.advanceTimersByTimeAsync(ACK_TIMEOUT_MS);
     const posts = () => service.requests.filter((r) => r.path === '/widget/commands');
