@@ -54,9 +54,10 @@ export async function recheck(services: Services, sockets: Socket[]): Promise<{ 
 }
 
 /**
- * The sockets a re-check could not judge (the store did not answer) are checked again, 1 s later,
- * then doubling up to 30 s, for as long as RECHECK_RETRY.attempts allow: an integration suspended or
- * a member disabled while the store was slow would otherwise keep its sockets connected, in their
+ * The sockets a re-check could not judge (the store did not answer) are checked again, up to 1 s
+ * later, the wait doubling up to 30 s (each halved at most, at random: every node heard the same
+ * message at once), up to RECHECK_RETRY.attempts checks in all: an integration suspended or a
+ * member disabled while the store was slow would otherwise keep its sockets connected, in their
  * rooms and pushed to, until the token expired. (A command on one is refused, and ends it.)
  */
 export const RECHECK_RETRY = { firstMs: 1000, maxMs: 30_000, attempts: 8 } as const;
@@ -68,7 +69,8 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
       .then(({ unanswered }) => {
         const left = unanswered.filter((socket) => socket.connected);
         if (left.length === 0 || attempt + 1 >= RECHECK_RETRY.attempts) return;
-        const timer = services.clock.after(Math.min(RECHECK_RETRY.firstMs * 2 ** attempt, RECHECK_RETRY.maxMs), () => {
+        const wait = Math.min(RECHECK_RETRY.firstMs * 2 ** attempt, RECHECK_RETRY.maxMs);
+        const timer = services.clock.after(wait / 2 + Math.random() * (wait / 2), () => {
           retries.delete(timer);
           recheckAll(left, attempt + 1);
         });

@@ -36,6 +36,7 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
    */
   const forward = async (reply: FastifyReply, path: string, body: unknown, headers: Record<string, string> = {}) => {
     let response: Response;
+    let text: string;
     try {
       response = await fetch(`${options.baseUrl}${path}`, {
         method: 'POST',
@@ -43,12 +44,14 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(SERVICE_TIMEOUT_MS),
       });
+      // the whole answer, within the same time limit: a reply cut halfway is no answer either
+      text = await response.text();
     } catch {
       return reply.code(502).send({ ok: false, error: 'unreachable', message: 'The click-to-call service could not be reached.' });
     }
     const retryAfter = response.headers.get('retry-after');
     if (retryAfter) reply.header('retry-after', retryAfter);
-    return reply.code(response.status).type('application/json').send(await response.text());
+    return reply.code(response.status).type('application/json').send(text);
   };
 
   // Who is signed in. Your CRM knows from its own session; the demo keeps the user's name in an

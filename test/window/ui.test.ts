@@ -82,7 +82,7 @@ describe('WindowView', () => {
     expect(actions.consent.mock.calls).toEqual([[false], [true]]);
   });
 
-  it('reads messages out from regions always there (errors at once), takes the focus to the consent question, keeps Mute one toggle, and keeps the focus in the window when Hang up goes', () => {
+  it('reads messages out from regions always there (errors at once), takes the focus to the consent question, names Mute by its label, and keeps the focus in the window when Hang up or Try again goes', () => {
     const { view, byId } = mount();
     const said = byId('w-said');
     const alerted = byId('w-alert');
@@ -96,10 +96,16 @@ describe('WindowView', () => {
     // the consent question takes the focus as it comes
     view.render({ ...base, state: 'confirm', consent: 'Use this window for the calls of Ana Agent (ana@acme.example)?' });
     expect(document.activeElement).toBe(byId('w-consent-question'));
-    // Mute keeps its name; pressed says it is on
+    // Mute's name is its label, what a press does; no pressed state beside it ("Unmute, pressed")
     const live: ViewModel = { ...base, call: { direction: 'outbound', status: 'connected', display: timing.display, timing, receivedAt: 1_000_000, live: true } };
     view.render({ ...live, muted: true });
-    expect([byId('w-mute').getAttribute('aria-label'), byId('w-mute').getAttribute('aria-pressed')]).toEqual(['Mute', 'true']);
+    expect([byId('w-mute').textContent, byId('w-mute').getAttribute('aria-label'), byId('w-mute').getAttribute('aria-pressed')]).toEqual(['Unmute', null, null]);
+    // Try again going (a keyboard user pressed it) keeps the focus in the window too
+    view.render({ ...base, state: 'error', retry: 'Try again' });
+    byId('w-retry').focus();
+    view.render({ ...base, state: 'pairing' } as ViewModel);
+    expect(document.activeElement).toBe(byId('w-state'));
+    view.render({ ...live, muted: true });
     byId('w-hangup').focus();
     expect(document.activeElement).toBe(byId('w-hangup'));
     view.render(base);

@@ -134,7 +134,9 @@ async function run(): Promise<void> {
     const stored = ticket ? null : loadPairing(storage, boot.apiBaseUrl);
     if (stored && !(await holdEngine(stored.engine.id))) {
       pairing = false;
-      return view.render(notPaired('error', MESSAGES.openInAnotherTab, null));
+      // Try again: the other tab may have been closed since (or a browser kept a lock past a reload)
+      retry = () => void attempt();
+      return view.render(notPaired('error', MESSAGES.openInAnotherTab, UI_TEXTS.tryAgain));
     }
     view.render(notPaired('pairing', null, null));
     const result = await establish(api, storage, ticket, boot.voiceProvider === 'simulated', (paired) => allowed(api, paired)).catch(

@@ -182,10 +182,10 @@ export class WindowView {
       n.hangup.hidden = !call.live;
       n.hangup.disabled = model.hangupBusy;
       n.mute.hidden = !(call.live && model.muteAllowed && call.status === 'connected');
+      // The label says what a press does (Mute, Unmute), and is the button's name: no pressed
+      // state beside it, which would read "Unmute, pressed".
       n.mute.textContent = model.muted ? UI_TEXTS.unmute : UI_TEXTS.mute;
-      // a toggle's name stays: "Mute, pressed" (a label that flips as well would say "Unmute, pressed")
-      n.mute.setAttribute('aria-label', UI_TEXTS.mute);
-      n.mute.setAttribute('aria-pressed', String(model.muted));
+      n.mute.dataset.muted = String(model.muted);
     }
     const newQuestion = model.consent !== null && n.consent.hidden;
     n.consent.hidden = model.consent === null;
@@ -199,11 +199,11 @@ export class WindowView {
     const urgent = model.message?.tone === 'error';
     setIfChanged(n.alerted, urgent ? model.message!.text : '');
     setIfChanged(n.said, urgent ? '' : (model.message?.text ?? ''));
+    show(n.retry, model.retry);
     if (newQuestion) n.question.focus();
     // a control that had the focus and is now hidden would drop it to the page's body
     const focused = this.#doc.activeElement as HTMLElement | null;
     if (focused && focused !== n.state && n.state.parentElement?.contains(focused) && hiddenIn(focused)) n.state.focus();
-    show(n.retry, model.retry);
     this.#doc.title = `${STATE_LABELS[model.state]} · ${UI_TEXTS.title}`;
     this.#tick();
     const running = call !== null && call.live && call.timing.answered_at !== null;
