@@ -347,7 +347,8 @@ export class Transport {
         }
       }
     } catch (error) {
-      const e = error as SdkError;
+      // anything else thrown (a defect applying the snapshot) ends the session as an error, as before
+      const e = error instanceof SdkError ? error : new SdkError('internal_error', (error as Error)?.message ?? String(error));
       if (isRejection(e) || isFatal(e)) {
         this.polling = false;
         if (await this.d.session.rejected(e)) next = 0;
