@@ -4,13 +4,14 @@
  * keeps the response wrapper it builds for one with every WebSocket for its whole life (about
  * 0.3 KB a socket). Browsers don't apply CORS to WebSockets, and the handshake checks each token's
  * origin, so only long-polling needs these headers:
- * - the headers go on through engine.io's `headers` event, which is synchronous: each Origin's
- *   last answer is given at once and refreshed in the background through the REST policy, which
- *   the bus keeps current (an Origin just removed from an integration gets one more stale answer;
- *   CORS is not what guards a token);
- * - an Origin this node has not seen waits in `allowRequest`, which engine.io awaits before a
- *   handshake (its first request is a handshake GET, which has no body). If the client hangs up
- *   meanwhile, the request is never answered: uWS throws on writes to a closed request.
+ * - the headers go on through engine.io's `headers` event, which is synchronous: it is answered
+ *   from the allowed origins this node last read (OriginPolicy, which the bus keeps current: an
+ *   Origin just removed from an integration may get one more stale answer while they are read
+ *   again; CORS is not what guards a token);
+ * - before this node has read them, or from an Origin they did not allow once an integration has
+ *   changed, a handshake waits in `allowRequest` for a new read; engine.io awaits it before a
+ *   handshake (its first request is a handshake GET, which has no body). If the client
+ *   hangs up meanwhile, the request is never answered: uWS throws on writes to a closed request.
  * - a preflight (OPTIONS; socket.io-client sends one only with extra headers) is answered on uWS,
  *   before engine.io, which would refuse it.
  * Long-polling POSTs are never held up: uWS drops a body that arrives before its handler reads it.
@@ -19,7 +20,7 @@
  */
 import type { ServerOptions } from 'socket.io';
 import type { HttpRequest as UwsRequest, HttpResponse } from 'uWebSockets.js';
-import { createOriginPolicy } from '../api/http/cors.js';
+import { OriginPolicy } from '../api/http/origin-policy.js';
 import type { Services } from '../api/services.js';
 import { engineOriginAllowed } from '../api/domain/engines/origins.js';
 
@@ -33,7 +34,7 @@ interface EngineRequest {
 type AllowRequest = NonNullable<ServerOptions['allowRequest']>;
 
 export interface GatewayCors {
-  /** engine.io's allowRequest (handshakes only): waits for the answer of an Origin not seen yet. Never refuses. */
+  /** engine.io's allowRequest (handshakes only): waits until this node has read the allowed origins. Never refuses. */
   allowRequest: AllowRequest;
   /** engine.io's `headers` event: adds the CORS headers to a long-polling response. */
   headers(headers: Record<string, string>, req: EngineRequest): void;
@@ -41,41 +42,34 @@ export interface GatewayCors {
   preflight(res: HttpResponse, req: UwsRequest): void;
 }
 
-/** How many Origins' answers a node keeps (past that it starts again). */
-const MAX_ORIGINS = 10_000;
-
 const isUpgrade = (req: EngineRequest) => String(req.headers.upgrade).toLowerCase() === 'websocket';
 
 export function gatewayCors(services: Services): GatewayCors {
-  const widgetOrigins = createOriginPolicy(services);
-  const answers = new Map<string, boolean>();
-  const check = async (origin: string): Promise<boolean> => {
-    const allowed = engineOriginAllowed(services.config, origin) || (await widgetOrigins(origin).catch(() => false));
-    if (answers.size >= MAX_ORIGINS) answers.clear();
-    answers.set(origin, allowed);
-    return allowed;
-  };
-  /** The last answer for this Origin (undefined if there is none yet), and a fresh one on its way. */
-  const lookup = (origin: string) => ({ last: answers.get(origin), fresh: check(origin) });
-  /** Answers once the fresh answer is in, unless the client hung up meanwhile. */
-  const whenChecked = (res: HttpResponse, fresh: Promise<boolean>, reply: (allowed: boolean) => void) => {
+  const integrations = new OriginPolicy(services);
+  const ownPage = (origin: string) => engineOriginAllowed(services.config, origin);
+  /** At once, from what was last read: undefined before the first read. */
+  const lastAnswer = (origin: string) => ownPage(origin) || integrations.lastAnswer(origin);
+  /** As the store says now; a store that cannot answer allows nothing. */
+  const answer = async (origin: string) => ownPage(origin) || (await integrations.allows(origin).catch(() => false));
+  /** Answers once the answer is in, unless the client hung up meanwhile. */
+  const whenChecked = (res: HttpResponse, answered: Promise<boolean>, reply: (allowed: boolean) => void) => {
     let aborted = false;
     res.onAborted(() => void (aborted = true));
-    void fresh.then((allowed) => !aborted && reply(allowed));
+    void answered.then((allowed) => !aborted && reply(allowed));
   };
 
   return {
     allowRequest(message, callback) {
       const req = message as unknown as EngineRequest;
       const origin = req.headers.origin;
-      if (!origin || isUpgrade(req) || answers.has(origin) || !req.res) return callback(null, true);
-      whenChecked(req.res, check(origin), () => callback(null, true));
+      if (!origin || isUpgrade(req) || lastAnswer(origin) !== undefined || !req.res) return callback(null, true);
+      whenChecked(req.res, answer(origin), () => callback(null, true));
     },
 
     headers(headers, req) {
       const origin = req.headers.origin;
       if (!origin || isUpgrade(req)) return;
-      if (lookup(origin).last) headers['Access-Control-Allow-Origin'] = origin;
+      if (lastAnswer(origin)) headers['Access-Control-Allow-Origin'] = origin;
       headers['Vary'] = 'Origin';
     },
 
@@ -93,9 +87,9 @@ export function gatewayCors(services: Services): GatewayCors {
           res.end();
         });
       if (!origin) return reply(false);
-      const { last, fresh } = lookup(origin);
+      const last = lastAnswer(origin);
       if (last !== undefined) return reply(last);
-      whenChecked(res, fresh, reply);
+      whenChecked(res, answer(origin), reply);
     },
   };
 }

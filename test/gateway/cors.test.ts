@@ -3,8 +3,8 @@
  * integration's pages and the service's own. Browsers fall back to long-polling on networks that
  * block WebSockets, and without these headers they would not let the page read a single answer.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createIntegration } from '../../api/domain/operator/integrations.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createIntegration, setOrigins } from '../../api/domain/operator/integrations.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
@@ -15,11 +15,13 @@ const HELPDESK = 'https://helpdesk.example.com';
 describe('gateway CORS (long-polling)', () => {
   let live: GatewayHarness;
   let polling: string;
+  let tenantIntegration: string;
 
   beforeAll(async () => {
     live = await createGatewayHarness('pglite');
     const { services } = live.h;
     const tenant = await seedTenant(services);
+    tenantIntegration = tenant.integrationId;
     await createIntegration({ db: services.db, bus: services.bus, clock: services.clock }, { accountId: tenant.accountId, name: 'Acme Helpdesk', origins: [HELPDESK] });
     polling = `${live.url}/socket.io/?EIO=4&transport=polling`;
   });
@@ -58,7 +60,6 @@ describe('gateway CORS (long-polling)', () => {
   it('answers preflights for its own origins, with the headers asked for, and not for a stranger', async () => {
     const preflight = (origin: string) =>
       fetch(polling, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-custom' } });
-    // an Origin this node has not seen yet waits for the store's answer
     const allowed = await preflight(HELPDESK);
     expect(allowed.status).toBe(204);
     expect(allowed.headers.get('access-control-allow-origin')).toBe(HELPDESK);
@@ -68,5 +69,35 @@ describe('gateway CORS (long-polling)', () => {
     const stranger = await preflight('https://another-stranger.example');
     expect(stranger.status).toBe(204);
     expect(stranger.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('admits an origin an integration has just added from its first request, and forgets one just removed', async () => {
+    const { services } = live.h;
+    const deps = { db: services.db, bus: services.bus, clock: services.clock };
+    const added = 'https://added-later.example';
+    expect((await handshake(added)).headers.get('access-control-allow-origin')).toBeNull();
+    await setOrigins(deps, tenantIntegration, [ORIGIN, added]);
+    expect((await handshake(added)).headers.get('access-control-allow-origin')).toBe(added);
+    await setOrigins(deps, tenantIntegration, [ORIGIN]);
+    // the first answer after a removal may be the last one read; the one after is the store's
+    await handshake(added);
+    expect((await handshake(added)).headers.get('access-control-allow-origin')).toBeNull();
+    expect((await handshake(ORIGIN)).headers.get('access-control-allow-origin')).toBe(ORIGIN);
+  });
+
+  it('reads the store once for handshakes and preflights from any number of made-up origins', async () => {
+    const query = vi.spyOn(live.h.services.db, 'query');
+    const originReads = () => query.mock.calls.filter(([sql]) => String(sql).includes('allowed_origins')).length;
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          i % 2 ? handshake(`https://made-up-${i}.example`) : fetch(polling, { method: 'OPTIONS', headers: { origin: `https://made-up-${i}.example`, 'access-control-request-method': 'GET' } }),
+        ),
+      );
+      expect(answers.every((res) => res.headers.get('access-control-allow-origin') === null)).toBe(true);
+      expect(originReads()).toBeLessThanOrEqual(1);
+    } finally {
+      query.mockRestore();
+    }
   });
 });
