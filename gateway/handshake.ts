@@ -4,7 +4,8 @@
  * only from the service's own pages or an allowed extension. A refusal reaches the client as
  * connect_error with data {code, final, message}: `final` means this credential will never work,
  * so the client must not retry with it. Refused handshakes count against their address's rate
- * limit, and a credential holds a bounded number of sockets on a node (limits.ts).
+ * limit, an engine's connections count with its heartbeats, and a credential holds a bounded
+ * number of sockets on a node (limits.ts).
  */
 import type { Socket } from 'socket.io';
 import { C2CError, type ErrorCode } from '../shared/errors.js';
@@ -178,6 +179,7 @@ export function handshake(services: Services, limits: SocketLimits, local: Local
     const owner = ownerOf(data);
     let connected: () => void;
     try {
+      if (data.kind === 'engine') await limits.engineConnect(data.engineId);
       connected = limits.admitSocket(owner, local.count(owner));
     } catch (error) {
       return refuse(next, endFor(error));

@@ -10,9 +10,11 @@
  * from an address with too many being checked on this node at once, since none of those has been
  * counted yet: a flood of made-up tokens from one address so costs the store at most that limit
  * plus the handshakes in flight on each node, per window. Handshakes that pass count against no
- * rate (only against their credential's sockets, below), and REST's traffic does not block them:
- * a call centre's agents share one address, and all reconnect within seconds after a gateway
- * restart.
+ * address's rate (only against their credential's sockets, below), and REST's traffic does not
+ * block them: a call centre's agents share one address, and all reconnect within seconds after a
+ * gateway restart. An engine's connection counts with its heartbeats, though: its first `work` is
+ * what a heartbeat reads from the store, and a window reconnecting in a loop must not read it more
+ * often than REST would let it.
  * Sockets: a credential holds at most config.socketsPerCredential on a node (by default
  * LIMITS.socketsPerCredentialPerNode; not a rate, so C2C_RATE_LIMIT_SCALE leaves it alone), counted
  * here without Redis (each node guards its own memory).
@@ -45,6 +47,11 @@ export class SocketLimits {
   }
 
   async engineHeartbeat(engineId: string): Promise<void> {
+    await this.#count(RATE_KEYS.enginePerEngine(engineId), LIMITS.enginePerEnginePerMinute);
+  }
+
+  /** An engine's socket that passed its handshake, before its first `work` is read. */
+  async engineConnect(engineId: string): Promise<void> {
     await this.#count(RATE_KEYS.enginePerEngine(engineId), LIMITS.enginePerEnginePerMinute);
   }
 
