@@ -155,7 +155,7 @@ function storage(): Storage {
   return { length: 0, clear: () => map.clear(), key: () => null, getItem: (k) => map.get(k) ?? null, setItem: (k, v) => void map.set(k, v), removeItem: (k) => void map.delete(k) };
 }
 
-async function engine(options: { mic?: MicState; controls?: Array<'mute' | 'dtmf'>; realtime?: boolean; voiceTtlS?: number; driver?: SimulatedDriver } = {}) {
+async function engine(options: { mic?: MicState; askMic?: () => Promise<MicState>; controls?: Array<'mute' | 'dtmf'>; realtime?: boolean; voiceTtlS?: number; driver?: SimulatedDriver } = {}) {
   const server = new FakeServer();
   if (options.voiceTtlS) server.voiceTtlS = options.voiceTtlS;
   const socket = new FakeSocket(server);
@@ -176,7 +176,7 @@ async function engine(options: { mic?: MicState; controls?: Array<'mute' | 'dtmf
       socket.handlers = handlers;
       return socket;
     },
-    askMic: async () => options.mic ?? 'ready',
+    askMic: options.askMic ?? (async () => options.mic ?? 'ready'),
     focus,
     now: () => Date.now(),
     tellWidget,
@@ -379,6 +379,42 @@ describe('Engine', () => {
     const { server, instance } = await engine({ mic: 'denied' });
     expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false });
     expect(instance.model()).toMatchObject({ state: 'no_mic', message: { text: MESSAGES.micDenied, tone: 'error' }, retry: 'Try again' });
+  });
+
+  it('is not ready while no microphone is plugged in, says so, and asks again when one is', async () => {
+    const askMic = vi.fn(async (): Promise<MicState> => 'ready');
+    const { server, instance } = await engine({ askMic });
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'ready', mic_ready: true });
+    instance.micDevices(true); // another device came or went: still one
+    instance.micDevices(false);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false });
+    expect(instance.model()).toMatchObject({ state: 'no_mic', message: { text: MESSAGES.micMissing, tone: 'error' } });
+    expect(askMic).toHaveBeenCalledTimes(1);
+    instance.micDevices(true);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(askMic).toHaveBeenCalledTimes(2);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'ready', mic_ready: true });
+  });
+
+  it('asks for the microphone again, not ready meanwhile, when its permission is reset; blocked, it says so', async () => {
+    let answer!: (state: MicState) => void;
+    const askMic = vi.fn(async (): Promise<MicState> => 'ready');
+    const { server, instance } = await engine({ askMic });
+    askMic.mockImplementation(() => new Promise<MicState>((resolve) => (answer = resolve)));
+    instance.micPermission('prompt');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(askMic).toHaveBeenCalledTimes(2);
+    expect(instance.model()).toMatchObject({ message: { text: MESSAGES.micAsking } });
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false });
+    answer('ready');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'ready', mic_ready: true });
+    instance.micPermission('denied');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false });
+    expect(instance.model()).toMatchObject({ state: 'no_mic', message: { text: MESSAGES.micDenied } });
   });
 
   it('carries out a command pushed twice once, acks both pushes on the socket, and carries the result to the next heartbeat', async () => {

@@ -208,15 +208,32 @@ export class Engine {
     void this.#scheduler.beat();
   }
 
-  /** The browser's microphone permission changed (the user allowed or blocked it). */
+  /**
+   * The browser's microphone permission changed: the user allowed or blocked it, or reset it (a
+   * one-time grant lapsing does too). Reset, it is asked for again now, while the window says so,
+   * rather than on the next call's answer: until then the window is not ready, so no call rings here.
+   */
   micPermission(state: PermissionState): void {
     if (this.#stopped) return;
     if (state === 'granted' && this.#mic !== 'ready' && this.#mic !== 'asking') void this.retryMic();
-    if (state === 'denied' && this.#mic !== 'denied') {
-      this.#mic = 'denied';
-      this.#changed();
-      void this.#scheduler.beat();
-    }
+    if (state === 'prompt' && this.#mic === 'ready') void this.retryMic();
+    if (state === 'denied' && this.#mic !== 'denied') this.#micLost('denied');
+  }
+
+  /**
+   * Microphones were plugged in or out. With none left the window is not ready (an incoming call
+   * would ring an agent who cannot speak) and says so; when one is back, it is asked for again.
+   */
+  micDevices(present: boolean): void {
+    if (this.#stopped) return;
+    if (!present && this.#mic === 'ready') this.#micLost('missing');
+    if (present && this.#mic === 'missing') void this.retryMic();
+  }
+
+  #micLost(why: 'denied' | 'missing'): void {
+    this.#mic = why;
+    this.#changed();
+    void this.#scheduler.beat();
   }
 
   /** The Hang up button: the server ends the call through the provider. */

@@ -12,7 +12,7 @@ import { SimulatedDriver } from './drivers/simulated.js';
 import type { VoiceDriver } from './drivers/types.js';
 import { Engine, type EngineDeps } from './engine.js';
 import { MESSAGES, UI_TEXTS, useLanguage, type WindowState } from './messages.js';
-import { askMicrophone, watchMicPermission } from './mic.js';
+import { askMicrophone, watchMicDevices, watchMicPermission } from './mic.js';
 import { consented, keepConsent } from './consent.js';
 import { tabLocks } from './tab-lock.js';
 import { establish, loadPairing, openerLanguage } from './session.js';
@@ -198,6 +198,7 @@ async function run(): Promise<void> {
     if ((event.data as { c2c?: unknown } | null)?.c2c === 'nudge') engine?.nudge();
   });
   void watchMicPermission(navigator.permissions, (state) => engine?.micPermission(state));
+  watchMicDevices(navigator.mediaDevices, (present) => engine?.micDevices(present));
   // Enable calls in a widget gives a window that runs no engine (its ticket refused, a reload's
   // pairing closed, its engine ended for good) a new ticket by navigating it to window_url. Only
   // the fragment changes, so the ticket arrives here, not as a new page. A running engine keeps

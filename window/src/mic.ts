@@ -1,7 +1,8 @@
 /**
  * The microphone: asked once with getUserMedia({audio: true}) and released at once (the voice
  * SDK opens its own stream on a call; the permission stays granted). A permission change later
- * (the user allows or blocks it in the address bar) is watched where the browser supports it.
+ * (the user allows or blocks it in the address bar, or resets it) is watched where the browser
+ * supports it, and so are microphones plugged in or out.
  */
 
 export type MicState = 'asking' | 'ready' | 'denied' | 'missing' | 'busy' | 'unsupported';
@@ -31,4 +32,15 @@ export async function watchMicPermission(permissions: Permissions | undefined, o
   } catch {
     // Firefox and Safari may not know the 'microphone' permission name: nothing to watch.
   }
+}
+
+/** Calls back whether any microphone is left when the browser's media devices change (one plugged in or out). */
+export function watchMicDevices(media: Pick<MediaDevices, 'enumerateDevices' | 'addEventListener'> | undefined, onChange: (present: boolean) => void): void {
+  if (!media || typeof media.addEventListener !== 'function' || typeof media.enumerateDevices !== 'function') return;
+  media.addEventListener('devicechange', () => {
+    media.enumerateDevices().then(
+      (devices) => onChange(devices.some((device) => device.kind === 'audioinput')),
+      () => undefined, // nothing known: the next call finds out
+    );
+  });
 }
