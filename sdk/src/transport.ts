@@ -92,6 +92,8 @@ export class Transport {
   /** a rate-limited handshake's retry_after: no handshake before this (clock ms) */
   private notBefore = 0;
   private endHandled = false;
+  /** a retry ending's retry_after (ms): the reconnect after its disconnect waits that long */
+  private endWaitMs = 0;
   private socketToken: string | null = null;
   private stopped = false;
   /** a window message arrived while a poll was in flight (which may have read the old state) */
@@ -235,7 +237,12 @@ export class Transport {
       if (this.socketUp) this.stateSinceUp = true;
       this.d.onSnapshot(state);
     });
-    socket.on('ended', (end: SocketEnd) => void (this.endHandled = this.onEnd(end)));
+    socket.on('ended', (end: SocketEnd) => {
+      this.endHandled = this.onEnd(end);
+      // A retry ending may say how long to wait (a node whose store is struggling): every widget
+      // it ended then comes back spread over that wait, not within the first backoff.
+      if (!this.endHandled) this.endWaitMs = retryAfterMs(end.retry_after);
+    });
     socket.on('disconnect', () => {
       const healthy = this.socketUp && this.stateSinceUp && this.d.clock.now() - this.upSince >= SOCKET_HEALTHY_MS;
       if (healthy) this.attempts = 0;
@@ -244,7 +251,7 @@ export class Transport {
       this.setStatus();
       if (this.planned || this.stopped) return;
       this.pollAfterDrop();
-      if (!this.endHandled) this.scheduleReconnect();
+      if (!this.endHandled) this.scheduleReconnect(this.endWaitMs);
     });
     socket.on('connect_error', (err: Error & { data?: SocketEnd }) => {
       this.socketUp = false;
@@ -262,6 +269,7 @@ export class Transport {
 
   private connectSocket(): void {
     this.endHandled = false;
+    this.endWaitMs = 0;
     this.socket?.connect();
     this.planned = false;
   }

@@ -396,6 +396,25 @@ describe('push and polling', () => {
     expect(socket.connects).toBe(connects + 1);
   });
 
+  it("after a retry ending that says how long to wait, polls meanwhile and reconnects no sooner than its retry_after", async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    await vi.advanceTimersByTimeAsync(1000);
+    const connects = socket.connects;
+    socket.fire('ended', { code: 'service_unavailable', final: false, message: 'The state store is unavailable.', retry_after: 5 });
+    socket.drop('io server disconnect');
+    const polls = service.count('/widget/state');
+    // the wait, then a random share of it again (random() is 0.5: 2.5 s)
+    await vi.advanceTimersByTimeAsync(7499);
+    expect(socket.connects).toBe(connects);
+    expect(service.count('/widget/state')).toBeGreaterThan(polls);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(socket.connects).toBe(connects + 1);
+  });
+
   it('a new token does not reconnect before the retry_after of a rate-limited handshake either', async () => {
     const { socket, connects } = await refusedRateLimited(1800);
     service.serverTime = T0 + 1740;

@@ -110,6 +110,27 @@ describe('EngineSocket', () => {
     expect(io.connect).toHaveBeenCalledTimes(1);
   });
 
+  it('a non-final end that says how long to wait reconnects no sooner, spread over it', async () => {
+    const { io } = open();
+    io.connected = true;
+    io.fire('connect');
+    io.fire('ended', { code: 'service_unavailable', final: false, message: 'The state store is unavailable.', retry_after: 4 });
+    io.connected = false;
+    io.fire('disconnect', 'io server disconnect');
+    // random() is 0.5 here: the wait and half of it again
+    await vi.advanceTimersByTimeAsync(5999);
+    expect(io.connect).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(io.connect).toHaveBeenCalledTimes(1);
+    // the next drop, with no ending, is the backoff's again
+    io.connected = true;
+    io.fire('connect');
+    io.connected = false;
+    io.fire('disconnect', 'transport close');
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(io.connect).toHaveBeenCalledTimes(2);
+  });
+
   it("reconnects itself, socket.io-client's reconnection off, after any close it did not ask for", async () => {
     const { io, connect } = open();
     expect(connect).toHaveBeenCalledWith(REALTIME.url, expect.objectContaining({ reconnection: false }));

@@ -51,6 +51,8 @@ export class EngineSocket {
   /** when the socket connected (ms); null while it is not */
   #upSince: number | null = null;
   #retry: ReturnType<typeof setTimeout> | undefined;
+  /** a retry ending's retry_after (ms), for the reconnect after the disconnect that follows it */
+  #endWaitMs = 0;
   /** whether the socket, connected, still carries what it should (shared/socket-doubt.ts); in doubt, the engine heartbeats over REST */
   readonly #doubt: SocketDoubt<ReturnType<typeof setTimeout>>;
 
@@ -94,7 +96,8 @@ export class EngineSocket {
       handlers.onDown();
       // Closed by the server (after `ended`), a proxy or the network. Closed by this side, it was
       // stopped, or taken for dead (which reconnects itself).
-      if (reason !== 'io client disconnect') this.#reconnectLater();
+      if (reason !== 'io client disconnect') this.#reconnectLater(this.#endWaitMs);
+      this.#endWaitMs = 0;
     });
     socket.on('connect_error', (error: Error & { data?: Partial<SocketEnd> }) => {
       const data = error.data;
@@ -104,7 +107,10 @@ export class EngineSocket {
     });
     socket.on('work', (work) => handlers.onWork(work));
     socket.on('ended', (end) => {
-      if (end.final) this.#final(end);
+      if (end.final) return this.#final(end);
+      // A retry ending may say how long to wait (a node whose store is struggling): the reconnect
+      // after the disconnect that follows waits that long, spread out.
+      this.#endWaitMs = retryAfterMs(end.retry_after);
     });
   }
 
