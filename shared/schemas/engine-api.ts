@@ -20,6 +20,8 @@ export const Paired = z
     engine_token: z.string(),
     engine: Engine,
     integration_id: z.string(),
+    /** the integration's name as the service's operator set it: the call window's consent question names it */
+    integration_name: z.string(),
     agent: WidgetAgent,
     policy: Policy,
     voice_provider: z.enum(['simulated', 'twilio']),

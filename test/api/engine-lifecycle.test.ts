@@ -131,6 +131,8 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
 
     const paired = await pair(await launchTicket(api, first.widgetToken));
     expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    // whose calls, and for which integration by its operator-given name (the window's consent question)
+    expect(paired.body).toMatchObject({ integration_id: t.integrationId, integration_name: 'Acme CRM', agent: { name: 'Ana Agent', identifier: 'ana@acme.example' } });
     const secondId: string = paired.body.engine.id;
     expect(secondId).not.toBe(first.engineId);
 

@@ -306,7 +306,9 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     const window = await context.newPage();
     await window.goto(await ticketFor());
     await expect.poll(() => windowState(window), { timeout: 15_000 }).toBe('confirm');
-    expect(await window.locator('[data-testid=w-consent-question]').textContent()).toContain(stack.demo.agent.value);
+    const question = await window.locator('[data-testid=w-consent-question]').textContent();
+    expect(question).toContain(stack.demo.agent.value);
+    expect(question).toContain('in Demo CRM?'); // the integration, by the name the operator gave it
     await new Promise((resolve) => setTimeout(resolve, 1000)); // time enough to have come up, had it not asked
     expect(await serverEngineState()).toBe('enabling'); // paired, but never ready: no call can be placed through it
     // A reload (or the opener navigating the window) does not carry the unanswered pairing on: it closes it.

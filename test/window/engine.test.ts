@@ -36,6 +36,7 @@ const paired = (controls: Array<'mute' | 'dtmf'> = ['mute', 'dtmf']): Paired => 
   engine_token: 'c2ce_token',
   engine: { id: 'eng_1', state: 'enabling', live: true, available: true, mic_ready: false, busy: false, muted: false, simulated: true, last_seen_ago: 0, version: 1, client: 'window' },
   integration_id: 'c2c_demo',
+  integration_name: 'Demo CRM',
   agent: { name: 'Ana Agent', identifier: 'ana@example.com', type: 'email', department: null },
   policy: { outbound: true, inbound: true, number_visibility: 'show', controls, widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' }, max_call_seconds: 3600 },
   voice_provider: 'simulated',

@@ -11,6 +11,7 @@ const paired = (token = 'c2ce_one'): Paired => ({
   engine_token: token,
   engine: { id: 'eng_1', state: 'enabling', live: true, available: true, mic_ready: false, busy: false, muted: false, simulated: true, last_seen_ago: 0, version: 1, client: 'window' },
   integration_id: 'c2c_demo',
+  integration_name: 'Demo CRM',
   agent: { name: 'Ana', identifier: 'ana@example.com', type: 'email', department: null },
   policy: { outbound: true, inbound: true, number_visibility: 'show', controls: ['mute', 'dtmf'], widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' }, max_call_seconds: 3600 },
   voice_provider: 'simulated',

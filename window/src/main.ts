@@ -47,10 +47,15 @@ function notPaired(state: WindowState, message: string | null, retry: string | n
   return { state, agent: null, call: null, hangupBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null, consent: null };
 }
 
-/** The consent question for a pairing (consent.ts): whose calls, by name and identifier. */
+/**
+ * The consent question for a pairing (consent.ts): whose calls, by name and identifier, and for
+ * which integration, by the name the service's operator gave it (not the opener's to choose): an
+ * agent asked from another product's page than the CRM they use can tell.
+ */
 function asking(paired: Paired): ViewModel {
   const agent = `${paired.agent.name} (${paired.agent.identifier})`;
-  return { ...notPaired('confirm', null, null), agent: paired.agent.name, consent: MESSAGES.consentQuestion.replace('{agent}', () => agent) };
+  const question = MESSAGES.consentQuestion.replace('{agent}', () => agent).replaceAll('{integration}', () => paired.integration_name);
+  return { ...notPaired('confirm', null, null), agent: paired.agent.name, consent: question };
 }
 
 function localStore(): Storage | null {

@@ -40,7 +40,7 @@ const EN = {
     callOver: 'The call the command is for is no longer up in this window.',
     dtmfNoDigits: 'A dtmf command needs digits.',
     // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier
-    consentQuestion: 'Use this window for the calls of {agent}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from your CRM.',
+    consentQuestion: 'Use this window for the calls of {agent} in {integration}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from {integration}.',
     consentDeclined: 'This window will not carry those calls. You can close it.',
   },
   /** What the window's state element says. */
@@ -118,7 +118,7 @@ const FR: WindowTexts = {
     otherCall: 'La commande concerne un autre appel que celui de cette fenêtre.',
     callOver: 'L’appel visé par la commande n’est plus en cours dans cette fenêtre.',
     dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
-    consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis votre CRM.',
+    consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} dans {integration} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis {integration}.',
     consentDeclined: 'Cette fenêtre ne prendra pas ces appels. Vous pouvez la fermer.',
   },
   states: {

@@ -31,6 +31,7 @@ export const pairRoutes =
           engine_token: pairing.token,
           engine: toEngine(pairing.engine, services.clock.now()),
           integration_id: pairing.integration.id,
+          integration_name: pairing.integration.name,
           agent: toWidgetAgent(pairing.integration, pairing.agent),
           policy: pairing.agent.effective.policy,
           voice_provider: pairing.engine.simulated ? ('simulated' as const) : services.providers.configured.name,
