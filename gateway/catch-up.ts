@@ -9,7 +9,9 @@
  * work, read from the store. What sockets hold is not known here, so the first catch-up of an
  * outage sends every widget its state; later ones only a newer version. A window is handed what a
  * heartbeat would hand it, and after the outage all it has not acked; it carries out each command
- * once however often it arrives.
+ * once however often it arrives. A catch-up whose reads did not all succeed is made again, for
+ * what failed only (otherwise the store would be read for every socket of the node every poll_ms,
+ * for as long as one read kept failing).
  */
 import type { Server, Socket } from 'socket.io';
 import { LIMITS } from '../shared/limits.js';
@@ -22,16 +24,38 @@ import type { EngineSocketData, SocketData, WidgetSocketData } from './handshake
 
 type WorkToSend = Extract<HandOver, 'due' | 'unacked'>;
 
+/** What a catch-up could not do, by socket id (credentials to re-check, windows' work) and agent room (widget states). */
+interface Left {
+  rechecks: Set<string>;
+  rooms: Set<string>;
+  engines: Set<string>;
+}
+
+/** What a catch-up covers: every socket, or what one before could not do. */
+type Scope = 'all' | Left;
+
+const nothingLeft = (): Left => ({ rechecks: new Set(), rooms: new Set(), engines: new Set() });
+const isEmpty = (left: Left) => left.rechecks.size === 0 && left.rooms.size === 0 && left.engines.size === 0;
+
+/** What either scope covers: everything if either does. */
+function widen(a: Scope | undefined, b: Scope): Scope {
+  if (a === undefined) return b;
+  if (a === 'all' || b === 'all') return 'all';
+  return { rechecks: new Set([...a.rechecks, ...b.rechecks]), rooms: new Set([...a.rooms, ...b.rooms]), engines: new Set([...a.engines, ...b.engines]) };
+}
+
 /** Starts keeping this node's sockets current through bus outages; returns what stops it (once a catch-up under way is done). */
 export function keepCurrentThroughOutages(services: Services, io: Server): () => Promise<void> {
   const { bus, clock, pusher } = services;
   /** per agent room, the version the catch-ups of this outage sent its widgets */
   const sent = new Map<string, number>();
-  /** whether something may have been lost since the last catch-up made with the bus up */
-  let missed = false;
-  let running: Promise<boolean> | undefined;
+  /** what may have been lost since the last catch-up made with the bus up: everything, what that one could not do, or nothing */
+  let missed: Scope | null = null;
+  let running: Promise<Scope> | undefined;
   /** what the next catch-up hands windows over; `unacked` (the final one's) wins over `due` */
   let next: WorkToSend | undefined;
+  /** what the next catch-up covers */
+  let nextScope: Scope | undefined;
   let timer: Timer | undefined;
   let stopped = false;
 
@@ -47,51 +71,63 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
     if (handed.commands.length > 0 || handed.dial_requests.length > 0) socket.emit('work', handed);
   }
 
-  /** Resolves false if a read failed (a store that cannot answer): the catch-up is then made again. */
-  async function catchUp(work: WorkToSend): Promise<boolean> {
+  /** Resolves what it could not do because a read failed (a store that cannot answer): that is then done again. */
+  async function catchUp(work: WorkToSend, scope: Scope): Promise<Left> {
+    const left = nothingLeft();
     // What is pushed from here on reaches the rooms again, so what is read after this is not lost.
     await bus.roomsJoined();
-    const rechecked = await recheck(services, [...io.of('/').sockets.values()]);
-    if (stopped) return true;
+    const all = [...io.of('/').sockets.values()];
+    const rechecked = await recheck(services, scope === 'all' ? all : all.filter((socket) => scope.rechecks.has(socket.id)));
+    for (const socket of rechecked.unanswered) left.rechecks.add(socket.id);
+    if (stopped) return left;
     const widgets = new Map<string, { data: WidgetSocketData; sockets: Socket[] }>();
     const engines: Socket[] = [];
     for (const socket of io.of('/').sockets.values()) {
       const data = socket.data as SocketData;
       if (data.kind === 'engine') {
-        engines.push(socket);
+        if (scope === 'all' || scope.engines.has(socket.id)) engines.push(socket);
         continue;
       }
       const room = rooms.agent(data.integrationId, data.memberId);
+      if (scope !== 'all' && !scope.rooms.has(room)) continue;
       const agent = widgets.get(room);
       if (agent) agent.sockets.push(socket);
       else widgets.set(room, { data, sockets: [socket] });
     }
-    if (stopped) return true;
-    const outcomes = await Promise.allSettled([...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets)), ...engines.map((socket) => sendWork(socket, work))]);
-    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
-    if (failed) services.log?.('catch-up after a bus outage failed', (failed as PromiseRejectedResult).reason);
-    return rechecked.unanswered.length === 0 && !failed;
+    if (stopped) return left;
+    let failure: unknown;
+    const noteIn = (target: Set<string>, key: string) => (error: unknown) => {
+      failure ??= error;
+      target.add(key);
+    };
+    await Promise.all([
+      ...[...widgets].map(([room, { data, sockets }]) => sendState(room, data, sockets).catch(noteIn(left.rooms, room))),
+      ...engines.map((socket) => sendWork(socket, work).catch(noteIn(left.engines, socket.id))),
+    ]);
+    if (failure !== undefined) services.log?.('catch-up after a bus outage failed', failure);
+    return left;
   }
 
   /**
-   * One catch-up at a time; one asked for meanwhile runs after it (it may have read too early).
-   * Resolves whether the last one made got every answer from the store.
+   * One catch-up at a time; one asked for meanwhile runs after it (it may have read too early),
+   * covering what both were asked to. Resolves what the last one made could not do.
    */
-  function run(work: WorkToSend): Promise<boolean> {
+  function run(work: WorkToSend, scope: Scope): Promise<Scope> {
     next = next === 'unacked' ? next : work;
+    nextScope = widen(nextScope, scope);
     if (running) return running;
     const drain = async () => {
-      let complete = true;
-      while (next && !stopped) {
-        const current = next;
-        next = undefined;
-        complete = await catchUp(current).catch((error: unknown) => {
+      let left: Scope = nothingLeft();
+      while (next && nextScope && !stopped) {
+        const [current, covering] = [next, nextScope];
+        next = nextScope = undefined;
+        left = await catchUp(current, covering).catch((error: unknown) => {
           services.log?.('catch-up after a bus outage failed', error);
-          return false;
+          return covering; // all of it, as it was asked
         });
       }
       running = undefined;
-      return complete;
+      return left;
     };
     running = drain();
     return running;
@@ -105,11 +141,12 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
    */
   async function check(now = false): Promise<void> {
     const down = bus.state() === 'down';
-    if (!down && !missed && !now) return;
-    const complete = await run(down ? 'due' : 'unacked');
-    missed = down || bus.state() === 'down' || !complete;
+    if (!down && missed === null && !now) return;
+    // While the bus is down, and once it has just come back, anything may have been lost.
+    const left = await run(down ? 'due' : 'unacked', down || now ? 'all' : (missed ?? 'all'));
+    missed = down || bus.state() === 'down' ? 'all' : left !== 'all' && isEmpty(left) ? null : left;
     // Nothing can be lost any more: the next outage starts afresh.
-    if (!missed) sent.clear();
+    if (missed === null) sent.clear();
   }
 
   // The next tick is set before this one's catch-up runs: a slow store delays no tick.

@@ -5,7 +5,8 @@
  * node A takes REST requests (an API node), node B holds the sockets (a gateway).
  */
 import pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createMember } from '../../api/domain/operator/accounts.js';
 import { createRedisBus, ROOMS_JOINED_WITHIN_MS } from '../../api/bus/redis.js';
 import type { Bus } from '../../api/bus/index.js';
 import { ManualClock } from '../../api/clock.js';
@@ -222,6 +223,44 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
       expect(await caught).toMatchObject({ engine: { available: false } });
     }, 60_000);
   }
+
+  it('makes again only what a catch-up could not do, not the whole of it', async () => {
+    const deps = { db: a.services.db, bus: a.services.bus, clock };
+    const bea = await createMember(deps, { accountId: t.accountId, email: 'bea@acme.example', name: 'Bea', departmentId: t.salesId });
+    const beaWidget = open(await openSession(api, t, 'bea@acme.example'), ORIGIN);
+    await Promise.all([snapshotOf(widget()), snapshotOf(beaWidget), engine().next('work')]);
+    const { pusher } = b.h.services;
+    const agentState = pusher.agentState.bind(pusher);
+    let beaFails = true;
+    const states = vi.spyOn(pusher, 'agentState').mockImplementation(async (integrationId, memberId) => {
+      if (memberId === bea.id && beaFails) throw new Error('the store did not answer this one');
+      return agentState(integrationId, memberId);
+    });
+    const work = vi.spyOn(pusher, 'engineWork');
+    const statesOf = (memberId: string) => states.mock.calls.filter(([, member]) => member === memberId).length;
+    await redis.stop();
+    await busesAre('down');
+    await redis.start();
+    await busesAre('up');
+    // the catch-ups of the return (node B's own, and on hearing node A's) read every agent's state and every window's work
+    await waitFor(async () => (statesOf(t.agent.id) > 0 && statesOf(bea.id) > 0 && work.mock.calls.length > 0 ? true : undefined), 'the catch-up of the return');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    states.mockClear();
+    work.mockClear();
+    // the next one, poll_ms later, reads Bea's state alone, since it alone failed
+    await clock.advance(LIMITS.pollMs);
+    await waitFor(async () => (statesOf(bea.id) > 0 ? true : undefined), "the catch-up of what failed");
+    expect(statesOf(t.agent.id)).toBe(0);
+    expect(work).not.toHaveBeenCalled();
+    // once it succeeds, nothing more is read
+    beaFails = false;
+    await clock.advance(LIMITS.pollMs);
+    await waitFor(async () => (statesOf(bea.id) > 1 ? true : undefined), 'the catch-up that succeeds');
+    await clock.advance(LIMITS.pollMs);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(statesOf(bea.id)).toBe(2);
+    expect(statesOf(t.agent.id)).toBe(0);
+  }, 60_000);
 
   it("reads a socket's snapshot only once Redis has its room, so a change made meanwhile is in it", async () => {
     // Paused, Redis keeps the connections but answers nothing: node B's subscription to the new
