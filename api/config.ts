@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { LIMITS } from '../shared/limits.js';
 import { parseOrigin } from '../shared/origin.js';
 import { trustOf, type TrustProxy } from './http/client-address.js';
-import { PG_TIMEOUT_DEFAULTS } from './store/db.js';
+import { PG_DEFAULTS } from './store/db.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const flag = z
@@ -35,9 +35,11 @@ const EnvSchema = z.object({
   C2C_DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),
   /** PostgreSQL cancels a statement running (or waiting on a lock) longer than this: the caller gets 503 */
-  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_TIMEOUT_DEFAULTS.statementTimeoutMs),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_DEFAULTS.statementTimeoutMs),
   /** waiting longer than this for a PostgreSQL connection fails with 503 */
-  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_TIMEOUT_DEFAULTS.connectTimeoutMs),
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_DEFAULTS.connectTimeoutMs),
+  /** PostgreSQL connections a node holds at most (nodes × this must stay under the server's max_connections) */
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(PG_DEFAULTS.poolSize),
   REDIS_URL: urlWithScheme(['redis:', 'rediss:']).optional(),
   PUBLIC_BASE_URL: publicOrigin.optional(),
   PUBLIC_SITE_URL: publicOrigin.optional(),
@@ -95,6 +97,7 @@ export interface Config {
   databaseUrl: string | undefined;
   databaseStatementTimeoutMs: number;
   databaseConnectTimeoutMs: number;
+  databasePoolSize: number;
   redisUrl: string | undefined;
   /** origin the API is reached at from outside; provider webhooks are signed against it */
   publicBaseUrl: string;
@@ -150,6 +153,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     databaseUrl: e.DATABASE_URL,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
     publicBaseUrl,
     apiBaseUrl: `${publicBaseUrl}${API_PREFIX}`,

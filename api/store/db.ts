@@ -57,8 +57,8 @@ export function isStoreOutOfReach(error: unknown): boolean {
   return e?.code === 'service_unavailable' && e.outOfReach === true;
 }
 
-/** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS). */
-export const PG_TIMEOUT_DEFAULTS = { statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 } as const;
+/** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS), and the connections a node holds (DATABASE_POOL_SIZE). */
+export const PG_DEFAULTS = { statementTimeoutMs: 10_000, connectTimeoutMs: 5_000, poolSize: 10 } as const;
 
 export const STORE_READ_ONLY = 'The database takes no changes now (read-only); retry shortly.';
 

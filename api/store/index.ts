@@ -12,6 +12,7 @@ export interface StoreConfig {
   databaseUrl?: string | undefined;
   databaseStatementTimeoutMs?: number;
   databaseConnectTimeoutMs?: number;
+  databasePoolSize?: number;
   /** PGlite directory; undefined keeps the database in memory */
   dataDir?: string | undefined;
 }
@@ -19,7 +20,7 @@ export interface StoreConfig {
 /** Connects the driver config chooses (PostgreSQL reached, or PGlite's directory opened), without migrating. */
 export function connectStore(config: StoreConfig): Promise<Db> {
   return config.databaseUrl
-    ? openPg(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs, connectTimeoutMs: config.databaseConnectTimeoutMs })
+    ? openPg(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs, connectTimeoutMs: config.databaseConnectTimeoutMs, max: config.databasePoolSize })
     : openPglite(config.dataDir ? join(config.dataDir, 'pglite') : undefined);
 }
 

@@ -1,7 +1,7 @@
 /** The PostgreSQL driver, on a `pg` pool. */
 import pg from 'pg';
 import { C2CError } from '../../shared/errors.js';
-import { PG_TIMEOUT_DEFAULTS, STORE_READ_ONLY, type Db, type Sql } from './db.js';
+import { PG_DEFAULTS, STORE_READ_ONLY, type Db, type Sql } from './db.js';
 
 // int8 columns (times in ms, money in micros) fit in a double; return numbers, as PGlite does.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -88,13 +88,13 @@ function inDoubt(error: unknown): boolean {
 
 
 export async function openPg(url: string, options: PgOptions = {}): Promise<Db> {
-  const statementTimeoutMs = options.statementTimeoutMs ?? PG_TIMEOUT_DEFAULTS.statementTimeoutMs;
+  const statementTimeoutMs = options.statementTimeoutMs ?? PG_DEFAULTS.statementTimeoutMs;
   const pool = new pg.Pool({
     connectionString: url,
-    max: options.max ?? 10,
+    max: options.max ?? PG_DEFAULTS.poolSize,
     // Without these a PostgreSQL that stops answering (a network partition, a lock held for
     // minutes) leaves every request waiting, with no answer and no error.
-    connectionTimeoutMillis: options.connectTimeoutMs ?? PG_TIMEOUT_DEFAULTS.connectTimeoutMs,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? PG_DEFAULTS.connectTimeoutMs,
     statement_timeout: statementTimeoutMs,
     query_timeout: options.queryTimeoutMs ?? statementTimeoutMs + 5_000,
     keepAlive: true,

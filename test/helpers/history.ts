@@ -1,7 +1,8 @@
 /**
  * A long history of one agent, written straight into a PostgreSQL store: ended calls, the closed
  * windows that made them, their commands and debits, and a day of expired widget sessions with
- * some launch tickets (expired, but not a day past it: the retention pass keeps them). Used where
+ * some launch tickets (expired, but not a day past it: the retention pass keeps them), and a long
+ * do-not-call list, half the account's, half platform-wide. Used where
  * the store's size must not change what a call costs (test/store/query-plans.test.ts,
  * loadtest/bench-store.ts). The client should have no statement timeout: a million rows take a while.
  */
@@ -22,6 +23,7 @@ export interface HistorySize {
   widgetSessions: number;
   launchTickets: number;
   debits: number;
+  blockedNumbers: number;
 }
 
 /** The proportions of a call centre's history to its calls. */
@@ -34,6 +36,7 @@ export function historyOf(calls: number): HistorySize {
     widgetSessions,
     launchTickets: Math.ceil(widgetSessions / 5),
     debits: Math.ceil(calls / 2),
+    blockedNumbers: Math.ceil(calls / 2),
   };
 }
 
@@ -73,6 +76,11 @@ export async function loadHistory(admin: pg.Client, owner: HistoryOwner, now: nu
     `INSERT INTO launch_tickets (id, widget_session_id, integration_id, member_id, lookup, secret_hash, created_at, expires_at)
      SELECT 'lt_h' || g, 'ws_h' || g, $1, $2, 'h' || g, '\\x00', $3::bigint - 7200000, $3::bigint - 6600000 FROM generate_series(1, $4::int, 5) g`,
     [integrationId, memberId, now, size.widgetSessions],
+  );
+  await admin.query(
+    `INSERT INTO blocked_numbers (account_id, number, created_at)
+     SELECT CASE WHEN g % 2 = 0 THEN $1 END, '+1999' || lpad(g::text, 7, '0'), $2 FROM generate_series(1, $3::int) g`,
+    [accountId, now, size.blockedNumbers],
   );
   await admin.query('ANALYZE');
 }

@@ -9,6 +9,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../api/store/migrate.js';
 import { openPg } from '../../api/store/pg.js';
+import { connectStore } from '../../api/store/index.js';
+import { loadConfig } from '../../api/config.js';
 import { C2CError } from '../../shared/errors.js';
 import { storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
@@ -136,6 +138,22 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
       await other.end();
       await fresh.drop();
     }
+  });
+});
+
+describe.skipIf(!storeDrivers().includes('pg'))('the connections a node holds', () => {
+  it('are at most DATABASE_POOL_SIZE, however many statements run at once', async () => {
+    const database = await openTestDatabase('pg');
+    const config = loadConfig({ DATABASE_URL: database.url!, DATABASE_POOL_SIZE: '3' });
+    const db = await connectStore(config);
+    try {
+      const pids = await Promise.all(Array.from({ length: 9 }, () => db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')));
+      expect(new Set(pids.map(([row]) => row!.pid)).size).toBe(3);
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+    expect(() => loadConfig({ DATABASE_POOL_SIZE: '1' })).toThrow(/DATABASE_POOL_SIZE/);
   });
 });
 

@@ -22,7 +22,7 @@ import { historyOf, loadHistory } from '../helpers/history.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 
 /** The tables that grow with use; a statement may scan the others (a few rows each). */
-const HISTORY = ['call_intents', 'engines', 'widget_commands', 'widget_sessions', 'launch_tickets', 'wallet_ledger'];
+const HISTORY = ['call_intents', 'engines', 'widget_commands', 'widget_sessions', 'launch_tickets', 'wallet_ledger', 'blocked_numbers'];
 /** Statements that read a whole table by design, marked so in their text. */
 const SCANS_BY_DESIGN = '/* scans by design';
 

@@ -50,8 +50,10 @@ export async function checkCallRequest(sql: Sql, integration: IntegrationWithAcc
   if (!number.country || !agent.effective.destinationCountries.includes(number.country)) {
     throw new C2CError('destination_not_allowed', `Calls to ${number.country ?? 'this destination'} are not allowed by the integration.`);
   }
+  // Platform-wide (no account) or the account's own; written as the unique index's expression, so
+  // that both of its columns find the row (the number alone walked every block of every account).
   const [blocked] = await sql.query(
-    'SELECT 1 FROM blocked_numbers WHERE number = $1 AND (account_id IS NULL OR account_id = $2) LIMIT 1',
+    "SELECT 1 FROM blocked_numbers WHERE coalesce(account_id, '') IN ('', $2) AND number = $1 LIMIT 1",
     [number.e164, integration.account_id],
   );
   if (blocked) throw new C2CError('destination_blocked');
