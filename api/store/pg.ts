@@ -10,7 +10,10 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
  * Parameterised statements run as named prepared statements: each connection parses and plans a
  * statement once instead of on every call, which is most of PostgreSQL's CPU for the short
  * statements of a heartbeat or a command. The set of statements is fixed by the code, so the
- * names stay few.
+ * names stay few. A statement prepared before a migration changed what it returns (a column added
+ * to a table it reads with `*`: a rolling deploy, the first new node migrating while old ones
+ * serve) fails once PostgreSQL sees it (planOutdated); then every connection made before is
+ * retired, and the statement is run again on a new one, or its transaction answered 503.
  */
 const statementNames = new Map<string, string>();
 const statementName = (text: string) => {
@@ -45,11 +48,15 @@ export class StoreUnavailable extends C2CError {
    */
   readonly outOfReach: boolean;
   constructor(cause: unknown) {
-    const readOnly = (cause as { code?: unknown } | null)?.code === READ_ONLY_TRANSACTION;
-    super('service_unavailable', readOnly ? STORE_READ_ONLY : 'The database is not answering; retry shortly.', { retryAfter: 1, cause });
-    this.outOfReach = (cause as { code?: unknown } | null)?.code !== STATEMENT_CANCELLED;
+    const code = (cause as { code?: unknown } | null)?.code;
+    const outdated = planOutdated(cause);
+    const message = code === READ_ONLY_TRANSACTION ? STORE_READ_ONLY : outdated ? SCHEMA_CHANGED : 'The database is not answering; retry shortly.';
+    super('service_unavailable', message, { retryAfter: 1, cause });
+    this.outOfReach = code !== STATEMENT_CANCELLED && !outdated;
   }
 }
+
+const SCHEMA_CHANGED = 'The database was upgraded while this request ran; retry it.';
 
 /** SQLSTATE query_canceled: the statement timeout (or a cancel) ended the statement, not the connection. */
 const STATEMENT_CANCELLED = '57014';
@@ -65,6 +72,16 @@ const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '0800
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
 /** pg's and pg-pool's own messages: no connection in time, a connection lost mid-statement, no answer in time. */
 const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|not queryable|Query read timeout/;
+
+/**
+ * SQLSTATE feature_not_supported with this message: a prepared statement whose result columns a
+ * schema change altered. Inside a transaction it fails again on every try on that connection (the
+ * re-planning is rolled back with the transaction), so its connection is given up.
+ */
+function planOutdated(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type');
+}
 
 /** Whether an error says the database is out of reach or stuck for now, not that a statement is wrong. */
 function isUnavailable(error: unknown): boolean {
@@ -112,7 +129,23 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
   // listener either would stop the process; the statement in flight fails with the error anyway,
   // and the pool drops the dead client when it is released. The next query reconnects.
   pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
+  /** bumped when a statement is found prepared for a schema since changed: connections made before are retired */
+  let schemaGeneration = 0;
+  const madeIn = new WeakMap<pg.PoolClient, number>();
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    madeIn.set(client, schemaGeneration);
+  });
+  /** A connection of the current schema generation (an older one, its prepared statements in doubt, is closed). */
+  const checkout = async (): Promise<pg.PoolClient> => {
+    for (;;) {
+      const client = await pool.connect().catch((error: unknown) => {
+        throw storeError(error);
+      });
+      if ((madeIn.get(client) ?? schemaGeneration) >= schemaGeneration) return client;
+      client.release(true);
+    }
+  };
   /**
    * The database being out of reach is the service being unavailable (503, retry shortly), on every
    * path: REST, sockets, the gateway's handshake; each such failure is counted (/metrics). Other
@@ -128,29 +161,62 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
   const probe = await pool.connect();
   probe.release();
 
-  /** Statements through the pool or a transaction's connection; `untimed` lifts our query timeout. */
-  const asSql = (client: pg.Pool | pg.PoolClient, untimed = false): Sql => ({
+  /** One statement on a connection; `untimed` lifts our query timeout. Throws the driver's error as it is. */
+  const run = async <T>(client: pg.PoolClient, text: string, params: readonly unknown[] | undefined, untimed: boolean): Promise<T[]> => {
+    const timeout = untimed ? UNTIMED : POOL_TIMEOUT;
+    const result = params?.length
+      ? await client.query({ name: statementName(text), text, values: params as unknown[], ...timeout })
+      : await client.query({ text, ...timeout });
+    return result.rows as T[];
+  };
+
+  /** A transaction's statements, on its connection. */
+  const inTransaction = (client: pg.PoolClient, untimed = false): Sql => ({
     async query<T>(text: string, params?: readonly unknown[]) {
-      const timeout = untimed ? UNTIMED : POOL_TIMEOUT;
       try {
-        const result = params?.length
-          ? await client.query({ name: statementName(text), text, values: params as unknown[], ...timeout })
-          : await client.query({ text, ...timeout });
-        return result.rows as T[];
+        return await run<T>(client, text, params, untimed);
       } catch (error) {
+        if (planOutdated(error)) {
+          schemaGeneration += 1;
+          throw new StoreUnavailable(error);
+        }
         throw storeError(error);
       }
     },
   });
 
+  /**
+   * A statement on a connection of its own, given back as soon as it is done (a connection in
+   * doubt is closed). One that found its prepared statement outdated ran nothing: it runs again on
+   * a connection made since.
+   */
+  async function query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
+    for (let attempt = 1; ; attempt += 1) {
+      const client = await checkout();
+      let broken: Error | boolean = false;
+      try {
+        return await run<T>(client, text, params, false);
+      } catch (error) {
+        if (planOutdated(error)) {
+          schemaGeneration += 1;
+          broken = true;
+          if (attempt === 1) continue;
+          throw new StoreUnavailable(error);
+        }
+        if (inDoubt(error)) broken = error as Error;
+        throw storeError(error);
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
   return {
     driver: 'pg',
-    ...asSql(pool),
+    query,
     async tx(fn, options) {
-      const client = await pool.connect().catch((error: unknown) => {
-        throw storeError(error);
-      });
-      const sql = asSql(client, options?.untimed);
+      const client = await checkout();
+      const sql = inTransaction(client, options?.untimed);
       // A connection in doubt (no answer came, or even the ROLLBACK failed) is dropped, which
       // rolls its transaction back; a sound one goes back to the pool.
       let broken: Error | undefined;
@@ -167,7 +233,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         await sql.query('COMMIT');
         return result;
       } catch (error) {
-        if (inDoubt(error)) broken = error as Error;
+        if (inDoubt(error) || (error instanceof StoreUnavailable && planOutdated(error.cause))) broken = error as Error;
         else await client.query('ROLLBACK').catch((failed: Error) => void (broken = failed));
         throw error;
       } finally {

@@ -141,6 +141,34 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
   });
 });
 
+describe.skipIf(!storeDrivers().includes('pg'))("a node serving while another node's migration adds a column (a rolling deploy)", () => {
+  it('runs its statements prepared before on the new table: at once outside a transaction, and inside one after at most one 503', async () => {
+    const database = await openTestDatabase('pg', { pg: { max: 2 } });
+    const other = await otherConnection(database.url!);
+    try {
+      const { db } = database;
+      await db.exec('CREATE TABLE rolling (id int PRIMARY KEY); INSERT INTO rolling VALUES (1)');
+      const read = () => db.query('SELECT * FROM rolling WHERE id = $1', [1]);
+      const readInTx = () => db.tx((sql) => sql.query('SELECT * FROM rolling WHERE id = $1', [1]));
+      // both connections hold the statement, prepared for the table as it is
+      await Promise.all([readInTx(), readInTx()]);
+      await other.query('ALTER TABLE rolling ADD COLUMN added text');
+      const outcomes = [];
+      for (let n = 0; n < 4; n += 1) outcomes.push(await readInTx().then((rows) => rows, (error: unknown) => error));
+      const refused = outcomes.filter((outcome) => !Array.isArray(outcome));
+      expect(refused.length).toBeLessThanOrEqual(1);
+      for (const refusal of refused) expect(refusal).toEqual(expect.objectContaining({ code: 'service_unavailable', status: 503, retryAfter: 1 }));
+      expect(outcomes.at(-1)).toEqual([{ id: 1, added: null }]);
+      await other.query('ALTER TABLE rolling ADD COLUMN again int');
+      expect(await read()).toEqual([{ id: 1, added: null, again: null }]);
+      expect(await readInTx().catch(() => readInTx())).toEqual([{ id: 1, added: null, again: null }]);
+    } finally {
+      await other.end();
+      await database.drop();
+    }
+  });
+});
+
 describe.skipIf(!storeDrivers().includes('pg'))('the connections a node holds', () => {
   it('are at most DATABASE_POOL_SIZE, however many statements run at once', async () => {
     const database = await openTestDatabase('pg');
