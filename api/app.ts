@@ -11,9 +11,10 @@ import { C2CError } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
 import { trustOf } from './http/client-address.js';
 import { useApiCors } from './http/cors.js';
-import { frameworkError, registerErrorHandling, sendError } from './http/errors.js';
+import { noStoreByDefault } from './http/no-store.js';
+import { clientError, frameworkError, registerErrorHandling, sendError } from './http/errors.js';
 import { refuseWhileClosing } from './http/closing.js';
-import { acceptEmptyJsonBodies, refuseRepeatedHeaders, refuseUnstorableInput } from './http/inputs.js';
+import { parseJsonBodies, refuseRepeatedHeaders, refuseUnstorableInput } from './http/inputs.js';
 import { registerOpenApi, registerOpenApiRoute } from './http/openapi.js';
 import { registerRateLimits } from './http/rate-limits.js';
 import { serverKeyRoutes } from './routes/server/index.js';
@@ -54,6 +55,8 @@ export const LOG_REDACT = [
 
 /** The longest a client may take to send a whole request (its largest body is 64 KB). */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/** How often the HTTP server looks for requests past REQUEST_TIMEOUT_MS. */
+const REQUEST_CHECK_INTERVAL_MS = 2_000;
 
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
   const logger =
@@ -67,6 +70,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // let go, instead of holding a connection for ever (fastify's default is no limit). This counts
     // receiving the request only, never the time a route takes to answer.
     requestTimeout: REQUEST_TIMEOUT_MS,
+    // Node checks the bound every connectionsCheckingInterval (30 s by default: a 408 came up to a
+    // minute late).
+    http: { connectionsCheckingInterval: REQUEST_CHECK_INTERVAL_MS },
+    clientErrorHandler: clientError,
     frameworkErrors: frameworkError,
     // Stopping (serve.ts): idle kept-alive connections close at once, requests in flight finish
     // (new ones on their connections get 503, in the envelope: refuseWhileClosing); serve.ts cuts
@@ -82,7 +89,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
   refuseWhileClosing(app);
-  acceptEmptyJsonBodies(app);
+  parseJsonBodies(app);
   refuseUnstorableInput(app);
   refuseRepeatedHeaders(app);
   // Optionally shed load with a retryable 503 rather than queue requests behind a stalled event loop.
@@ -108,6 +115,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   await app.register(
     async (api) => {
       await useApiCors(api, services);
+      noStoreByDefault(api);
       await api.register(serverKeyRoutes(services));
       await api.register(widgetRoutes(services));
       await api.register(engineGroup(services));

@@ -2,20 +2,30 @@
  * CORS for the API (spec section 5, rule 4): a browser gets Access-Control-Allow-Origin only for an
  * origin that some active integration allows (widgets on integrators' pages; OriginPolicy), or for
  * the service's own site and allowed extensions (the call window and the extension, when they are
- * not on the API's origin). Credentials still decide everything: CORS only lets a browser read
- * the answer.
+ * not on the API's origin), and only on the routes browsers call. Credentials still decide
+ * everything: CORS only lets a browser read the answer.
  */
 import fastifyCors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
+import { API_PREFIX } from '../config.js';
 import type { Services } from '../services.js';
 import { OriginPolicy } from './origin-policy.js';
+
+/**
+ * The routes a browser calls: the widget API (the SDK, on integrators' pages) and the engine API
+ * (the call window, the extension). The server-key routes get no CORS at all: a server key must
+ * never be in a page (spec section 5, rule 2), and a browser that could read their answers would
+ * invite putting one there.
+ */
+const BROWSER_ROUTES = [`${API_PREFIX}/widget/`, `${API_PREFIX}/engine/`];
+const isBrowserRoute = (url: string) => BROWSER_ROUTES.some((prefix) => url.startsWith(prefix));
 
 /** Registers CORS once for the whole API scope. */
 export async function useApiCors(app: FastifyInstance, services: Services): Promise<void> {
   const integrations = new OriginPolicy(services);
   const ownPages = new Set([services.config.siteUrl, ...services.config.extensionOrigins]);
-  await app.register(fastifyCors, {
-    origin: (origin, callback) => {
+  const forBrowsers = {
+    origin: (origin: string | undefined, callback: (error: Error | null, allow: boolean) => void) => {
       if (!origin) return callback(null, false);
       if (ownPages.has(origin)) return callback(null, true);
       integrations.allows(origin).then((ok) => callback(null, ok), (error: Error) => callback(error, false));
@@ -24,5 +34,8 @@ export async function useApiCors(app: FastifyInstance, services: Services): Prom
     allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],
     exposedHeaders: ['ETag', 'Retry-After'],
     maxAge: 600,
+  };
+  await app.register(fastifyCors, {
+    delegator: (request, callback) => callback(null, isBrowserRoute(request.url) ? forBrowsers : { origin: false }),
   });
 }

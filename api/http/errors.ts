@@ -4,6 +4,8 @@
  * syntax, unknown route) are mapped to catalogue codes; anything else is a 500 internal_error that
  * is logged, never shown, and logged without the request's data (loggableError).
  */
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { C2CError, type ErrorCode } from '../../shared/errors.js';
@@ -76,6 +78,27 @@ export function sendError(reply: FastifyReply, error: C2CError): FastifyReply {
  */
 export function frameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
   void sendError(reply, new C2CError('not_found', error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'No such resource: a part of the path is too long.' : 'No such resource: the path is not validly encoded.'));
+}
+
+/**
+ * What Node's HTTP server refuses before fastify sees a request (its `clientError`): a request that
+ * did not arrive whole in time (408), headers too large (431), anything that is not HTTP (400).
+ * Answered in the envelope like every other refusal, and the connection closed.
+ */
+export function clientError(error: Error & { code?: string }, socket: Duplex): void {
+  // A connection reset has nobody left to tell.
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'The request did not arrive whole in time; send it again.']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'The request headers are too large.']
+        : [400, 'The request is not valid HTTP.'];
+  const body = JSON.stringify(new C2CError('invalid_request', message).toJSON());
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(error);
 }
 
 /**

@@ -3,6 +3,10 @@
  * - An empty body sent as `application/json` is no body: many HTTP clients label every POST so,
  *   and the routes the spec gives no body (a call's hangup, refresh, revoke, launch-ticket) must not
  *   refuse it. A route that needs a body still refuses its absence through its schema.
+ * - A body that is not UTF-8 is refused: decoded leniently, each bad byte became U+FFFD, so two
+ *   request_ids differing only there were one command.
+ * - Keys that could reach an object's prototype are refused by name, below (storable.ts), rather
+ *   than by the JSON parser as "not valid JSON".
  * - What no store can take is refused (shared/schemas/storable.ts): a NUL character (or half a
  *   surrogate pair) in a query or body, or a body nested too deep; in a path parameter it names
  *   nothing (404). Provider webhooks included, whose bodies
@@ -14,12 +18,22 @@ import type { FastifyInstance } from 'fastify';
 import { C2CError } from '../../shared/errors.js';
 import { unstorable } from '../../shared/schemas/storable.js';
 
-export function acceptEmptyJsonBodies(app: FastifyInstance): void {
-  const json = app.getDefaultJsonParser('error', 'error');
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export function parseJsonBodies(app: FastifyInstance): void {
+  const json = app.getDefaultJsonParser('ignore', 'ignore');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
-    body === '' ? done(null, undefined) : json(request, body as string, done),
-  );
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const bytes = body as Buffer;
+    if (bytes.length === 0) return done(null, undefined);
+    let text: string;
+    try {
+      text = utf8.decode(bytes);
+    } catch {
+      return done(new C2CError('invalid_request', 'The body is not valid UTF-8.'), undefined);
+    }
+    json(request, text, done);
+  });
 }
 
 export function refuseUnstorableInput(app: FastifyInstance): void {

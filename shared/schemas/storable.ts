@@ -11,7 +11,12 @@
  * - a JSON value nested thousands deep: it passes a size limit but overflows the stack of whatever
  *   serializes it (metadata's own byte count, for one);
  * - binary data (a socket event may carry attachments): no field of the contract is binary, and
- *   walked as an object, each byte an entry, 640 KB of it held a node's event loop for half a second.
+ *   walked as an object, each byte an entry, 640 KB of it held a node's event loop for half a second;
+ * - a number JSON can write but not hold (1e400 parses as Infinity, which is stored and compared as
+ *   null: a replay with another body was taken for the same request);
+ * - a key named `__proto__`, or a `constructor` holding a `prototype`: whatever copies the value
+ *   key by key would set an object's prototype instead of a field (fastify's own parser refused
+ *   them too, but as "not valid JSON").
  */
 
 /** Deeper than any field of the contract needs (metadata is the only free-form object). */
@@ -39,6 +44,7 @@ export function unstorable(value: unknown): string | null {
       if (why) return why;
       continue;
     }
+    if (typeof current === 'number' && !Number.isFinite(current)) return 'numbers must be finite (one was too large to hold)';
     if (current === null || typeof current !== 'object') continue;
     if (ArrayBuffer.isView(current) || current instanceof ArrayBuffer) return 'binary data is not accepted';
     if (depth >= MAX_NESTING) return `values may be nested at most ${MAX_NESTING} deep`;
@@ -49,6 +55,8 @@ export function unstorable(value: unknown): string | null {
     for (const [key, item] of Object.entries(current)) {
       const why = unstorableText(key);
       if (why) return why;
+      if (key === '__proto__') return 'a key may not be named __proto__';
+      if (key === 'constructor' && item !== null && typeof item === 'object' && Object.hasOwn(item, 'prototype')) return 'a constructor key may not hold a prototype key';
       stack.push([item, depth + 1]);
     }
   }

@@ -80,6 +80,9 @@ describe.each(storeDrivers())('POST /calls checks on %s', (driver) => {
     await expectError(call({ ...valid(), metadata: { blob: 'y'.repeat(1980) } }), 409, 'agent_offline');
     await expectError(call({ ...valid(), metadata: ['not', 'an', 'object'] }), 422, 'invalid_request');
     await expectError(call({ ...valid(), surprise: true }), 422, 'invalid_request');
+    // an unknown field ranks after a named field's shape, and before the checks of their values (README, validation order)
+    await expectError(call({ ...valid(), phone_number: 12025550123, surprise: true }), 422, 'invalid_phone_number');
+    expect((await expectError(call({ ...valid(), phone_number: 'bad', surprise: true }), 422, 'invalid_request')).body.message).toContain('surprise');
     await expectError(call(valid(), { 'idempotency-key': 'k'.repeat(121) }), 422, 'invalid_request');
     await expectError(call(valid(), { 'idempotency-key': 'k'.repeat(120) }), 409, 'agent_offline');
     await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: '{"integration_id": ', headers: { 'content-type': 'application/json' } }), 422, 'invalid_request');

@@ -66,6 +66,24 @@ describe.each(storeDrivers())('widget CORS on %s', (driver) => {
     }
   });
 
+  it('gives the server-key routes no CORS, from any origin: a server key is never in a page', async () => {
+    for (const path of ['/sessions', '/calls', '/calls/ci_x', '/calls/ci_x/hangup']) {
+      const res = await api.options(path, { origin: ORIGIN, headers: { 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' } });
+      expect(res.headers['access-control-allow-origin']).toBeUndefined();
+      expect(res.status).toBe(404);
+    }
+    await setAllowAllOrigins(deps(), t.integrationId, true);
+    try {
+      const created = await api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey, origin: ORIGIN });
+      expect(created.status).toBe(201);
+      expect(created.headers['access-control-allow-origin']).toBeUndefined();
+      // the widget's own routes keep theirs
+      expect((await api.get('/widget/state', { auth: created.body.widget_token, origin: ORIGIN })).headers['access-control-allow-origin']).toBe(ORIGIN);
+    } finally {
+      await setAllowAllOrigins(deps(), t.integrationId, false);
+    }
+  });
+
   it("admits the service's own site on the engine endpoints (a call window not on the API's origin)", async () => {
     const res = await api.options('/engine/heartbeat', { origin: h.config.siteUrl, headers: { 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' } });
     expect(res.status).toBe(204);

@@ -4,6 +4,9 @@
  * paths; and what HTTP clients commonly send that must not be refused (an empty body labelled JSON).
  */
 import http from 'node:http';
+import { connect } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { clientError } from '../../api/http/errors.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REQUEST_TIMEOUT_MS } from '../../api/app.js';
 import { API_PREFIX } from '../../api/config.js';
@@ -25,6 +28,10 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     const refused = await expectError(reply, 422, 'invalid_request');
     expect(refused.body.message).toContain('NUL');
   };
+
+  let address: Promise<string> | undefined;
+  /** The app on a real port (once per suite): what Node's own HTTP server does is seen only there. */
+  const listening = () => (address ??= h.app.listen({ port: 0, host: '127.0.0.1' }));
 
   beforeAll(async () => {
     h = await createHarness(driver);
@@ -76,6 +83,38 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     // A well-formed pair is one character, taken as any other (and judged on its merits: no agent here is online).
     await expectError(api.post('/calls', { ...call, metadata: { '\ud83d\ude00': '\ud83d\ude00' } }, { auth: t.serverKey }), 409, 'agent_offline');
     await expectError(command(api, widgetToken, { kind: 'focus', request_id: 'q\ud83d\ude00' }), 409, 'invalid_state');
+  });
+
+  it('refuses a body that is not UTF-8, rather than read each bad byte as U+FFFD (two ids would be one command)', async () => {
+    const widgetToken = await openSession(api, t);
+    const bytes = (id: number[]) => Buffer.concat([Buffer.from('{"kind":"focus","request_id":"u8-'), Buffer.from(id), Buffer.from('"}')]);
+    for (const bad of [[0xff], [0xc3], [0xfe]]) {
+      const refused = await expectError(api.post('/widget/commands', undefined, { auth: widgetToken, origin: ORIGIN, raw: bytes(bad), headers: { 'content-type': 'application/json' } }), 422, 'invalid_request');
+      expect(refused.body.message).toContain('UTF-8');
+    }
+    expect((await h.services.db.query<{ n: number }>("SELECT count(*)::int AS n FROM widget_commands WHERE request_id LIKE 'u8-%'"))[0]!.n).toBe(0);
+    // well-formed UTF-8 beyond ASCII is text like any other (judged on its merits: no window here)
+    await expectError(api.post('/widget/commands', undefined, { auth: widgetToken, origin: ORIGIN, raw: bytes([0xc3, 0xa9]), headers: { 'content-type': 'application/json' } }), 409, 'invalid_state');
+  });
+
+  it('refuses a number too large to hold, which would be stored as null and match a replay with another body', async () => {
+    const call = `{"integration_id":"${t.integrationId}","agent":{"type":"email","value":"${t.agent.email}"},"phone_number":"${US_NUMBER}","metadata":{"n":1e400}}`;
+    const refused = await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: call, headers: { 'content-type': 'application/json', 'idempotency-key': 'huge-1' } }), 422, 'invalid_request');
+    expect(refused.body.message).toContain('finite');
+    expect(await intents()).toBe(0);
+  });
+
+  it('refuses keys that could reach a prototype by name (not as "not valid JSON"), and takes a plain constructor key', async () => {
+    const withMetadata = (metadata: string) =>
+      api.post('/calls', undefined, {
+        auth: t.serverKey,
+        raw: `{"integration_id":"${t.integrationId}","agent":{"type":"email","value":"${t.agent.email}"},"phone_number":"${US_NUMBER}","metadata":${metadata}}`,
+        headers: { 'content-type': 'application/json' },
+      });
+    expect((await expectError(withMetadata('{"__proto__":"x"}'), 422, 'invalid_request')).body.message).toContain('__proto__');
+    expect((await expectError(withMetadata('{"constructor":{"prototype":{"x":1}}}'), 422, 'invalid_request')).body.message).toContain('prototype');
+    await expectError(withMetadata('{"constructor":"x","prototype":1}'), 409, 'agent_offline');
+    expect(await intents()).toBe(0);
   });
 
   it('refuses JSON nested thousands deep as invalid_request, not a stack overflow', async () => {
@@ -141,15 +180,46 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     expect(closed.json()).toEqual({ ok: true, closed: true });
   });
 
-  it('lets go of a request whose body never arrives: the server bounds receiving one', () => {
+  it('lets go of a request whose body never arrives: the server bounds receiving one, and says so in the envelope', async () => {
     // Node's http server answers 408 and closes once a request has not fully arrived within this;
     // fastify's default is no bound, which let a short body behind a long Content-Length hang.
     expect(h.app.server.requestTimeout).toBe(REQUEST_TIMEOUT_MS);
     expect(REQUEST_TIMEOUT_MS).toBeGreaterThan(0);
+    // it looks for such requests every few seconds, not every 30 s (Node's default: a 408 a minute late)
+    expect((h.app.server as unknown as { connectionsCheckingInterval: number }).connectionsCheckingInterval).toBeLessThanOrEqual(5000);
+    // the 408 itself, as Node's server hands the timeout over (Node's own clock: not waited for here)
+    const socket = new PassThrough();
+    socket.on('error', () => undefined); // destroyed with the timeout, as Node's own handler does
+    let written = '';
+    socket.on('data', (chunk) => (written += chunk));
+    clientError(Object.assign(new Error('timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(written).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(JSON.parse(written.split('\r\n\r\n')[1]!)).toMatchObject({ ok: false, error: 'invalid_request' });
+    expect(socket.destroyed).toBe(true);
+  });
+
+  it("answers what Node's HTTP parser refuses in the envelope: headers too large (431), a request that is not HTTP (400)", async () => {
+    const address = new URL(await listening());
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(address.port), address.hostname, () => socket.end(request));
+        let text = '';
+        socket.on('data', (chunk) => (text += chunk));
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+      });
+    const answers = [
+      await raw(`GET ${API_PREFIX}/calls/${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`),
+      await raw('GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n'),
+      await raw('NOT HTTP AT ALL\r\n\r\n'),
+    ];
+    expect(answers.map((answer) => answer.split(' ')[1])).toEqual(['431', '400', '400']);
+    for (const answer of answers) expect(JSON.parse(answer.split('\r\n\r\n')[1]!)).toEqual({ ok: false, error: 'invalid_request', message: expect.any(String) });
   });
 
   it('refuses an Idempotency-Key sent twice (Node would join the two into a third key), over a real connection', async () => {
-    const address = await h.app.listen({ port: 0, host: '127.0.0.1' });
+    const address = await listening();
     const post = (keys: string[]) =>
       new Promise<{ status: number; body: any }>((resolve, reject) => {
         const body = JSON.stringify({ integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, phone_number: US_NUMBER });

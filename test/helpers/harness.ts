@@ -62,8 +62,8 @@ export interface CallOptions {
   auth?: string;
   origin?: string;
   headers?: Record<string, string>;
-  /** a raw payload (string) instead of JSON */
-  raw?: string;
+  /** a raw payload (text, or bytes) instead of JSON */
+  raw?: string | Buffer;
   ip?: string;
 }
 
