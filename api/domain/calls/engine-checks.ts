@@ -18,7 +18,7 @@ export async function checkAgentEngine(sql: Sql, integrationId: string, memberId
   // calls only once ready, so an intent accepted now could wait out its 60 s and expire.
   if (engine.state !== 'ready') throw new C2CError('agent_not_ready', "The agent's call window is still connecting its voice line.");
   const [live] = await sql.query(
-    `SELECT 1 FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status IN (${LIVE_STATUS_LIST}) LIMIT 1`,
+    `SELECT 1 FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status IN (${LIVE_STATUS_LIST}) AND ended_at IS NULL LIMIT 1`,
     [integrationId, memberId],
   );
   if (engine.busy || live) throw new C2CError('agent_busy');

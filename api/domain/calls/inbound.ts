@@ -112,7 +112,7 @@ async function chooseAgent(sql: Sql, integration: IntegrationRow, request: Inbou
        JOIN accounts a ON a.id = i.account_id AND a.status = 'active'
      WHERE e.integration_id = $1 AND e.state = 'ready' AND e.mic_ready AND e.available AND e.registered AND NOT e.busy
        AND e.last_seen_at > $3
-       AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}))
+       AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL)
        AND ($2::text IS NULL OR lower(m.email) = lower($2))
      ORDER BY coalesce(
          (SELECT coalesce(c.ended_at, c.created_at) FROM call_intents c

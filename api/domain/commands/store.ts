@@ -48,7 +48,7 @@ const lookUpStatement = (from: string) => `SELECT
     (SELECT ${engineJson('e')} FROM engines e
       WHERE e.integration_id = i.integration_id AND e.member_id = i.member_id AND e.state <> 'closed') AS engine,
     (SELECT ${callJson('c')} FROM call_intents c
-      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id AND c.status IN (${LIVE_STATUS_LIST})
+      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL
         AND (i.ref IS NULL OR c.id = i.ref) ORDER BY c.created_at DESC LIMIT 1) AS call
   FROM ${from}
   ORDER BY i.n`;

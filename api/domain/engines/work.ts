@@ -70,7 +70,7 @@ export function workCtes(engines: string, at: string, handOver: HandOver, extra 
     RETURNING ${HANDED_COLUMNS}
   ), dial AS (
     SELECT c.*, e.id AS handed_to FROM call_intents c JOIN engines e ON e.integration_id = c.integration_id AND e.member_id = c.member_id
-    WHERE e.id IN (${engines}) AND c.status = 'queued' AND c.expires_at > ${at}
+    WHERE e.id IN (${engines}) AND c.status = 'queued' AND c.ended_at IS NULL AND c.expires_at > ${at}
   )`;
 }
 
