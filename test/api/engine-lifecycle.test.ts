@@ -12,7 +12,7 @@
  * provider legs. The reaper does not run by itself here: tests move the clock and then call
  * reaper.tick().
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -343,6 +343,39 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     expect((await heartbeat(api, agent.engineToken, { call_id: id, busy: true })).status).toBe(200);
     expect(await callStatus(id)).toMatchObject({ status: 'connected', orphaned: false });
     expect((await state(agent.widgetToken)).call).toMatchObject({ request_id: id, orphaned: false });
+  });
+
+  it('a heartbeat leaves the flag alone on a call that ended while it was being answered, and bumps no version for it', async () => {
+    const agent = await readyAgent(api, t);
+    const { id, claimedAt } = await connectedCall(agent);
+    await h.clock.advanceSeconds(claimedAt + 6 - nowSeconds());
+    // The call ends (the far end hangs up) after the report read it live, before its flag is written.
+    const { db } = h.services;
+    const tx = db.tx.bind(db);
+    const ending = vi.spyOn(db, 'tx').mockImplementation((fn, options) =>
+      tx(
+        (sql) =>
+          fn({
+            query: async (text: string, params?: readonly unknown[]) => {
+              if (text.includes('SET orphaned')) {
+                await sql.query(`UPDATE call_intents SET status = 'completed', end_reason = 'far_end', ended_at = $2 WHERE id = $1`, [id, h.clock.now()]);
+              }
+              return sql.query(text, params);
+            },
+          } as typeof sql),
+        options,
+      ),
+    );
+    const version = async () => (await db.query<{ version: number }>('SELECT version FROM agent_versions WHERE integration_id = $1 AND member_id = $2', [t.integrationId, t.agent.id]))[0]!.version;
+    try {
+      const before = await version();
+      // busy as its last report said: the report itself changes nothing of the engine
+      expect((await heartbeat(api, agent.engineToken, { call_id: null, busy: true })).status).toBe(200);
+      expect(await callStatus(id)).toMatchObject({ status: 'completed', orphaned: false });
+      expect(await version()).toBe(before);
+    } finally {
+      ending.mockRestore();
+    }
   });
 
   it('an engine token dies after 24 h without a heartbeat', async () => {

@@ -188,8 +188,10 @@ async function reconcileCalls(db: Db, changes: Changes, rows: Array<CallRow & { 
   if (flips.length > 0) {
     await db.tx(async (sql) => {
       for (const call of flips) {
-        await sql.query('UPDATE call_intents SET orphaned = $2 WHERE id = $1', [call.id, call.orphaned]);
-        await changes.touchAgent(sql, call.integration_id, call.member_id);
+        // Only while the call is still live and not flagged so already: one that ended since the
+        // report read it keeps its flag, and its agent's version is not bumped for nothing.
+        const [changed] = await sql.query(`UPDATE call_intents SET orphaned = $2 WHERE id = $1 AND ended_at IS NULL AND orphaned <> $2 RETURNING id`, [call.id, call.orphaned]);
+        if (changed) await changes.touchAgent(sql, call.integration_id, call.member_id);
       }
     });
   }
