@@ -123,6 +123,32 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
     }
   });
 
+  it("gives up a migration waiting on a long transaction's lock rather than queue every statement behind it, and applies it once that is over", async () => {
+    const fresh = await openTestDatabase('pg');
+    const [holder, reader] = [await otherConnection(fresh.url!), await otherConnection(fresh.url!)];
+    try {
+      // the last migration not applied yet, as on a database a new version is deployed to
+      await fresh.db.exec("ALTER TABLE call_intents DROP COLUMN abandoned_retry_at, DROP COLUMN abandoned_retry_ms; DELETE FROM schema_migrations WHERE name = '010_abandoned_retry.sql'");
+      // a report someone left running in a transaction holds a lock on the table
+      await holder.query('BEGIN; SELECT count(*) FROM call_intents');
+      const wait = { timeoutMs: 300, attempts: 2, pauseMs: 100 };
+      const migrating = migrate(fresh.db, wait);
+      const outcome = migrating.then(() => 'applied', (error: Error) => error.message);
+      // meanwhile the table's other readers go on: no ALTER waits at the head of its queue for long
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const started = Date.now();
+      await reader.query('SELECT count(*) FROM call_intents');
+      expect(Date.now() - started).toBeLessThan(3000); // not for as long as the report runs
+      expect(await outcome).toMatch(/010_abandoned_retry\.sql was not applied: its tables stayed locked/);
+      await holder.query('COMMIT');
+      expect(await migrate(fresh.db, wait)).toEqual(['010_abandoned_retry.sql']);
+    } finally {
+      await holder.end();
+      await reader.end();
+      await fresh.drop();
+    }
+  });
+
   it("lets a migration wait for another node's past the statement timeout", async () => {
     const fresh = await openTestDatabase('pg', { migrate: false, pg: { statementTimeoutMs: 300 } });
     const other = await otherConnection(fresh.url!);
