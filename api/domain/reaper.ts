@@ -24,6 +24,7 @@ import type { Clock, Timer } from '../clock.js';
 import type { Providers } from '../providers/index.js';
 import type { Db } from '../store/index.js';
 import { Changes } from './changes.js';
+import { agentVersionBump } from './agent-state.js';
 import { ON_ENGINE_STATUS_LIST } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { endStatusFor, finishCall } from './calls/lifecycle.js';
@@ -120,27 +121,33 @@ export function createReaper(deps: ReaperDeps) {
     }
   }
 
+  // These two take their rows in key order, as heartbeat batches do (engines by id, agents'
+  // versions in key order: agentVersionBump), so an office whose windows come back as they are
+  // judged never deadlocks with them.
+
   async function orphanStale(changes: Changes, now: number) {
-    await db.tx(async (sql) => {
-      const orphaned = await sql.query<{ integration_id: string; member_id: string }>(
-        `UPDATE call_intents c SET orphaned = true FROM engines e
-         WHERE c.engine_id = e.id AND c.status IN (${ON_ENGINE_STATUS_LIST}) AND NOT c.orphaned AND e.last_seen_at <= $1
-         RETURNING c.integration_id, c.member_id`,
-        [now - LIMITS.engineStaleSeconds * 1000],
-      );
-      for (const row of orphaned) await changes.touchAgent(sql, row.integration_id, row.member_id);
-    });
+    const bumped = await db.query<{ integration_id: string; member_id: string; version: number }>(
+      `WITH due AS (
+         SELECT c.id FROM call_intents c JOIN engines e ON e.id = c.engine_id
+         WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND NOT c.orphaned AND e.last_seen_at <= $1 ORDER BY c.id FOR NO KEY UPDATE OF c
+       ), orphaned AS (
+         UPDATE call_intents c SET orphaned = true FROM due WHERE c.id = due.id RETURNING c.integration_id, c.member_id
+       ) ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM orphaned')}`,
+      [now - LIMITS.engineStaleSeconds * 1000],
+    );
+    for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, row.version);
   }
 
   async function markOffline(changes: Changes, now: number) {
-    await db.tx(async (sql) => {
-      const offline = await sql.query<{ integration_id: string; member_id: string }>(
-        `UPDATE engines SET state = 'offline', version = version + 1
-         WHERE state IN ('enabling', 'ready') AND last_seen_at <= $1 RETURNING integration_id, member_id`,
-        [now - LIMITS.engineOfflineAfterSeconds * 1000],
-      );
-      for (const row of offline) await changes.touchAgent(sql, row.integration_id, row.member_id);
-    });
+    const bumped = await db.query<{ integration_id: string; member_id: string; version: number }>(
+      `WITH due AS (
+         SELECT id FROM engines WHERE state IN ('enabling', 'ready') AND last_seen_at <= $1 ORDER BY id FOR NO KEY UPDATE
+       ), offline AS (
+         UPDATE engines e SET state = 'offline', version = e.version + 1 FROM due WHERE e.id = due.id RETURNING e.integration_id, e.member_id
+       ) ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM offline')}`,
+      [now - LIMITS.engineOfflineAfterSeconds * 1000],
+    );
+    for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, row.version);
   }
 
   /** Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider. */

@@ -50,13 +50,23 @@ export class StoreUnavailable extends C2CError {
   constructor(cause: unknown) {
     const code = (cause as { code?: unknown } | null)?.code;
     const outdated = planOutdated(cause);
-    const message = code === READ_ONLY_TRANSACTION ? STORE_READ_ONLY : outdated ? SCHEMA_CHANGED : 'The database is not answering; retry shortly.';
+    const conflict = typeof code === 'string' && CONFLICTS.has(code);
+    const message =
+      code === READ_ONLY_TRANSACTION ? STORE_READ_ONLY : outdated ? SCHEMA_CHANGED : conflict ? CONFLICTED : 'The database is not answering; retry shortly.';
     super('service_unavailable', message, { retryAfter: 1, cause });
-    this.outOfReach = code !== STATEMENT_CANCELLED && !outdated;
+    this.outOfReach = code !== STATEMENT_CANCELLED && !outdated && !conflict;
   }
 }
 
 const SCHEMA_CHANGED = 'The database was upgraded while this request ran; retry it.';
+const CONFLICTED = 'The database gave way to a change made at the same moment; retry it.';
+
+/**
+ * SQLSTATEs deadlock_detected and serialization_failure: PostgreSQL ended this transaction so that
+ * another could go on. Nothing of it was kept, and the same request made again succeeds: a 503 to
+ * retry, not a 500. (Statements take their rows in key order so that these stay rare.)
+ */
+const CONFLICTS = new Set(['40P01', '40001']);
 
 /** SQLSTATE query_canceled: the statement timeout (or a cancel) ended the statement, not the connection. */
 const STATEMENT_CANCELLED = '57014';
@@ -67,8 +77,8 @@ const STATEMENT_CANCELLED = '57014';
  */
 const READ_ONLY_TRANSACTION = '25006';
 
-/** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting, a store taking no writes. */
-const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '25006', '53300', '57014', '57P01', '57P02', '57P03']);
+/** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting, a store taking no writes, a transaction ended for another's sake (CONFLICTS). */
+const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '25006', '40001', '40P01', '53300', '57014', '57P01', '57P02', '57P03']);
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
 /** pg's and pg-pool's own messages: no connection in time, a connection lost mid-statement, no answer in time. */
 const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|not queryable|Query read timeout/;

@@ -123,6 +123,33 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
     }
   });
 
+  it('answers a transaction PostgreSQL ended to break a deadlock 503, to retry, not 500; the retry succeeds', async () => {
+    const other = await otherConnection(database.url!);
+    try {
+      await database.db.exec("CREATE TABLE IF NOT EXISTS pair_of_rows (id int PRIMARY KEY, n int); INSERT INTO pair_of_rows VALUES (1, 0), (2, 0) ON CONFLICT DO NOTHING");
+      // the other transaction waits long before looking for deadlocks: ours finds it, and gives way
+      await other.query("BEGIN; SET LOCAL deadlock_timeout = '10s'; UPDATE pair_of_rows SET n = n + 1 WHERE id = 2");
+      const ours = database.db.tx(async (sql) => {
+        await sql.query("SET LOCAL deadlock_timeout = '100ms'");
+        await sql.query('UPDATE pair_of_rows SET n = n + 1 WHERE id = $1', [1]);
+        await sql.query('UPDATE pair_of_rows SET n = n + 1 WHERE id = $1', [2]);
+      });
+      const outcome = ours.then(() => 'committed', (error: unknown) => error);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const theirs = other.query('UPDATE pair_of_rows SET n = n + 1 WHERE id = 1');
+      expect(await outcome).toEqual(expect.objectContaining({ code: 'service_unavailable', status: 503, retryAfter: 1 }));
+      await theirs;
+      await other.query('COMMIT');
+      await database.db.tx(async (sql) => {
+        await sql.query('UPDATE pair_of_rows SET n = n + 1 WHERE id = $1', [1]);
+        await sql.query('UPDATE pair_of_rows SET n = n + 1 WHERE id = $1', [2]);
+      });
+      expect(await database.db.query('SELECT id, n FROM pair_of_rows ORDER BY id')).toEqual([{ id: 1, n: 2 }, { id: 2, n: 2 }]);
+    } finally {
+      await other.end();
+    }
+  });
+
   it("gives up a migration waiting on a long transaction's lock rather than queue every statement behind it, and applies it once that is over", async () => {
     const fresh = await openTestDatabase('pg');
     const [holder, reader] = [await otherConnection(fresh.url!), await otherConnection(fresh.url!)];
