@@ -48,11 +48,21 @@ function defaultDeps(): ClientDeps {
 }
 
 let current: Click2CallWidget | null = null;
+/**
+ * The widget mounted in each container. A page that runs init() again for the same container (a
+ * single-page app mounting its layout anew) means to replace its widget, not to add a second one
+ * that polls, holds a socket and shows the same calls beside the first.
+ */
+const mounted = new WeakMap<object, Click2CallWidget>();
 
-/** Creates and starts a widget; later calls on the global act on it. */
+/** Creates and starts a widget, detaching the one its container held; later calls on the global act on it. */
 export function init(options: InitOptions, deps?: Partial<ClientDeps>): Click2CallWidget {
-  current = new Click2CallWidget(options, { ...defaultDeps(), ...deps });
-  return current.start();
+  const container: object | undefined = options?.container ?? (typeof document === 'undefined' ? undefined : document.body);
+  if (container) mounted.get(container)?.detach();
+  const created = new Click2CallWidget(options, { ...defaultDeps(), ...deps });
+  if (container) mounted.set(container, created);
+  current = created;
+  return created.start();
 }
 
 function widget(): Click2CallWidget {

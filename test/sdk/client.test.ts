@@ -1918,6 +1918,30 @@ describe('detach, endSession and the global', () => {
     expect(widget.getState().state).toBeDefined();
   });
 
+  it('replaces the widget of a container init() is called for again (a single-page app mounting anew), and keeps one in another container', async () => {
+    const deps = { fetch: service.fetch, io: (url: string, opts: unknown) => { const s = new FakeSocket(url, opts); service.sockets.push(s); return s; }, origin: ORIGIN, open: () => null, storage: null };
+    const options = { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API };
+    const panel = document.createElement('div');
+    document.body.append(panel);
+    const first = SDK.init(options, deps as never);
+    const inPanel = SDK.init({ ...options, container: panel }, deps as never);
+    await flush();
+    let firstDetached = 0;
+    first.on('detached', () => firstDetached++);
+    const second = SDK.init(options, deps as never);
+    widget = second;
+    await flush();
+    expect(firstDetached).toBe(1);
+    // one widget fixed in the page's corner (the second, the first gone with it), one in the panel
+    expect(document.querySelectorAll('[data-testid=c2c-host]').length).toBe(2);
+    expect(panel.querySelectorAll('[data-testid=c2c-host]').length).toBe(1);
+    await expect(first.setMuted(true)).rejects.toMatchObject({ code: 'detached' });
+    expect(inPanel.getState().state).toBe('ready');
+    expect(second.getState().state).toBe('ready');
+    inPanel.detach();
+    panel.remove();
+  });
+
   it('makes the global methods act on the last initialised widget', async () => {
     const w = SDK.init(
       { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API },
