@@ -1919,7 +1919,7 @@ describe('detach, endSession and the global', () => {
   });
 
   it('replaces the widget of a container init() is called for again (a single-page app mounting anew), and keeps one in another container', async () => {
-    const deps = { fetch: service.fetch, io: (url: string, opts: unknown) => { const s = new FakeSocket(url, opts); service.sockets.push(s); return s; }, origin: ORIGIN, open: () => null, storage: null };
+    const deps = { fetch: service.fetch, io: (url: string, opts: Record<string, any>) => { const s = new FakeSocket(url, opts); service.sockets.push(s); return s; }, origin: ORIGIN, open: () => null, storage: null };
     const options = { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API };
     const panel = document.createElement('div');
     document.body.append(panel);
