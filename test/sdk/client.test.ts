@@ -1923,12 +1923,12 @@ describe('detach, endSession and the global', () => {
     const options = { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API };
     const panel = document.createElement('div');
     document.body.append(panel);
-    const first = SDK.init(options, deps as never);
-    const inPanel = SDK.init({ ...options, container: panel }, deps as never);
+    const first = SDK.init(options, deps);
+    const inPanel = SDK.init({ ...options, container: panel }, deps);
     await flush();
     let firstDetached = 0;
     first.on('detached', () => firstDetached++);
-    const second = SDK.init(options, deps as never);
+    const second = SDK.init(options, deps);
     widget = second;
     await flush();
     expect(firstDetached).toBe(1);
