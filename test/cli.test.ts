@@ -47,6 +47,80 @@ describe('c2c operator commands', () => {
     expect(rotated.json.server_key).not.toBe(integration.json.server_key);
   });
 
+  it('refuses what would do nothing, or harm, saying why: unknown ids, bad values, an empty origin list, duplicate people', async () => {
+    const account = (await c2c('account', 'create', '--name', 'Delta')).json.id as string;
+    const refusal = async (argv: string[], text: string) => {
+      const result = await c2c(...argv);
+      expect(result.code, argv.join(' ')).toBe(1);
+      expect(result.stderr.join('\n'), argv.join(' ')).toContain(text);
+    };
+    const integration = (await c2c('integration', 'create', '--account', account, '--name', 'Delta CRM', '--origin', 'https://delta.example')).json.integration_id as string;
+    const member = (await c2c('member', 'create', '--account', account, '--email', 'dee@delta.example', '--name', 'Dee')).json;
+    await refusal(['integration', 'revoke-key', 'c2c_nope'], 'No integration c2c_nope');
+    await refusal(['integration', 'override', integration, member.id, '--max-call-seconds', '-10'], 'max_call_seconds');
+    await refusal(['integration', 'override', integration, member.id, '--max-call-seconds', '0'], 'max_call_seconds');
+    await refusal(['integration', 'override', integration, member.id, '--caller-id', 'garbage'], 'caller ID');
+    await refusal(['integration', 'override', integration, member.id, '--caller-id', 'none'], 'inherit');
+    await refusal(['integration', 'override', integration, member.id], 'Nothing to change');
+    await refusal(['integration', 'policy', integration, '--max-call-seconds', '99999999999'], 'max_call_seconds');
+    await refusal(['integration', 'policy', integration, '--caller-id', '+1202555010'], 'caller ID');
+    await refusal(['integration', 'origins', integration], '--none');
+    await refusal(['integration', 'coverage', integration, '--mode', 'members'], '--members');
+    await refusal(['member', 'create', '--account', account, '--email', 'DEE@delta.example', '--name', 'Dee again'], member.id);
+    await refusal(['member', 'create', '--account', account, '--email', 'x@delta.example', '--name', '  '], 'needs a name');
+    await refusal(['department', 'create', '--account', 'acc_nope', '--name', 'Sales'], 'No account acc_nope');
+    expect((await c2c('department', 'create', '--account', account, '--name', 'Sales')).code).toBe(0);
+    await refusal(['department', 'create', '--account', account, '--name', 'Sales'], 'has a department named');
+    await refusal(['block', 'add', '+12025550199', '--account', 'acc_nope'], 'No account acc_nope');
+    await refusal(['rate', 'set', '+1', '0.0000004'], '0.000001');
+    const other = (await c2c('member', 'create', '--account', account, '--email', 'eve@delta.example', '--name', 'Eve')).json;
+    expect((await c2c('integration', 'map-uuid', integration, member.id, '0b7f4f5e-0000-4000-8000-000000000001')).code).toBe(0);
+    await refusal(['integration', 'map-uuid', integration, other.id, '0B7F4F5E-0000-4000-8000-000000000001'], `already mapped to member ${member.id}`);
+    // an override's caller ID goes back to the integration's with "inherit"
+    expect((await c2c('integration', 'override', integration, member.id, '--caller-id', '+12025550100', '--max-call-seconds', '600')).code).toBe(0);
+    expect((await c2c('integration', 'override', integration, member.id, '--caller-id', 'inherit')).code).toBe(0);
+    expect((await c2c('integration', 'show', integration)).json.members).toEqual([
+      { member_id: member.id, integrator_uuid: '0b7f4f5e-0000-4000-8000-000000000001', overrides: { max_call_seconds: 600 } },
+    ]);
+    // whether later members are covered stays as it was unless given
+    expect((await c2c('integration', 'coverage', integration, '--mode', 'everyone', '--inherit-future', 'off')).code).toBe(0);
+    expect((await c2c('integration', 'coverage', integration, '--mode', 'members', '--members', member.id)).code).toBe(0);
+    expect((await c2c('integration', 'show', integration)).json.coverage).toEqual({ mode: 'members', inherit_future: false, department_ids: [], member_ids: [member.id] });
+    // an empty origin list only when asked for
+    expect((await c2c('integration', 'origins', integration, '--none')).json.allowed_origins).toEqual([]);
+    // a removed member stays removed
+    expect((await c2c('member', 'remove', other.id)).code).toBe(0);
+    await refusal(['member', 'enable', other.id], 'was removed');
+    // a revoked integration takes no more changes
+    expect((await c2c('integration', 'revoke', integration)).code).toBe(0);
+    await refusal(['integration', 'policy', integration, '--outbound', 'off'], 'was revoked');
+    await refusal(['integration', 'origins', integration, '--origin', 'https://late.example'], 'was revoked');
+  });
+
+  it('lists an account\'s members with their stable UUIDs, shows an integration without its key, and takes a number off the do-not-call list', async () => {
+    const account = (await c2c('account', 'create', '--name', 'Epsilon')).json.id as string;
+    const department = (await c2c('department', 'create', '--account', account, '--name', 'Support')).json.id as string;
+    const ann = (await c2c('member', 'create', '--account', account, '--email', 'ann@eps.example', '--name', 'Ann', '--department', department)).json;
+    const created = (await c2c('integration', 'create', '--account', account, '--name', 'Eps CRM', '--origin', 'https://eps.example')).json;
+    const listed = await c2c('member', 'list', '--account', account);
+    expect(listed.json).toEqual([expect.objectContaining({ id: ann.id, email: 'ann@eps.example', uuid: ann.uuid, department_name: 'Support', enabled: true, removed: false })]);
+    const shown = await c2c('integration', 'show', created.integration_id);
+    expect(shown.json).toMatchObject({ integration_id: created.integration_id, name: 'Eps CRM', status: 'active', allowed_origins: ['https://eps.example'], live_server_keys: 1 });
+    expect(JSON.stringify(shown)).not.toContain(created.server_key.slice(-12));
+    const human = await runCommand(['member', 'list', '--account', account], async () => h.services);
+    expect(human.stdout.join('\n')).toContain(`uuid ${ann.uuid}`);
+    expect((await c2c('block', 'add', '+12025550177', '--account', account)).code).toBe(0);
+    expect((await c2c('block', 'remove', '+12025550177', '--account', account)).json).toMatchObject({ removed: true });
+    expect((await c2c('block', 'remove', '+12025550177', '--account', account)).code).toBe(1);
+  });
+
+  it('exits non-zero when a command is left incomplete, and zero when help is asked for', async () => {
+    expect((await runCommand(['platform'], async () => h.services)).code).toBe(1);
+    expect((await runCommand([], async () => h.services)).code).toBe(1);
+    expect((await runCommand(['platform', '--help'], async () => h.services)).code).toBe(0);
+    expect((await runCommand(['--help'], async () => h.services)).stdout.join('\n')).toContain('serve');
+  });
+
   it('refuses lines that are not origins, names them, and saves nothing', async () => {
     const account = await c2c('account', 'create', '--name', 'Gamma');
     const created = await c2c('integration', 'create', '--account', account.json.id, '--name', 'G', '--origin', 'https://ok.example');
@@ -244,6 +318,13 @@ describe('the c2c binary', () => {
   });
 
   it('works against the embedded store when no server runs, then through the running server', async () => {
+    // A data directory with no store in it is a mistake (a typo, another directory): refused, and nothing made there.
+    const refused = await run(process.execPath, [BIN, 'account', 'create', '--name', 'Nowhere Co'], { env }).catch((e) => e);
+    expect([refused.code, refused.stderr]).toEqual([1, expect.stringContaining(`no store in C2C_DATA_DIR (${dataDir})`)]);
+    expect(existsSync(join(dataDir, 'pglite'))).toBe(false);
+    // once a server has run there, its store is
+    const first = await startNode(loadConfig({ ...env, PORT: '0', GATEWAY_PORT: '0' }), { logger: false });
+    await first.close();
     const offline = await run(process.execPath, [BIN, '--json', 'account', 'create', '--name', 'Offline Co'], { env });
     expect(JSON.parse(offline.stdout).name).toBe('Offline Co');
 

@@ -61,7 +61,9 @@ export async function runCommand(argv: string[], services: () => Promise<Service
   } catch (error) {
     const e = error as { code?: string; exitCode?: number; message?: string };
     if (e.code?.startsWith('commander.')) {
-      const help = e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version';
+      // Help that was asked for succeeds; help shown for a command left incomplete (`c2c platform`) does not.
+      const asked = argv.some((arg) => ['--help', '-h', '--version', '-V', 'help'].includes(arg));
+      const help = (e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version') && asked;
       // Commander writes its own parse errors; one a command's action threw (a bad amount) it does not.
       if (!help && out.errors.length === 0) out.error(e.message ?? String(error));
       return { code: help ? 0 : (e.exitCode ?? 1), stdout: out.lines, stderr: out.errors };

@@ -2,6 +2,8 @@
  * The `c2c` entry point. `c2c serve` runs a node; every other command is an operator step, run
  * inside the server for this data directory when one is running, else against the store directly.
  */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../config.js';
 import { closeServices, openServices, startNode, type Role, type RunningNode } from '../serve.js';
@@ -43,13 +45,44 @@ async function operate(argv: string[], config: Config): Promise<CliResult> {
     return { code: 1, stdout: [], stderr: [(error as Error).message] };
   }
   const running = findRunningServer(config.dataDir);
-  if (running) return forwardCommand(running, argv, files);
+  if (running) {
+    try {
+      return await forwardCommand(running, argv, files);
+    } catch (error) {
+      const admin = join(config.dataDir, 'admin.json');
+      return {
+        code: 1,
+        stdout: [],
+        stderr: [
+          `error: the server for ${resolve(config.dataDir)} (pid ${running.pid}) did not take the command (${(error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message}). ` +
+            `If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`,
+        ],
+      };
+    }
+  }
   let services: Services | undefined;
+  const opened = async () => {
+    assertStoreHere(config);
+    return (services ??= await openServices(config));
+  };
   try {
-    return await runCommand(argv, async () => (services ??= await openServices(config)), files);
+    return await runCommand(argv, opened, files);
   } finally {
     if (services) await closeServices(services);
   }
+}
+
+/**
+ * With no server running for the data directory, an operator step opens its store itself: it must
+ * be there already. A mistyped or missing C2C_DATA_DIR would otherwise make a new, empty store,
+ * and the step would "succeed" on it while the real service went on unchanged.
+ */
+function assertStoreHere(config: Config): void {
+  if (config.databaseUrl || existsSync(join(config.dataDir, 'pglite'))) return;
+  throw new Error(
+    `no store in C2C_DATA_DIR (${resolve(config.dataDir)}) and no server running for it. ` +
+      "Run c2c with the server's C2C_DATA_DIR (or DATABASE_URL), or start the server there first (npm start).",
+  );
 }
 
 async function main(): Promise<void> {

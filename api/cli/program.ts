@@ -11,6 +11,7 @@ import {
   createDepartment,
   createMember,
   fundAccount,
+  listMembers,
   setAccountProvider,
   setAccountStatus,
   updateMember,
@@ -18,6 +19,7 @@ import {
 import {
   createIntegration,
   allowAllWarning,
+  describeIntegration,
   mapIntegratorUuid,
   rotateServerKey,
   revokeServerKey,
@@ -32,7 +34,7 @@ import {
   type PolicySettings,
 } from '../domain/operator/integrations.js';
 import { revokeIntegration } from '../domain/operator/revocation.js';
-import { blockNumber, setRate } from '../domain/operator/telephony.js';
+import { blockNumber, setRate, unblockNumber } from '../domain/operator/telephony.js';
 import type { CoverageMode, WindowMode } from '../domain/integrations/model.js';
 import { attachedText, type AttachedFiles } from './files.js';
 import type { Output } from './output.js';
@@ -53,7 +55,10 @@ const integer = (value: string): number => {
 const money = (value: string): number => {
   const n = Number(value);
   if (value.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`expected an amount such as 12.50, not "${value}"`);
-  return Math.round(n * 1_000_000);
+  const micros = Math.round(n * 1_000_000);
+  // kept in millionths: a smaller amount would be stored as nothing (a free rate)
+  if (micros === 0 && n > 0) throw new InvalidArgumentError(`expected at least 0.000001, the smallest amount kept, not "${value}"`);
+  return micros;
 };
 /** A top-up: more than nothing. */
 const topUp = (value: string): number => {
@@ -103,13 +108,13 @@ function withMemberPolicyOptions(command: Command): Command {
     .option('--inbound <on|off>', 'incoming calls allowed', onOff)
     .option('--numbers <show|hide|masked>', 'number visibility', choice<NumberVisibility>('show', 'hide', 'masked'))
     .option('--controls <list>', 'in-call controls: mute,dtmf or none', list)
-    .option('--max-call-seconds <n>', 'duration cap', integer)
-    .option('--caller-id <e164|none>', 'caller ID for outgoing calls');
+    .option('--max-call-seconds <n>', 'duration cap', integer);
 }
 
 /** The integration's policy: the member options, and what only the integration sets. */
 function withPolicyOptions(command: Command): Command {
   return withMemberPolicyOptions(command)
+    .option('--caller-id <e164|none>', 'caller ID for outgoing calls ("none": no caller ID, so no outgoing calls)')
     .option('--countries <list>', 'destination countries, ISO codes: US,GB', list)
     .option('--concurrency <n>', 'concurrent call limit', integer);
 }
@@ -131,6 +136,15 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     const s = await services();
     return { db: s.db, bus: s.bus, clock: s.clock };
   };
+
+  // Run by the entry point itself (main.ts), never through a running server; named here for the help.
+  program
+    .command('serve')
+    .description('run the service: the API, the real-time gateway, or both (c2c serve --help)')
+    .allowUnknownOption()
+    .action(() => {
+      throw new InvalidArgumentError('c2c serve runs a node from the shell; it is not an operator step');
+    });
 
   const account = program.command('account').description('accounts and wallets');
   account
@@ -193,6 +207,16 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       });
       out.result(created, `member ${created.id} <${created.email}> uuid ${created.uuid}`);
     });
+  member
+    .command('list')
+    .description("an account's members: id, e-mail, stable UUID, department, and whether calls are enabled")
+    .requiredOption('--account <accountId>')
+    .action(async (o: { account: string }) => {
+      const members = await listMembers(await deps(), o.account);
+      const line = (m: (typeof members)[number]) =>
+        `${m.id}  ${m.email}  uuid ${m.uuid}  ${m.name}${m.department_name ? `  (${m.department_name})` : ''}${m.removed ? '  removed' : m.enabled ? '' : '  calls disabled'}`;
+      out.result(members, members.length ? members.map(line).join('\n') : `account ${o.account} has no members`);
+    });
   for (const [name, change] of [
     ['enable', { enabled: true }],
     ['disable', { enabled: false }],
@@ -222,6 +246,24 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       // no warning this time; the next command or the next server start says it
     }
   });
+  integration
+    .command('show <integrationId>')
+    .description('its settings, origins, policy, coverage and members\' UUIDs and overrides (never a key)')
+    .action(async (id: string) => {
+      const shown = await describeIntegration(await deps(), id);
+      out.result(
+        shown,
+        [
+          `${shown.integration_id} "${shown.name}" (${shown.status}) of account ${shown.account_id}`,
+          `allowed origins: ${shown.allowed_origins.join(' ') || '(none)'}${shown.allow_all_origins ? '  (allow all origins: ON)' : ''}`,
+          `identifier mode: ${shown.identifier_mode}; window mode: ${shown.window_mode}`,
+          `policy: ${JSON.stringify(shown.policy)}`,
+          `coverage: ${shown.coverage.mode}${shown.coverage.department_ids.length ? ` ${shown.coverage.department_ids.join(',')}` : ''}${shown.coverage.member_ids.length ? ` ${shown.coverage.member_ids.join(',')}` : ''}; members added later ${shown.coverage.inherit_future ? 'covered' : 'not covered'}`,
+          ...shown.members.map((m) => `member ${m.member_id}: integrator UUID ${m.integrator_uuid ?? '(none)'}; overrides ${JSON.stringify(m.overrides)}`),
+          `live server keys: ${shown.live_server_keys}`,
+        ].join('\n'),
+      );
+    });
   withPolicyOptions(
     integration
       .command('create')
@@ -249,7 +291,10 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .description('replace the allowed origins; lines that are not origins are refused and nothing is saved')
     .option('--origin <origin...>', 'an allowed origin')
     .option('--file <file>', 'one origin per line ("-" for standard input)')
-    .action(async (id: string, o: { origin?: string[]; file?: string }) => {
+    .option('--none', 'allow no origin at all (every widget of the integration stops working)')
+    .action(async (id: string, o: { origin?: string[]; file?: string; none?: boolean }) => {
+      const given = o.origin !== undefined || o.file !== undefined;
+      if (given === Boolean(o.none)) throw new InvalidArgumentError('give the new list (--origin, --file), or --none to remove every origin');
       const row = await setOrigins(await deps(), id, originLines(o, files));
       out.result({ integration_id: id, allowed_origins: row.allowed_origins }, `allowed origins: ${row.allowed_origins.join(' ') || '(none)'}`);
     });
@@ -282,15 +327,23 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .requiredOption('--mode <everyone|members|departments>', 'who is covered', choice<CoverageMode>('everyone', 'members', 'departments'))
     .option('--members <ids>', 'selected member ids', list)
     .option('--departments <ids>', 'department ids', list)
-    .option('--inherit-future <on|off>', 'whether members added later are covered', onOff, true)
-    .action(async (id: string, o: { mode: CoverageMode; members?: string[]; departments?: string[]; inheritFuture: boolean }) => {
+    .option('--inherit-future <on|off>', 'whether members added later are covered (unchanged when not given; on for a new integration)', onOff)
+    .action(async (id: string, o: { mode: CoverageMode; members?: string[]; departments?: string[]; inheritFuture?: boolean }) => {
+      // A selection of nobody covers nobody: on the command line surely a forgotten list (to stop every agent, disable the integration).
+      if (o.mode === 'members' && !o.members?.length) throw new InvalidArgumentError('--mode members needs the members (--members mem_…,mem_…)');
+      if (o.mode === 'departments' && !o.departments?.length) throw new InvalidArgumentError('--mode departments needs the departments (--departments dep_…,dep_…)');
       await setCoverage(await deps(), id, { mode: o.mode, inheritFuture: o.inheritFuture, memberIds: o.members, departmentIds: o.departments });
-      out.result({ integration_id: id, coverage: o }, `coverage of ${id}: ${o.mode}`);
+      out.result(
+        { integration_id: id, coverage: { mode: o.mode, member_ids: o.members ?? [], department_ids: o.departments ?? [], ...(o.inheritFuture === undefined ? {} : { inherit_future: o.inheritFuture }) } },
+        `coverage of ${id}: ${o.mode}`,
+      );
     });
   withMemberPolicyOptions(integration.command('override <integrationId> <memberId>').description('per-member overrides'))
+    .option('--caller-id <e164|inherit>', "this member's caller ID (\"inherit\": the integration's again)")
     .option('--calls <on|off>', 'calls enabled for this member', onOff)
     .action(async (id: string, memberId: string, o: PolicyFlags & { calls?: boolean }) => {
-      const p = policyFromFlags(o);
+      if (o.callerId === 'none') throw new InvalidArgumentError('a member override sets a caller ID or inherits the integration\'s (--caller-id inherit); "none" is the integration policy\'s');
+      const p = policyFromFlags({ ...o, callerId: o.callerId === 'inherit' ? 'none' : o.callerId });
       await setMemberOverrides(await deps(), id, memberId, {
         calls_enabled: o.calls,
         outbound: p.outbound,
@@ -306,8 +359,9 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .command('map-uuid <integrationId> <memberId> <uuid>')
     .description("uuid mode: the integrator's UUID for a member (\"none\" removes it)")
     .action(async (id: string, memberId: string, uuid: string) => {
-      await mapIntegratorUuid(await deps(), id, memberId, uuid === 'none' ? null : uuid);
-      out.result({ integration_id: id, member_id: memberId, integrator_uuid: uuid }, `mapped ${uuid} to ${memberId}`);
+      const mapped = uuid === 'none' ? null : uuid;
+      await mapIntegratorUuid(await deps(), id, memberId, mapped);
+      out.result({ integration_id: id, member_id: memberId, integrator_uuid: mapped }, mapped ? `mapped ${mapped} to ${memberId}` : `${memberId} has no integrator UUID now`);
     });
   integration.command('rotate-key <integrationId>').action(async (id: string) => {
     const key = await rotateServerKey(await deps(), id);
@@ -356,14 +410,21 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       await setRate(await deps(), prefix, money(perMinute));
       out.result({ prefix, per_minute: Number(perMinute) }, `rate ${prefix}: ${perMinute}/min`);
     });
-  program
-    .command('block')
-    .description('do-not-call list')
+  const block = program.command('block').description('do-not-call list');
+  block
     .command('add <number>')
     .option('--account <accountId>', 'only for this account (default: platform-wide)')
     .action(async (number: string, o: { account?: string }) => {
       await blockNumber(await deps(), o.account ?? null, number);
       out.result({ number, account_id: o.account ?? null }, `${number} is on the do-not-call list`);
+    });
+  block
+    .command('remove <number>')
+    .option('--account <accountId>', "from this account's list (default: the platform-wide one)")
+    .action(async (number: string, o: { account?: string }) => {
+      const removed = await unblockNumber(await deps(), o.account ?? null, number);
+      if (!removed) throw new InvalidArgumentError(`${number} is not on the ${o.account ? `do-not-call list of ${o.account}` : 'platform-wide do-not-call list'}`);
+      out.result({ number, account_id: o.account ?? null, removed }, `${number} is off the do-not-call list`);
     });
 
   program

@@ -20,6 +20,16 @@ export interface OperatorDeps {
 export class OperatorError extends Error {}
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/** A name people will read in widgets and lists: some text, trimmed. */
+function assertName(what: string, name: string): string {
+  const trimmed = name.trim();
+  if (trimmed === '' || trimmed.length > 200) throw new OperatorError(`A ${what} needs a name (1 to 200 characters).`);
+  return trimmed;
+}
+
+/** Whether a foreign-key check refused a row: the id it names does not exist. */
+const isForeignKeyViolation = (error: unknown) => (error as { code?: unknown } | null)?.code === '23503';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface AccountRecord {
@@ -38,6 +48,7 @@ export async function createAccount(
 ): Promise<AccountRecord> {
   const opening = input.balanceMicros ?? 0;
   if (!Number.isSafeInteger(opening) || opening < 0) throw new OperatorError('An opening balance cannot be negative.');
+  const name = assertName('account', input.name);
   const [row] = await db.query<AccountRecord>(
     `INSERT INTO accounts (id, kind, name, balance_micros, currency, provider_account_sid, provider_auth_token, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -45,7 +56,7 @@ export async function createAccount(
     [
       input.id ?? newId(ID_PREFIX.account),
       input.kind,
-      input.name,
+      name,
       input.balanceMicros ?? 0,
       input.currency ?? 'USD',
       // Simulated provider credentials; `c2c account set-provider` replaces them with Twilio's.
@@ -94,11 +105,18 @@ export async function setAccountStatus({ db, bus }: OperatorDeps, accountId: str
 }
 
 export async function createDepartment({ db, clock }: OperatorDeps, accountId: string, name: string, id?: string): Promise<{ id: string; name: string }> {
-  const [row] = await db.query<{ id: string; name: string }>(
-    'INSERT INTO departments (id, account_id, name, created_at) VALUES ($1, $2, $3, $4) RETURNING id, name',
-    [id ?? newId(ID_PREFIX.department), accountId, name, clock.now()],
-  );
-  return row!;
+  const named = assertName('department', name);
+  try {
+    const [row] = await db.query<{ id: string; name: string }>(
+      'INSERT INTO departments (id, account_id, name, created_at) VALUES ($1, $2, $3, $4) RETURNING id, name',
+      [id ?? newId(ID_PREFIX.department), accountId, named, clock.now()],
+    );
+    return row!;
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new OperatorError(`Account ${accountId} has a department named ${JSON.stringify(named)} already.`);
+    if (isForeignKeyViolation(error)) throw new OperatorError(`No account ${accountId}.`);
+    throw error;
+  }
 }
 
 export interface MemberRecord {
@@ -124,6 +142,7 @@ export async function createMember(
 ): Promise<MemberRecord> {
   if (!EMAIL.test(input.email)) throw new OperatorError(`Not an e-mail address: ${input.email}`);
   if (input.uuid !== undefined && !UUID.test(input.uuid)) throw new OperatorError(`Not a UUID: ${input.uuid}`);
+  const name = assertName('member', input.name);
   const [account] = await db.query<{ kind: string; members: number }>(
     'SELECT kind, (SELECT count(*)::int FROM members WHERE account_id = $1 AND NOT removed) AS members FROM accounts WHERE id = $1',
     [input.accountId],
@@ -131,6 +150,9 @@ export async function createMember(
   if (!account) throw new OperatorError(`No account ${input.accountId}.`);
   if (account.kind === 'personal' && account.members > 0) throw new OperatorError('A personal account has exactly one member.');
   await assertDepartmentOfAccount(db, input.accountId, input.departmentId);
+  // Sessions find a member by e-mail without regard to case: two differing only in case would make both agent_ambiguous.
+  const [sameEmail] = await db.query<{ id: string }>('SELECT id FROM members WHERE account_id = $1 AND lower(email) = lower($2)', [input.accountId, input.email]);
+  if (sameEmail) throw new OperatorError(`Member ${sameEmail.id} has this e-mail already (e-mails are compared without regard to case).`);
   try {
     const [row] = await db.query<MemberRecord>(
       `INSERT INTO members (id, account_id, email, uuid, name, enabled, department_id, created_at)
@@ -141,7 +163,7 @@ export async function createMember(
         input.accountId,
         input.email,
         (input.uuid ?? randomUUID()).toLowerCase(),
-        input.name,
+        name,
         input.enabled ?? true,
         input.departmentId ?? null,
         clock.now(),
@@ -170,17 +192,32 @@ export async function updateMember(
       if (!member) throw new OperatorError(`No member ${memberId}.`);
       await assertDepartmentOfAccount(sql, member.account_id, change.departmentId);
     }
+    // A removed member stays removed (its e-mail and UUID stay taken, so its history keeps its name).
     const rows = await sql.query(
       `UPDATE members SET enabled = coalesce($2, enabled), removed = coalesce($3, removed),
          department_id = CASE WHEN $4::boolean THEN $5 ELSE department_id END
-       WHERE id = $1 RETURNING id`,
+       WHERE id = $1 AND NOT removed RETURNING id`,
       [memberId, change.enabled ?? null, change.removed ?? null, change.departmentId !== undefined, change.departmentId ?? null],
     );
-    if (rows.length === 0) throw new OperatorError(`No member ${memberId}.`);
+    if (rows.length === 0) {
+      const [found] = await sql.query('SELECT 1 FROM members WHERE id = $1', [memberId]);
+      throw new OperatorError(found ? `Member ${memberId} was removed; a removed member cannot be changed.` : `No member ${memberId}.`);
+    }
     // in key order, as every bump takes its rows (agentVersionBump), so two never deadlock
     return sql.query<{ integration_id: string; version: number }>(agentVersionBump('SELECT integration_id, member_id FROM agent_versions WHERE member_id = $1'), [memberId]);
   });
   // The member first: caches of it drop before the new versions are read.
   bus.publish({ type: 'member', memberId });
   for (const agent of agents) bus.publish({ type: 'agent', integrationId: agent.integration_id, memberId, version: agent.version });
+}
+
+/** An account's members, as an operator looks them up (spec section 1, step 4: each member's stable UUID is listed). */
+export async function listMembers({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<Array<MemberRecord & { removed: boolean; department_name: string | null }>> {
+  const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
+  if (!account) throw new OperatorError(`No account ${accountId}.`);
+  return db.query(
+    `SELECT m.id, m.account_id, m.email, m.uuid::text AS uuid, m.name, m.enabled, m.removed, m.department_id, d.name AS department_name
+     FROM members m LEFT JOIN departments d ON d.id = m.department_id WHERE m.account_id = $1 ORDER BY m.created_at, m.id`,
+    [accountId],
+  );
 }

@@ -11,6 +11,7 @@ import type { Db, Sql } from '../../store/index.js';
 import { newId } from '../credentials.js';
 import type { CoverageMode, IntegrationRow, MemberOverrides, WindowMode } from '../integrations/model.js';
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
+import { parseE164 } from '../phone.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
 
 export interface PolicySettings {
@@ -26,16 +27,28 @@ export interface PolicySettings {
 }
 
 const COUNTRY = /^[A-Z]{2}$/;
-const E164 = /^\+[1-9]\d{6,14}$/;
+/** decided: no call lasts more than a day; the store's integers hold far more, and a typo's value would be no cap at all */
+const MAX_CALL_SECONDS = 24 * 3600;
+/** decided: more concurrent calls than any one integration places */
+const MAX_CONCURRENCY = 1_000_000;
+
+function assertMaxCallSeconds(value: number | undefined): void {
+  if (value !== undefined && !(Number.isInteger(value) && value > 0 && value <= MAX_CALL_SECONDS)) {
+    throw new OperatorError(`max_call_seconds must be a whole number of seconds from 1 to ${MAX_CALL_SECONDS} (a day): ${value}`);
+  }
+}
+
+/** A caller ID the provider will dial from: a valid number (libphonenumber), not merely E.164-shaped. */
+function assertCallerId(value: string | null | undefined): void {
+  if (value && parseE164(value)?.e164 !== value) throw new OperatorError(`The caller ID must be a valid number in E.164 form (+ and digits): ${value}`);
+}
 
 function policyColumns(settings: PolicySettings): Record<string, unknown> {
-  if (settings.maxCallSeconds !== undefined && !(Number.isInteger(settings.maxCallSeconds) && settings.maxCallSeconds > 0)) {
-    throw new OperatorError('max_call_seconds must be a positive integer.');
+  assertMaxCallSeconds(settings.maxCallSeconds);
+  if (settings.concurrencyLimit !== undefined && !(Number.isInteger(settings.concurrencyLimit) && settings.concurrencyLimit > 0 && settings.concurrencyLimit <= MAX_CONCURRENCY)) {
+    throw new OperatorError(`The concurrency limit must be a whole number from 1 to ${MAX_CONCURRENCY}: ${settings.concurrencyLimit}`);
   }
-  if (settings.concurrencyLimit !== undefined && !(Number.isInteger(settings.concurrencyLimit) && settings.concurrencyLimit > 0)) {
-    throw new OperatorError('The concurrency limit must be a positive integer.');
-  }
-  if (settings.callerId && !E164.test(settings.callerId)) throw new OperatorError(`The caller ID must be an E.164 number: ${settings.callerId}`);
+  assertCallerId(settings.callerId);
   const badCountry = settings.destinationCountries?.find((c) => !COUNTRY.test(c));
   if (badCountry !== undefined) throw new OperatorError(`Not an ISO 3166 country code: ${badCountry}`);
   const columns: Record<string, unknown> = {
@@ -76,13 +89,19 @@ async function update(deps: OperatorDeps, integrationId: string, columns: Record
   const names = Object.keys(columns);
   if (names.length === 0) throw new OperatorError('Nothing to change.');
   const assignments = names.map((name, index) => `${name} = $${index + 2}`).join(', ');
-  const [row] = await deps.db.query<IntegrationRow>(`UPDATE integrations SET ${assignments} WHERE id = $1 RETURNING *`, [
+  const [row] = await deps.db.query<IntegrationRow>(`UPDATE integrations SET ${assignments} WHERE id = $1 AND status <> 'revoked' RETURNING *`, [
     integrationId,
     ...Object.values(columns),
   ]);
-  if (!row) throw new OperatorError(`No integration ${integrationId}.`);
+  if (!row) throw await missingOrRevoked(deps.db, integrationId);
   await integrationChanged(deps, integrationId);
   return row;
+}
+
+/** Why an integration a change found no row of was not changed: it does not exist, or it was revoked for good. */
+async function missingOrRevoked(db: Db | Sql, integrationId: string): Promise<OperatorError> {
+  const [found] = await db.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+  return new OperatorError(found ? `Integration ${integrationId} was revoked: it cannot be changed; create a new one.` : `No integration ${integrationId}.`);
 }
 
 /** Validates an allowed-origins list; every bad line is named and nothing is saved. */
@@ -184,14 +203,16 @@ async function assertOwn(sql: Sql, integrationId: string, table: 'members' | 'de
 export async function setCoverage(
   deps: OperatorDeps,
   integrationId: string,
-  coverage: { mode: CoverageMode; inheritFuture: boolean; memberIds?: string[]; departmentIds?: string[] },
+  coverage: { mode: CoverageMode; inheritFuture?: boolean; memberIds?: string[]; departmentIds?: string[] },
 ): Promise<void> {
   const agents = await deps.db.tx(async (sql) => {
+    // whether future members inherit stays as it was unless given
     const rows = await sql.query(
-      'UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = $3, coverage_set_at = $4 WHERE id = $1 RETURNING id',
-      [integrationId, coverage.mode, coverage.inheritFuture, deps.clock.now()],
+      `UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = coalesce($3, coverage_inherit_future), coverage_set_at = $4
+       WHERE id = $1 AND status <> 'revoked' RETURNING id`,
+      [integrationId, coverage.mode, coverage.inheritFuture ?? null, deps.clock.now()],
     );
-    if (rows.length === 0) throw new OperatorError(`No integration ${integrationId}.`);
+    if (rows.length === 0) throw await missingOrRevoked(sql, integrationId);
     await assertOwn(sql, integrationId, 'members', coverage.memberIds ?? []);
     await assertOwn(sql, integrationId, 'departments', coverage.departmentIds ?? []);
     await sql.query('DELETE FROM integration_departments WHERE integration_id = $1', [integrationId]);
@@ -213,6 +234,10 @@ export async function setCoverage(
 
 /** Per-member overrides (merged into the existing ones; null removes a key). */
 export async function setMemberOverrides(deps: OperatorDeps, integrationId: string, memberId: string, overrides: MemberOverrides): Promise<void> {
+  if (Object.values(overrides).every((value) => value === undefined)) throw new OperatorError('Nothing to change: give at least one override.');
+  assertMaxCallSeconds(overrides.max_call_seconds);
+  assertCallerId(overrides.caller_id);
+  await assertChangeable(deps.db, integrationId);
   await assertOwn(deps.db, integrationId, 'members', [memberId]);
   await deps.db.query(
     `INSERT INTO integration_members (integration_id, member_id, overrides) VALUES ($1, $2, jsonb_strip_nulls($3::jsonb))
@@ -225,7 +250,16 @@ export async function setMemberOverrides(deps: OperatorDeps, integrationId: stri
 
 /** In uuid mode: the integrator's own UUID for a member (null removes the mapping). */
 export async function mapIntegratorUuid(deps: OperatorDeps, integrationId: string, memberId: string, integratorUuid: string | null): Promise<void> {
+  await assertChangeable(deps.db, integrationId);
   await assertOwn(deps.db, integrationId, 'members', [memberId]);
+  if (integratorUuid !== null) {
+    // one member per UUID: two would make every session for it agent_ambiguous
+    const [taken] = await deps.db.query<{ member_id: string }>(
+      'SELECT member_id FROM integration_members WHERE integration_id = $1 AND lower(integrator_uuid) = lower($2) AND member_id <> $3',
+      [integrationId, integratorUuid, memberId],
+    );
+    if (taken) throw new OperatorError(`${integratorUuid} is already mapped to member ${taken.member_id} of this integration; map it to one member only ("none" removes a mapping).`);
+  }
   await deps.db.query(
     `INSERT INTO integration_members (integration_id, member_id, integrator_uuid) VALUES ($1, $2, $3)
      ON CONFLICT (integration_id, member_id) DO UPDATE SET integrator_uuid = EXCLUDED.integrator_uuid`,
@@ -246,7 +280,15 @@ export async function rotateServerKey(deps: OperatorDeps, integrationId: string)
 }
 
 export async function revokeServerKey(deps: OperatorDeps, integrationId: string): Promise<number> {
+  const [found] = await deps.db.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+  if (!found) throw new OperatorError(`No integration ${integrationId}.`);
   return revokeServerKeys(deps.db, deps.clock, integrationId);
+}
+
+/** Refuses a change to an integration that does not exist or was revoked. */
+async function assertChangeable(db: Db, integrationId: string): Promise<void> {
+  const [row] = await db.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1', [integrationId]);
+  if (!row || row.status === 'revoked') throw await missingOrRevoked(db, integrationId);
 }
 
 /** Disable (reversible) or enable an integration; a revoked integration stays revoked. */
@@ -262,4 +304,46 @@ export async function setIntegrationEnabled(deps: OperatorDeps, integrationId: s
   }
   await integrationChanged(deps, integrationId);
   return row;
+}
+
+/** What an operator sees of an integration: its settings, origins, coverage and members' links; never a key. */
+export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, integrationId: string) {
+  const [row] = await db.query<IntegrationRow>('SELECT * FROM integrations WHERE id = $1', [integrationId]);
+  if (!row) throw new OperatorError(`No integration ${integrationId}.`);
+  const departments = await db.query<{ department_id: string }>('SELECT department_id FROM integration_departments WHERE integration_id = $1 ORDER BY department_id', [integrationId]);
+  const members = await db.query<{ member_id: string; selected: boolean; integrator_uuid: string | null; overrides: MemberOverrides }>(
+    'SELECT member_id, selected, integrator_uuid, overrides FROM integration_members WHERE integration_id = $1 ORDER BY member_id',
+    [integrationId],
+  );
+  const [keys] = await db.query<{ live: number }>('SELECT count(*)::int AS live FROM server_keys WHERE integration_id = $1 AND revoked_at IS NULL', [integrationId]);
+  return {
+    integration_id: row.id,
+    account_id: row.account_id,
+    name: row.name,
+    status: row.status,
+    allowed_origins: row.allowed_origins,
+    allow_all_origins: row.allow_all_origins,
+    identifier_mode: row.identifier_mode,
+    window_mode: row.window_mode,
+    policy: {
+      outbound: row.outbound,
+      inbound: row.inbound,
+      number_visibility: row.number_visibility,
+      controls: row.controls,
+      max_call_seconds: row.max_call_seconds,
+      caller_id: row.caller_id,
+      destination_countries: row.destination_countries,
+      concurrency_limit: row.concurrency_limit,
+    },
+    coverage: {
+      mode: row.coverage_mode,
+      inherit_future: row.coverage_inherit_future,
+      department_ids: departments.map((d) => d.department_id),
+      member_ids: members.filter((m) => m.selected).map((m) => m.member_id),
+    },
+    members: members
+      .filter((m) => m.integrator_uuid !== null || Object.keys(m.overrides ?? {}).length > 0)
+      .map((m) => ({ member_id: m.member_id, integrator_uuid: m.integrator_uuid, overrides: m.overrides ?? {} })),
+    live_server_keys: keys?.live ?? 0,
+  };
 }

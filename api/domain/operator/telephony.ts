@@ -17,9 +17,18 @@ export async function setRate({ db }: OperatorDeps, prefix: string, perMinuteMic
 export async function blockNumber({ db, clock }: OperatorDeps, accountId: string | null, number: string): Promise<void> {
   const parsed = parseE164(number);
   if (!parsed) throw new OperatorError(`Not a valid E.164 number: ${number}`);
+  if (accountId !== null && (await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId])).length === 0) throw new OperatorError(`No account ${accountId}.`);
   await db.query(
     `INSERT INTO blocked_numbers (account_id, number, created_at) VALUES ($1, $2, $3)
      ON CONFLICT (coalesce(account_id, ''), number) DO NOTHING`,
     [accountId, parsed.e164, clock.now()],
   );
+}
+
+/** Takes a number off the do-not-call list of an account, or of the whole platform; false if it was not on it. */
+export async function unblockNumber({ db }: OperatorDeps, accountId: string | null, number: string): Promise<boolean> {
+  const parsed = parseE164(number);
+  if (!parsed) throw new OperatorError(`Not a valid E.164 number: ${number}`);
+  const removed = await db.query(`DELETE FROM blocked_numbers WHERE coalesce(account_id, '') = coalesce($1, '') AND number = $2 RETURNING number`, [accountId, parsed.e164]);
+  return removed.length > 0;
 }
