@@ -12,9 +12,11 @@
  * plus the handshakes in flight on each node, per window. Handshakes that pass count against no
  * address's rate (only against their credential's sockets, below), and REST's traffic does not
  * block them: a call centre's agents share one address, and all reconnect within seconds after a
- * gateway restart. An engine's connection counts with its heartbeats, though: its first `work` is
- * what a heartbeat reads from the store, and a window reconnecting in a loop must not read it more
- * often than REST would let it.
+ * gateway restart. An engine's reconnection counts with its heartbeats, though: its first `work`
+ * is what a heartbeat reads from the store, and a window reconnecting in a loop must not read it
+ * more often than REST would let it. Only a connection within a rate window of the engine's last
+ * socket closing here counts: the first one (a window opening, every window after a gateway
+ * restart) costs no count, and the node keeps no count for the engines it holds.
  * Sockets: a credential holds at most config.socketsPerCredential on a node (by default
  * LIMITS.socketsPerCredentialPerNode; not a rate, so C2C_RATE_LIMIT_SCALE leaves it alone), counted
  * here without Redis (each node guards its own memory).
@@ -37,6 +39,8 @@ export class SocketLimits {
   /** per credential, its sockets past the handshake that are not yet connected (so not yet in LocalSockets) */
   readonly #connecting = new Map<string, number>();
   readonly #refusals: RefusedCredentials;
+  /** per engine, when its last socket on this node closed (oldest first), for a rate window */
+  readonly #engineLeft = new Map<string, number>();
 
   constructor(private readonly services: Services) {
     this.#refusals = new RefusedCredentials(services.counter, services.clock, services.config.rateLimitScale);
@@ -50,9 +54,23 @@ export class SocketLimits {
     await this.#count(RATE_KEYS.enginePerEngine(engineId), LIMITS.enginePerEnginePerMinute);
   }
 
-  /** An engine's socket that passed its handshake, before its first `work` is read. */
+  /** An engine's socket that passed its handshake, before its first `work` is read: counted if it is a reconnection. */
   async engineConnect(engineId: string): Promise<void> {
+    const left = this.#engineLeft.get(engineId);
+    if (left === undefined || this.services.clock.now() - left > LIMITS.rateWindowMs) return;
     await this.#count(RATE_KEYS.enginePerEngine(engineId), LIMITS.enginePerEnginePerMinute);
+  }
+
+  /** An engine's socket on this node closed. */
+  engineLeft(engineId: string): void {
+    const now = this.services.clock.now();
+    // kept in the order they left: those past the window are at the front
+    for (const [id, at] of this.#engineLeft) {
+      if (now - at <= LIMITS.rateWindowMs) break;
+      this.#engineLeft.delete(id);
+    }
+    this.#engineLeft.delete(engineId);
+    this.#engineLeft.set(engineId, now);
   }
 
   async engineAcks(engineId: string): Promise<void> {

@@ -119,6 +119,8 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     if (reason === 'client namespace disconnect') this.conn.close();
     local.remove(this);
     drops.dropped(this, reason);
+    const data = this.data as SocketData;
+    if (data.kind === 'engine') limits.engineLeft(data.engineId);
     services.metrics.sockets.dec({ kind: (this.data as SocketData).kind });
   }
   const restarting: SocketEnd = { code: 'server_restarting', final: false, message: 'This node is restarting; reconnect (another node will answer).' };
