@@ -1,6 +1,6 @@
 /** CORS on the widget API (spec section 5, rule 4): only origins some active integration allows. */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { setAllowAllOrigins, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
+import { createIntegration, setAllowAllOrigins, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
@@ -64,6 +64,12 @@ describe.each(storeDrivers())('widget CORS on %s', (driver) => {
       query.mockRestore();
       await setAllowAllOrigins(deps(), t.integrationId, false);
     }
+  });
+
+  it("answers for a new integration's origins from its first request, once the allowed origins were read before it was made", async () => {
+    expect((await preflight(ORIGIN)).headers['access-control-allow-origin']).toBe(ORIGIN); // read
+    await createIntegration(deps(), { accountId: t.accountId, name: 'Newly made', origins: ['https://newly-made.example'] });
+    expect((await preflight('https://newly-made.example')).headers['access-control-allow-origin']).toBe('https://newly-made.example');
   });
 
   it('gives the server-key routes no CORS, from any origin: a server key is never in a page', async () => {

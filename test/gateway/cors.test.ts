@@ -85,6 +85,14 @@ describe('gateway CORS (long-polling)', () => {
     expect((await handshake(ORIGIN)).headers.get('access-control-allow-origin')).toBe(ORIGIN);
   });
 
+  it("admits a new integration's origins from their first request", async () => {
+    const { services } = live.h;
+    expect((await handshake(ORIGIN)).headers.get('access-control-allow-origin')).toBe(ORIGIN); // read
+    const [row] = await services.db.query<{ account_id: string }>('SELECT account_id FROM integrations WHERE id = $1', [tenantIntegration]);
+    await createIntegration({ db: services.db, bus: services.bus, clock: services.clock }, { accountId: row!.account_id, name: 'Newly made', origins: ['https://newly-made.example'] });
+    expect((await handshake('https://newly-made.example')).headers.get('access-control-allow-origin')).toBe('https://newly-made.example');
+  });
+
   it('reads the store once for handshakes and preflights from any number of made-up origins', async () => {
     const query = vi.spyOn(live.h.services.db, 'query');
     const originReads = () => query.mock.calls.filter(([sql]) => String(sql).includes('allowed_origins')).length;

@@ -126,7 +126,7 @@ export async function createIntegration(
   const columns = policyColumns(policy);
   const id = input.id ?? newId(ID_PREFIX.integration);
   const now = deps.clock.now();
-  return deps.db.tx(async (sql) => {
+  const created = await deps.db.tx(async (sql) => {
     const [account] = await sql.query('SELECT 1 FROM accounts WHERE id = $1', [input.accountId]);
     if (!account) throw new OperatorError(`No account ${input.accountId}.`);
     const all: Record<string, unknown> = {
@@ -148,6 +148,9 @@ export async function createIntegration(
     const key = await issueServerKey(sql, deps.clock, id);
     return { integration: integration!, serverKey: key.token };
   });
+  // Every node then reads the origins it allows (CORS: api/http/origin-policy.ts) and knows it exists.
+  deps.bus.publish({ type: 'integration', integrationId: id });
+  return created;
 }
 
 export const setOrigins = (deps: OperatorDeps, integrationId: string, lines: string[]) =>
