@@ -25,17 +25,25 @@ import type { EngineSocketData, SocketData, WidgetSocketData } from './handshake
 type WorkToSend = Extract<HandOver, 'due' | 'unacked'>;
 
 /** What a catch-up could not do, by socket id (credentials to re-check, windows' work) and agent room (widget states). */
-interface Left {
+export interface Left {
   rechecks: Set<string>;
   rooms: Set<string>;
   engines: Set<string>;
 }
 
 /** What a catch-up covers: every socket, or what one before could not do. */
-type Scope = 'all' | Left;
+export type Scope = 'all' | Left;
 
 const nothingLeft = (): Left => ({ rechecks: new Set(), rooms: new Set(), engines: new Set() });
 const isEmpty = (left: Left) => left.rechecks.size === 0 && left.rooms.size === 0 && left.engines.size === 0;
+
+/** What is still to do after a catch-up covering `covering` left `result`, of what was left before it. */
+export function carry(before: Scope, covering: Scope, result: Scope): Scope {
+  if (covering === 'all') return result;
+  if (before === 'all') return 'all';
+  const outside = (was: Set<string>, done: Set<string>) => new Set([...was].filter((key) => !done.has(key)));
+  return widen({ rechecks: outside(before.rechecks, covering.rechecks), rooms: outside(before.rooms, covering.rooms), engines: outside(before.engines, covering.engines) }, result);
+}
 
 /** What either scope covers: everything if either does. */
 function widen(a: Scope | undefined, b: Scope): Scope {
@@ -121,10 +129,12 @@ export function keepCurrentThroughOutages(services: Services, io: Server): () =>
       while (next && nextScope && !stopped) {
         const [current, covering] = [next, nextScope];
         next = nextScope = undefined;
-        left = await catchUp(current, covering).catch((error: unknown) => {
+        const result = await catchUp(current, covering).catch((error: unknown): Scope => {
           services.log?.('catch-up after a bus outage failed', error);
           return covering; // all of it, as it was asked
         });
+        // what an earlier pass of this drain left and this one did not cover is still to do
+        left = carry(left, covering, result);
       }
       running = undefined;
       return left;

@@ -13,6 +13,7 @@ import { ManualClock } from '../../api/clock.js';
 import { PROBE_EVERY_MS, SILENT_AFTER_MS } from '../../api/redis-liveness.js';
 import { LIMITS } from '../../shared/limits.js';
 import { EXPIRY_SWEEP_MS } from '../../gateway/endings.js';
+import { carry, type Left } from '../../gateway/catch-up.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { command, openSession, readyAgent, type Agent } from '../helpers/flows.js';
@@ -295,3 +296,23 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
     expect(w.events.find((event) => event.event === 'state')?.payload).toMatchObject({ ok: true, engine: { available: true } });
   }, 30_000);
 });
+
+describe('what a catch-up leaves to do (gateway/catch-up.ts, carry)', () => {
+  const left = (rooms: string[] = [], engines: string[] = [], rechecks: string[] = []): Left => ({ rooms: new Set(rooms), engines: new Set(engines), rechecks: new Set(rechecks) });
+  const asLists = (scope: ReturnType<typeof carry>) => (scope === 'all' ? 'all' : { rooms: [...scope.rooms].sort(), engines: [...scope.engines].sort(), rechecks: [...scope.rechecks].sort() });
+
+  it('keeps what an earlier pass left and a later, narrower pass did not cover', () => {
+    // a full pass left room R1; a pass queued meanwhile for R0 alone succeeded: R1 is still to do
+    expect(asLists(carry(left(['R1']), left(['R0']), left()))).toEqual({ rooms: ['R1'], engines: [], rechecks: [] });
+    // what the later pass covered and did again is done, or left again if it failed again
+    expect(asLists(carry(left(['R0', 'R1'], ['E1']), left(['R0']), left()))).toEqual({ rooms: ['R1'], engines: ['E1'], rechecks: [] });
+    expect(asLists(carry(left(['R0']), left(['R0']), left(['R0'])))).toEqual({ rooms: ['R0'], engines: [], rechecks: [] });
+  });
+
+  it('takes a full pass as the whole answer, and keeps everything to do after a pass that could not run', () => {
+    expect(asLists(carry(left(['R1']), 'all', left(['R2'])))).toEqual({ rooms: ['R2'], engines: [], rechecks: [] });
+    expect(carry('all', left(['R0']), left())).toBe('all');
+    expect(carry(left(), left(['R0']), 'all')).toBe('all');
+  });
+});
+
