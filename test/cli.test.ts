@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -373,6 +374,26 @@ describe('the c2c binary', () => {
       rmSync(ownDir, { recursive: true, force: true });
     }
   }, 90_000);
+
+  it('says, without a stack, when the server its admin.json names does not take the command, and that nothing changed', async () => {
+    const staleDir = mkdtempSync(join(tmpdir(), 'c2c-cli-stale-'));
+    try {
+      // a process that is alive (this one) but no bridge at that address: a server that is stopping, or a reused pid
+      const closed = await new Promise<number>((resolve) => {
+        const server = createServer().listen(0, '127.0.0.1', () => {
+          const { port } = server.address() as AddressInfo;
+          server.close(() => resolve(port));
+        });
+      });
+      writeFileSync(join(staleDir, 'admin.json'), JSON.stringify({ pid: process.pid, url: `http://127.0.0.1:${closed}`, token: 'x' }), { mode: 0o600 });
+      const failed = await run(process.execPath, [BIN, 'platform', 'disable'], { env: { ...env, C2C_DATA_DIR: staleDir } }).catch((e) => e);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain('did not take the command (ECONNREFUSED): nothing was changed');
+      expect(failed.stderr).not.toContain('    at ');
+    } finally {
+      rmSync(staleDir, { recursive: true, force: true });
+    }
+  });
 
   it('exits non-zero with a clear message on a bad configuration', async () => {
     const failed = await run(process.execPath, [BIN, 'platform', 'status'], { env: { ...env, PORT: 'eighty' } }).catch((e) => e);

@@ -178,6 +178,9 @@ function reply(response: ServerResponse, status: number, body: unknown): void {
   response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
+/** The bridge answered and refused the command: it did not run. */
+export class BridgeRefused extends Error {}
+
 /** The running server for this data directory, if any. */
 export function findRunningServer(dataDir: string): AdminFile | undefined {
   const file = join(dataDir, 'admin.json');
@@ -199,7 +202,7 @@ export async function forwardCommand(admin: AdminFile, argv: string[], files: At
   });
   if (!response.ok) {
     const refused = (await response.json().catch(() => null)) as { message?: string } | null;
-    throw new Error(`the running server refused the command (${response.status}${refused?.message ? `: ${refused.message}` : ''})`);
+    throw new BridgeRefused(`the running server refused the command (${response.status}${refused?.message ? `: ${refused.message}` : ''})`);
   }
   return (await response.json()) as CliResult;
 }

@@ -8,7 +8,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../config.js';
 import { closeServices, openServices, startNode, type Role, type RunningNode } from '../serve.js';
 import type { Services } from '../services.js';
-import { findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
+import { BridgeRefused, findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
 import { readAttachedFiles, type AttachedFiles } from './files.js';
 import { stopSignal } from './signals.js';
 
@@ -50,12 +50,17 @@ async function operate(argv: string[], config: Config): Promise<CliResult> {
       return await forwardCommand(running, argv, files);
     } catch (error) {
       const admin = join(config.dataDir, 'admin.json');
+      const code = (error as { cause?: { code?: string } }).cause?.code;
+      // Refused before it ran, the command can be run again; otherwise it may have run (a top-up twice would credit twice).
+      const notTaken = code === 'ECONNREFUSED' || error instanceof BridgeRefused;
+      const server = `the server for ${resolve(config.dataDir)} (pid ${running.pid})`;
       return {
         code: 1,
         stdout: [],
         stderr: [
-          `error: the server for ${resolve(config.dataDir)} (pid ${running.pid}) did not take the command (${(error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message}). ` +
-            `If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`,
+          notTaken
+            ? `error: ${server} did not take the command (${code ?? (error as Error).message}): nothing was changed. If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`
+            : `error: the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. Check before running it again.`,
         ],
       };
     }

@@ -146,6 +146,13 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
     client.on('error', () => {});
     madeIn.set(client, schemaGeneration);
   });
+  /**
+   * Retires every connection made no later than this one (a statement of it found the schema
+   * changed): several that find it at once retire the same ones, not those made since.
+   */
+  const retireFrom = (client: pg.PoolClient) => {
+    schemaGeneration = Math.max(schemaGeneration, (madeIn.get(client) ?? schemaGeneration) + 1);
+  };
   /** A connection of the current schema generation (an older one, its prepared statements in doubt, is closed). */
   const checkout = async (): Promise<pg.PoolClient> => {
     for (;;) {
@@ -187,7 +194,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         return await run<T>(client, text, params, untimed);
       } catch (error) {
         if (planOutdated(error)) {
-          schemaGeneration += 1;
+          retireFrom(client);
           throw new StoreUnavailable(error);
         }
         throw storeError(error);
@@ -208,7 +215,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         return await run<T>(client, text, params, false);
       } catch (error) {
         if (planOutdated(error)) {
-          schemaGeneration += 1;
+          retireFrom(client);
           broken = true;
           if (attempt === 1) continue;
           throw new StoreUnavailable(error);

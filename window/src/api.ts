@@ -18,8 +18,8 @@ export interface Paired {
   engine_token: string;
   engine: Engine;
   integration_id: string;
-  /** the integration's name, set by the service's operator (the consent question names it) */
-  integration_name: string;
+  /** the integration's name, set by the service's operator (the consent question names it); absent from nodes older than it */
+  integration_name?: string;
   agent: WidgetAgent;
   policy: Policy;
   voice_provider: 'simulated' | 'twilio';

@@ -203,6 +203,8 @@ export class Engine {
   async retryMic(): Promise<void> {
     this.#mic = 'asking';
     this.#changed();
+    // not ready while the browser asks: said at once, so no call rings here meanwhile
+    void this.#scheduler.beat();
     this.#mic = await this.#deps.askMic();
     this.#changed();
     void this.#scheduler.beat();

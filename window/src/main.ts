@@ -54,7 +54,9 @@ function notPaired(state: WindowState, message: string | null, retry: string | n
  */
 function asking(paired: Paired): ViewModel {
   const agent = `${paired.agent.name} (${paired.agent.identifier})`;
-  const question = MESSAGES.consentQuestion.replace('{agent}', () => agent).replaceAll('{integration}', () => paired.integration_name);
+  // a node older than the integration's name in the pair answer (a rolling upgrade) sends none
+  const integration = paired.integration_name || MESSAGES.yourCrm;
+  const question = MESSAGES.consentQuestion.replace('{agent}', () => agent).replaceAll('{integration}', () => integration);
   return { ...notPaired('confirm', null, null), agent: paired.agent.name, consent: question };
 }
 

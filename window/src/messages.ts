@@ -39,8 +39,10 @@ const EN = {
     otherCall: 'The command is for another call than the one this window holds.',
     callOver: 'The call the command is for is no longer up in this window.',
     dtmfNoDigits: 'A dtmf command needs digits.',
-    // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier
+    // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier,
+    // {integration} the integration's name (yourCrm where the pair answer has none)
     consentQuestion: 'Use this window for the calls of {agent} in {integration}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from {integration}.',
+    yourCrm: 'your CRM',
     consentDeclined: 'This window will not carry those calls. You can close it.',
   },
   /** What the window's state element says. */
@@ -119,6 +121,7 @@ const FR: WindowTexts = {
     callOver: 'L’appel visé par la commande n’est plus en cours dans cette fenêtre.',
     dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
     consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} dans {integration} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis {integration}.',
+    yourCrm: 'votre CRM',
     consentDeclined: 'Cette fenêtre ne prendra pas ces appels. Vous pouvez la fermer.',
   },
   states: {
