@@ -115,6 +115,25 @@ describe('c2c operator commands', () => {
     expect((await c2c('block', 'remove', '+12025550177', '--account', account)).code).toBe(1);
   });
 
+  it("sets the widget's defaults, each kept unless given, and sessions carry them", async () => {
+    const account = (await c2c('account', 'create', '--name', 'Zeta')).json.id as string;
+    await c2c('member', 'create', '--account', account, '--email', 'zoe@zeta.example', '--name', 'Zoe');
+    const created = (await c2c('integration', 'create', '--account', account, '--name', 'Zeta CRM', '--origin', 'https://zeta.example')).json;
+    expect((await c2c('integration', 'widget', created.integration_id, '--position', 'top-left')).json.widget).toEqual({ position: 'top-left', language: 'en' });
+    expect((await c2c('integration', 'widget', created.integration_id, '--language', 'fr')).json.widget).toEqual({ position: 'top-left', language: 'fr' });
+    expect((await c2c('integration', 'widget', created.integration_id, '--language', 'français')).code).toBe(1);
+    expect((await c2c('integration', 'widget', created.integration_id)).code).toBe(1);
+    expect((await c2c('integration', 'widget', created.integration_id, '--position', 'middle')).code).toBe(1);
+    const session = await h.app.inject({
+      method: 'POST',
+      url: '/api/v1/click2call/sessions',
+      headers: { authorization: `Bearer ${created.server_key}` },
+      payload: { integration_id: created.integration_id, agent: { type: 'email', value: 'zoe@zeta.example' }, origin: 'https://zeta.example' },
+    });
+    expect(session.statusCode).toBe(201);
+    expect(session.json().policy.widget).toMatchObject({ position: 'top-left', language: 'fr' });
+  });
+
   it('exits non-zero when a command is left incomplete, and zero when help is asked for', async () => {
     expect((await runCommand(['platform'], async () => h.services)).code).toBe(1);
     expect((await runCommand([], async () => h.services)).code).toBe(1);

@@ -4,7 +4,7 @@
  * admin bridge (api/cli/admin-bridge.ts), so an embedded PGlite store is never opened twice.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import type { Control, NumberVisibility } from '../../shared/types.js';
+import type { Control, NumberVisibility, WidgetDefaults } from '../../shared/types.js';
 import type { Services } from '../services.js';
 import {
   createAccount,
@@ -30,6 +30,7 @@ import {
   setMemberOverrides,
   setOrigins,
   setPolicy,
+  setWidgetDefaults,
   setWindowMode,
   type PolicySettings,
 } from '../domain/operator/integrations.js';
@@ -312,6 +313,15 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     await setIdentifierMode(await deps(), id, choice('email', 'uuid')(mode));
     out.result({ integration_id: id, identifier_mode: mode }, `identifier mode: ${mode}`);
   });
+  integration
+    .command('widget <integrationId>')
+    .description("the widget's defaults: its corner of the page and its language (init() options override them)")
+    .option('--position <corner>', 'bottom-right, bottom-left, top-right or top-left', choice('bottom-right', 'bottom-left', 'top-right', 'top-left'))
+    .option('--language <tag>', 'en, fr… (the SDK speaks en and fr; another tag falls back to English)')
+    .action(async (id: string, o: { position?: WidgetDefaults['position']; language?: string }) => {
+      const widget = await setWidgetDefaults(await deps(), id, { position: o.position, language: o.language });
+      out.result({ integration_id: id, widget }, `widget defaults of ${id}: ${widget.position}, ${widget.language}`);
+    });
   integration.command('window-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
     await setWindowMode(await deps(), id, choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')(mode));
     out.result({ integration_id: id, window_mode: mode }, `window mode: ${mode}`);

@@ -350,3 +350,19 @@ export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, inte
     live_server_keys: keys?.live ?? 0,
   };
 }
+
+/** A language tag such as en, fr or fr-CA. */
+const LANGUAGE_TAG = /^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/;
+
+/** The widget's defaults (spec section 1, step 5): its corner and language, each kept unless given. */
+export async function setWidgetDefaults(deps: OperatorDeps, integrationId: string, change: Partial<WidgetDefaults>): Promise<WidgetDefaults> {
+  if (change.position === undefined && change.language === undefined) throw new OperatorError('Nothing to change: give --position or --language.');
+  if (change.language !== undefined && !(LANGUAGE_TAG.test(change.language) && change.language.length <= 16)) {
+    throw new OperatorError(`Not a language tag (such as en, fr or fr-CA): ${change.language}`);
+  }
+  await assertChangeable(deps.db, integrationId);
+  const [row] = await deps.db.query<{ widget_defaults: WidgetDefaults }>('SELECT widget_defaults FROM integrations WHERE id = $1', [integrationId]);
+  const widget = { ...row!.widget_defaults, ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) } as WidgetDefaults;
+  const updated = await update(deps, integrationId, policyColumns({ widget }));
+  return updated.widget_defaults;
+}
