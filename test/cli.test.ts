@@ -134,6 +134,20 @@ describe('c2c operator commands', () => {
     expect(session.json().policy.widget).toMatchObject({ position: 'top-left', language: 'fr' });
   });
 
+  it("sets an account's provider credentials, the token read from a file (out of shell history), refusing malformed ones", async () => {
+    const account = (await c2c('account', 'create', '--name', 'Eta')).json.id as string;
+    const sid = `AC${'0123456789abcdef'.repeat(2)}`;
+    const token = 'fedcba9876543210'.repeat(2);
+    const set = await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', 'token.txt'], async () => h.services, { 'token.txt': `${token}\n` });
+    expect(set.code).toBe(0);
+    const [row] = await h.services.db.query<{ provider_account_sid: string; provider_auth_token: string }>('SELECT provider_account_sid, provider_auth_token FROM accounts WHERE id = $1', [account]);
+    expect(row).toEqual({ provider_account_sid: sid, provider_auth_token: token });
+    expect(set.stdout.join('\n')).not.toContain(token);
+    expect((await c2c('account', 'set-provider', account, '--sid', 'AC123', '--token', token)).code).toBe(1);
+    expect((await c2c('account', 'set-provider', account, '--sid', sid, '--token', 'short')).code).toBe(1);
+    expect((await c2c('account', 'set-provider', account, '--sid', sid)).code).toBe(1);
+  });
+
   it('exits non-zero when a command is left incomplete, and zero when help is asked for', async () => {
     expect((await runCommand(['platform'], async () => h.services)).code).toBe(1);
     expect((await runCommand([], async () => h.services)).code).toBe(1);

@@ -171,9 +171,12 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .command('set-provider <accountId>')
     .description("the account's Twilio Account SID and auth token (webhooks are verified against them)")
     .requiredOption('--sid <accountSid>')
-    .requiredOption('--token <authToken>')
-    .action(async (id: string, o: { sid: string; token: string }) => {
-      await setAccountProvider(await deps(), id, o.sid, o.token);
+    .option('--token <authToken>', 'the auth token (it stays in your shell history: prefer --file)')
+    .option('--file <file>', 'read the auth token from this file ("-" for standard input)')
+    .action(async (id: string, o: { sid: string; token?: string; file?: string }) => {
+      if ((o.token === undefined) === (o.file === undefined)) throw new InvalidArgumentError('give the auth token with --file (or "-" for standard input), or --token');
+      const token = o.token ?? attachedText(files, o.file!).trim();
+      await setAccountProvider(await deps(), id, o.sid, token);
       out.result({ account_id: id }, `provider credentials of ${id} set`);
     });
 

@@ -69,6 +69,9 @@ export async function createAccount(
 }
 
 export async function setAccountProvider({ db }: OperatorDeps, accountId: string, accountSid: string, authToken: string): Promise<void> {
+  // Twilio's forms: a mistyped or truncated one would make every webhook fail its signature check
+  if (!/^AC[0-9a-f]{32}$/i.test(accountSid)) throw new OperatorError(`Not a Twilio Account SID (AC and 32 hexadecimal digits): ${accountSid}`);
+  if (!/^[0-9a-f]{32}$/i.test(authToken)) throw new OperatorError('Not a Twilio auth token (32 hexadecimal digits).');
   const rows = await db.query('UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3 WHERE id = $1 RETURNING id', [
     accountId,
     accountSid,
