@@ -66,6 +66,7 @@ describe('c2c operator commands', () => {
     await refusal(['integration', 'policy', integration, '--max-call-seconds', '99999999999'], 'max_call_seconds');
     await refusal(['integration', 'policy', integration, '--caller-id', '+1202555010'], 'caller ID');
     await refusal(['integration', 'origins', integration], '--none');
+    await refusal(['integration', 'origins', integration, '--origin', 'https://*.delta.example'], 'no wildcard');
     await refusal(['integration', 'coverage', integration, '--mode', 'members'], '--members');
     await refusal(['member', 'create', '--account', account, '--email', 'DEE@delta.example', '--name', 'Dee again'], member.id);
     await refusal(['member', 'create', '--account', account, '--email', 'x@delta.example', '--name', '  '], 'needs a name');

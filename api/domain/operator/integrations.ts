@@ -107,6 +107,11 @@ async function missingOrRevoked(db: Db | Sql, integrationId: string): Promise<Op
 /** Validates an allowed-origins list; every bad line is named and nothing is saved. */
 export function parseOriginLines(lines: string[]): string[] {
   const kept = lines.map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  // A browser never sends a wildcard: such a line would match nothing, silently (origins are exact, spec section 5).
+  const wildcards = kept.filter((line) => line.includes('*'));
+  if (wildcards.length > 0) {
+    throw new OperatorError(`Not saved: origins are exact, with no wildcard; list each one: ${wildcards.map((line) => JSON.stringify(line)).join(', ')}`);
+  }
   const bad = kept.filter((line) => parseOrigin(line) === null);
   if (bad.length > 0) {
     throw new OperatorError(
