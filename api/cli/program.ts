@@ -356,7 +356,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .option('--calls <on|off>', 'calls enabled for this member', onOff)
     .action(async (id: string, memberId: string, o: PolicyFlags & { calls?: boolean }) => {
       if (o.callerId === 'none') throw new InvalidArgumentError('a member override sets a caller ID or inherits the integration\'s (--caller-id inherit); "none" is the integration policy\'s');
-      const p = policyFromFlags({ ...o, callerId: o.callerId === 'inherit' ? 'none' : o.callerId });
+      const p = policyFromFlags(o);
       await setMemberOverrides(await deps(), id, memberId, {
         calls_enabled: o.calls,
         outbound: p.outbound,
@@ -364,7 +364,8 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
         number_visibility: p.numberVisibility,
         controls: p.controls,
         max_call_seconds: p.maxCallSeconds,
-        caller_id: p.callerId,
+        // null removes the override: the integration's caller ID applies again
+        caller_id: o.callerId === 'inherit' ? null : o.callerId,
       });
       out.result({ integration_id: id, member_id: memberId }, `overrides of ${memberId} updated`);
     });
