@@ -1,0 +1,26 @@
+/** k6: check() and fail(). */
+import { add, record } from './runtime.mjs';
+
+export function check(value, checks) {
+  let all = true;
+  for (const [name, predicate] of Object.entries(checks)) {
+    let passed;
+    try {
+      passed = Boolean(predicate(value));
+    } catch {
+      passed = false;
+    }
+    const entry = (record.checks[name] = record.checks[name] || { passes: 0, fails: 0 });
+    if (passed) entry.passes += 1;
+    else entry.fails += 1;
+    add('checks', passed ? 1 : 0);
+    all = all && passed;
+  }
+  return all;
+}
+
+export function fail(message) {
+  throw new Error(message);
+}
+
+export default { check, fail };
