@@ -120,7 +120,8 @@ describe('c2c operator commands', () => {
     const account = (await c2c('account', 'create', '--name', 'Zeta')).json.id as string;
     await c2c('member', 'create', '--account', account, '--email', 'zoe@zeta.example', '--name', 'Zoe');
     const created = (await c2c('integration', 'create', '--account', account, '--name', 'Zeta CRM', '--origin', 'https://zeta.example')).json;
-    expect((await c2c('integration', 'widget', created.integration_id, '--position', 'top-left')).json.widget).toEqual({ position: 'top-left', language: 'en' });
+    // No language chosen: the widget speaks its page's (<html lang>).
+    expect((await c2c('integration', 'widget', created.integration_id, '--position', 'top-left')).json.widget).toEqual({ position: 'top-left', language: null });
     expect((await c2c('integration', 'widget', created.integration_id, '--language', 'fr')).json.widget).toEqual({ position: 'top-left', language: 'fr' });
     expect((await c2c('integration', 'widget', created.integration_id, '--language', 'français')).code).toBe(1);
     expect((await c2c('integration', 'widget', created.integration_id)).code).toBe(1);
@@ -133,6 +134,7 @@ describe('c2c operator commands', () => {
     });
     expect(session.statusCode).toBe(201);
     expect(session.json().policy.widget).toMatchObject({ position: 'top-left', language: 'fr' });
+    expect((await c2c('integration', 'widget', created.integration_id, '--language', 'page')).json.widget).toEqual({ position: 'top-left', language: null });
   });
 
   it("sets an account's provider credentials, the token read from a file (out of shell history), refusing malformed ones", async () => {

@@ -320,10 +320,11 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .command('widget <integrationId>')
     .description("the widget's defaults: its corner of the page and its language (init() options override them)")
     .option('--position <corner>', 'bottom-right, bottom-left, top-right or top-left', choice('bottom-right', 'bottom-left', 'top-right', 'top-left'))
-    .option('--language <tag>', 'en, fr… (the SDK speaks en and fr; another tag falls back to English)')
+    .option('--language <tag|page>', "en, fr… (the SDK speaks en and fr; another tag falls back to English); page: the page's <html lang>, the default")
     .action(async (id: string, o: { position?: WidgetDefaults['position']; language?: string }) => {
-      const widget = await setWidgetDefaults(await deps(), id, { position: o.position, language: o.language });
-      out.result({ integration_id: id, widget }, `widget defaults of ${id}: ${widget.position}, ${widget.language}`);
+      const language = o.language === 'page' ? null : o.language;
+      const widget = await setWidgetDefaults(await deps(), id, { position: o.position, language });
+      out.result({ integration_id: id, widget }, `widget defaults of ${id}: ${widget.position}, ${widget.language ?? "the page's language"}`);
     });
   integration.command('window-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
     await setWindowMode(await deps(), id, choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')(mode));

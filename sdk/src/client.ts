@@ -551,7 +551,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private mount(language: string | undefined, position: Position | undefined): void {
     if (typeof document === 'undefined') return;
     this.widget?.destroy();
-    const lang = language ?? (document.documentElement.lang || undefined);
+    const lang = language ?? pageLanguage();
     this.shown = { language: langOf(lang), position: position ?? 'bottom-right' };
     this.widget = new Widget(this.options.container ?? document.body, position ?? 'bottom-right', lang, this.handlers, !this.options.container);
   }
@@ -563,9 +563,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private adoptDefaults(): void {
     const defaults = this.snapshots.state?.policy?.widget ?? this.session.session?.policy?.widget;
     if (!defaults || !this.widget) return;
-    const language = this.options.language ?? defaults.language;
+    // An integration whose operator chose no language (null) leaves it to the page.
+    const language = this.options.language ?? defaults.language ?? undefined;
     const position = this.options.position ?? defaults.position;
-    if (langOf(language) !== this.shown.language || position !== this.shown.position) this.mount(language, position);
+    if (langOf(language ?? pageLanguage()) !== this.shown.language || position !== this.shown.position) this.mount(language, position);
   }
 
   private readonly handlers = {
@@ -584,6 +585,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       this.update();
     },
   };
+}
+
+/** The language the page says it is in (`<html lang>`), if it says. */
+function pageLanguage(): string | undefined {
+  return (typeof document !== 'undefined' && document.documentElement.lang) || undefined;
 }
 
 /** The launch ticket's window_url with the widget's language beside the ticket in its fragment (`#ticket=…&lang=fr`). */

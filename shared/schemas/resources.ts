@@ -38,7 +38,8 @@ export const WidgetPosition = z.enum(['bottom-right', 'bottom-left', 'top-right'
 /** The integration's widget defaults, as an operator sets them. */
 export const WidgetDefaults = z.strictObject({
   position: WidgetPosition,
-  language: z.string().min(2).max(16),
+  /** null: the language of the page the widget is on (`<html lang>`), else English */
+  language: z.string().min(2).max(16).nullable(),
 });
 export type WidgetDefaults = z.infer<typeof WidgetDefaults>;
 

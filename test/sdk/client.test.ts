@@ -1794,6 +1794,23 @@ describe('the widget', () => {
     expect(document.querySelectorAll('[data-testid="c2c-host"]')).toHaveLength(1);
   });
 
+  it("speaks the page's language (<html lang>) when the integration chose none, and keeps the integration's choice over it", async () => {
+    document.documentElement.lang = 'fr';
+    try {
+      service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: null, window_mode: 'popup' } });
+      start();
+      await flush();
+      expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
+      widget.detach();
+      service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: 'en', window_mode: 'popup' } });
+      start();
+      await flush();
+      expect(q('c2c-state').textContent).toBe('Ready for calls');
+    } finally {
+      document.documentElement.lang = '';
+    }
+  });
+
   it('mounts inline in a given container', async () => {
     const container = document.createElement('div');
     document.body.appendChild(container);

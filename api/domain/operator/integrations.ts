@@ -362,7 +362,7 @@ const LANGUAGE_TAG = /^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/;
 /** The widget's defaults (spec section 1, step 5): its corner and language, each kept unless given. */
 export async function setWidgetDefaults(deps: OperatorDeps, integrationId: string, change: Partial<WidgetDefaults>): Promise<WidgetDefaults> {
   if (change.position === undefined && change.language === undefined) throw new OperatorError('Nothing to change: give --position or --language.');
-  if (change.language !== undefined && !(LANGUAGE_TAG.test(change.language) && change.language.length <= 16)) {
+  if (typeof change.language === 'string' && !(LANGUAGE_TAG.test(change.language) && change.language.length <= 16)) {
     throw new OperatorError(`Not a language tag (such as en, fr or fr-CA): ${change.language}`);
   }
   await assertChangeable(deps.db, integrationId);
