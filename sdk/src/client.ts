@@ -59,7 +59,9 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private readonly launch: LaunchTracker;
   private widget: Widget | null = null;
   private shown = { language: '', position: '' };
-  private message: { text: string; until: number } | null = null;
+  /** what the panel says (`said` counts each time it is said: the same words again are spoken again) */
+  private message: { text: string; until: number; said: number } | null = null;
+  private sayings = 0;
   /** the call window's address with its ticket, offered as a link when the popup was blocked, until the ticket expires (clock ms) */
   private openTab: { url: string; name: string; until: number } | null = null;
   private focusFallbackAt = -Infinity;
@@ -214,7 +216,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       body = (await postIntegrator(this.d.fetch, this.options.requestCallEndpoint, params, this.options.headers ?? {}, bound)).body ?? { ok: true };
     } catch (error) {
       const e = error as SdkError;
-      body = e.body && typeof e.body === 'object' ? e.body : { ok: false, error: e.code, message: e.message };
+      // An error status is a refusal even when its body is not the envelope (a CRM's own 419
+      // {"message": "CSRF token mismatch."}): taken for a success, it would say nothing now and
+      // "The call did not start" 30 s later. Its own fields stay; ok, error and message are made sure.
+      const own = e.body && typeof e.body === 'object' && !Array.isArray(e.body) ? (e.body as Record<string, unknown>) : null;
+      body = own?.ok === false ? own : { ...own, ok: false, error: e.code, message: e.message };
     }
     this.emit('callrequested', body);
     if (body?.ok === false) this.say(this.errorText(new SdkError(String(body.error), String(body.message ?? body.error))));
@@ -502,6 +508,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       pending: this.effects.pending,
       duration: this.snapshots.durationOf(call),
       message: this.message?.text ?? null,
+      said: this.message?.said ?? 0,
       openTab: this.openTab && { url: this.openTab.url, name: this.openTab.name },
     });
     // Tick while something on screen depends on time: the call timer, a message, an effect, a launch.
@@ -533,7 +540,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   private say(text: string, ttl = MESSAGE_MS, render = false): void {
-    this.message = { text, until: ttl ? this.d.clock.now() + ttl : Infinity };
+    this.sayings += 1;
+    this.message = { text, until: ttl ? this.d.clock.now() + ttl : Infinity, said: this.sayings };
     if (render) this.update();
   }
 
@@ -550,6 +558,16 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   private mount(language: string | undefined, position: Position | undefined): void {
     if (typeof document === 'undefined') return;
+    if (!this.options.container && !document.body) {
+      // init() ran in <head>: the session starts now, the widget appears with the body.
+      document.addEventListener('DOMContentLoaded', () => {
+        if (this.detached || this.widget) return;
+        this.mount(language, position);
+        this.adoptDefaults();
+        this.update();
+      }, { once: true });
+      return;
+    }
     this.widget?.destroy();
     const lang = language ?? pageLanguage();
     this.shown = { language: langOf(lang), position: position ?? 'bottom-right' };

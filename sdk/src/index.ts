@@ -54,13 +54,15 @@ let current: Click2CallWidget | null = null;
  * that polls, holds a socket and shows the same calls beside the first.
  */
 const mounted = new WeakMap<object, Click2CallWidget>();
+/** The container of widgets init() gave none: the page's body, which may not exist yet (init() in <head>). */
+const PAGE = {};
 
 /** Creates and starts a widget, detaching the one its container held; later calls on the global act on it. */
 export function init(options: InitOptions, deps?: Partial<ClientDeps>): Click2CallWidget {
-  const container: object | undefined = options?.container ?? (typeof document === 'undefined' ? undefined : document.body);
-  if (container) mounted.get(container)?.detach();
+  const container: object = options?.container ?? PAGE;
+  mounted.get(container)?.detach();
   const created = new Click2CallWidget(options, { ...defaultDeps(), ...deps });
-  if (container) mounted.set(container, created);
+  mounted.set(container, created);
   current = created;
   return created.start();
 }

@@ -141,6 +141,13 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('incoming');
     expect(await widgetState(page)).toBe('call');
     await shoot(page, 'incoming');
+    // Under the pointer, Answer and Decline keep white text on a deeper green and red (a generic
+    // button hover once turned them white on pale grey).
+    const colours = (id: string) => page.locator(`[data-testid=${id}]`).evaluate((el) => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]);
+    await page.locator('[data-testid=c2c-answer]').hover();
+    expect(await colours('c2c-answer')).toEqual(['rgb(255, 255, 255)', 'rgb(26, 127, 55)']);
+    await page.locator('[data-testid=c2c-decline]').hover();
+    expect(await colours('c2c-decline')).toEqual(['rgb(255, 255, 255)', 'rgb(164, 14, 38)']);
     await page.locator('[data-testid=c2c-answer]').click();
     await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('connected');
     await page.locator('[data-testid=c2c-hangup]').click();
@@ -392,6 +399,9 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     window.on('dialog', (dialog) => void dialog.accept()); // the "leave during a call?" warning
     await window.close({ runBeforeUnload: true });
     await expect.poll(async () => (await sdk(page)).call?.orphaned, { timeout: 60_000 }).toBe(true);
+    // No window holds the call: only Hang up acts on it.
+    expect(await page.locator('[data-testid=c2c-mute]').isVisible()).toBe(false);
+    expect(await page.locator('[data-testid=c2c-dtmf]').isVisible()).toBe(false);
     await shoot(page, 'orphaned');
     await page.locator('[data-testid=c2c-hangup]').click();
     await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');

@@ -1016,6 +1016,18 @@ describe('commands', () => {
     expect(service.count('/widget/commands')).toBe(1);
   });
 
+  it('offers only Hang up on an orphaned connected call, even with its window still live: mute and the keypad would act on nothing', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    expect(visible('c2c-mute')).toBe(true);
+    expect(visible('c2c-dtmf')).toBe(true);
+    service.set({ call: call('connected', { answered_at: T0 - 5, orphaned: true }) });
+    service.push(socket);
+    expect(visible('c2c-hangup')).toBe(true);
+    expect(visible('c2c-mute')).toBe(false);
+    expect(visible('c2c-dtmf')).toBe(false);
+  });
+
   it('reports a 502 hangup as hangup_uncertain and keeps offering Hang up', async () => {
     service.set({ call: call('connected', { answered_at: T0 - 5, orphaned: true }), engine: engine({ state: 'closed', live: false }) });
     const socket = await ready();
@@ -1092,6 +1104,20 @@ describe('requestCall and the 30 s rule', () => {
     const answer = await widget.requestCall({ contact_reference: 'x' });
     expect(answer).toEqual({ ok: false, error: 'agent_offline', message: 'The agent has no live call window.' });
     expect(q('c2c-message').textContent).toBe('Open the call window first (Enable calls).');
+    await vi.advanceTimersByTimeAsync(31_000);
+    expect(q('c2c-message').textContent).not.toBe('The call did not start');
+  });
+
+  it("takes an error status whose body is the CRM's own (no envelope) for the refusal it is, at once", async () => {
+    start();
+    await flush();
+    const requested: unknown[] = [];
+    widget.on('callrequested', (body) => requested.push(body));
+    service.script.set('/crm/call', [{ status: 419, body: { message: 'CSRF token mismatch.' } }]);
+    const answer = await widget.requestCall({ contact_reference: 'x' });
+    expect(answer).toEqual({ ok: false, error: 'http_419', message: 'CSRF token mismatch.' });
+    expect(requested).toEqual([answer]);
+    expect(q('c2c-message').textContent).toBe('Something went wrong; try again.');
     await vi.advanceTimersByTimeAsync(31_000);
     expect(q('c2c-message').textContent).not.toBe('The call did not start');
   });
@@ -1613,6 +1639,18 @@ describe('the widget', () => {
     expect(q('c2c-said')).toBe(said);
     expect(said.textContent).toContain('may still be up');
     expect(q('c2c-message').textContent).toBe(said.textContent);
+
+    // Tried again and refused alike: the same words, spoken again (a new text node), once.
+    const writes: string[] = [];
+    const observer = new MutationObserver((records) => {
+      for (const record of records) for (const node of record.addedNodes) writes.push(node.textContent ?? '');
+    });
+    observer.observe(said, { childList: true });
+    void widget.hangup().catch(() => {});
+    await vi.advanceTimersByTimeAsync(0);
+    await flush();
+    observer.disconnect();
+    expect(writes).toEqual([said.textContent]);
   });
 
   it('keeps the keyboard focus in the widget when the control that had it goes away', async () => {
@@ -1808,6 +1846,24 @@ describe('the widget', () => {
       expect(q('c2c-state').textContent).toBe('Ready for calls');
     } finally {
       document.documentElement.lang = '';
+    }
+  });
+
+  it('runs from <head>, before the page has a body: the session starts at once and the widget appears with the body', async () => {
+    const body = document.body;
+    body.remove();
+    try {
+      expect(document.body).toBeNull();
+      start();
+      await flush();
+      expect(service.count('/crm/session')).toBe(1);
+      document.documentElement.appendChild(body);
+      expect(document.querySelector('[data-testid="c2c-host"]')).toBeNull();
+      document.dispatchEvent(new Event('DOMContentLoaded'));
+      expect(document.body.querySelectorAll('[data-testid="c2c-host"]')).toHaveLength(1);
+      expect(q('c2c-state').textContent).toBe('Ready for calls');
+    } finally {
+      if (!body.isConnected) document.documentElement.appendChild(body);
     }
   });
 

@@ -11,10 +11,12 @@ p{margin:0 0 6px}
 .m{color:#9a3412}
 .r{display:flex;flex-wrap:wrap;gap:6px;margin-top:6px}
 button,a.l{font:inherit;padding:6px 10px;border-radius:6px;border:1px solid #8c959f;background:#f6f8fa;color:#1b1f24;cursor:pointer;text-decoration:none}
-button:hover{background:#eaeef2}
+button:where(:not(.g,.d)):hover{background:#eaeef2}
 button:focus-visible,a.l:focus-visible{outline:3px solid #0969da;outline-offset:2px}
 .g{background:#1f883d;border-color:#1f883d;color:#fff}
 .d{background:#cf222e;border-color:#cf222e;color:#fff}
+.g:hover{background:#1a7f37;border-color:#1a7f37}
+.d:hover{background:#a40e26;border-color:#a40e26}
 button[aria-pressed=true]{background:#ddf4ff;border-color:#0969da}
 .k{display:grid;grid-template-columns:repeat(3,1fr);gap:4px;margin-top:6px}
 [hidden]{display:none!important}

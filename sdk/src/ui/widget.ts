@@ -20,6 +20,8 @@ export interface ViewModel {
   /** the server's duration of the call, seconds */
   duration: number | null;
   message: string | null;
+  /** which saying the message is: a new one is announced even when its words are the last one's */
+  said: number;
   openTab: { url: string; name: string } | null;
 }
 
@@ -53,6 +55,7 @@ export class Widget {
   readonly texts: Texts;
   private readonly n: Record<string, HTMLElement> = {};
   private announcedState: string | null = null;
+  private said = 0;
   private announcedIncoming: string | null = null;
   private keypadOpen = false;
   /** the call the keypad was last opened for (it closes when the call changes) */
@@ -139,7 +142,8 @@ export class Widget {
     const { n, texts: t } = this;
     const live = isLive(v.call) && v.state !== 'unauthorized' && v.state !== 'error' ? v.call : null;
     const controls = v.policy?.controls ?? [];
-    const connected = live?.status === 'connected' && v.pending !== 'ending';
+    // An orphaned call is held by no window: mute and the keypad would act on nothing (it can only be ended).
+    const connected = live?.status === 'connected' && !live.orphaned && v.pending !== 'ending';
     // An orphaned call rings nowhere: it can only be ended (Hang up), not answered.
     const incoming = live?.status === 'incoming' && !v.pending && !live.orphaned;
     const engineLive = !!v.engine?.live;
@@ -164,7 +168,12 @@ export class Widget {
 
     show(n.message!, !!v.message);
     setText(n.message!, v.message ?? '');
-    setText(n.said!, v.message ?? '');
+    // A refusal said again (Hang up failing twice alike) must be heard again: writing the text anew
+    // replaces the status region's text node, which screen readers announce even for the same words.
+    if (v.said !== this.said) {
+      this.said = v.said;
+      n.said!.textContent = v.message ?? '';
+    } else setText(n.said!, v.message ?? '');
     const tab = n.openTab as HTMLAnchorElement;
     show(tab, !!v.openTab);
     if (v.openTab && tab.href !== v.openTab.url) {
@@ -202,9 +211,9 @@ export class Widget {
     if (focused && focused !== n.panel && isHidden(focused)) n.panel!.focus();
 
     // Announcements: each state once, each incoming call once.
-    const said = v.state + (live ? ':' + live.status : '');
-    if (said !== this.announcedState) {
-      this.announcedState = said;
+    const announced = v.state + (live ? ':' + live.status : '');
+    if (announced !== this.announcedState) {
+      this.announcedState = announced;
       setText(n.live!, live ? `${t.states[v.state]}. ${t.calls[live.status]}` : t.states[v.state]);
     }
     if (incoming && live.call_id !== this.announcedIncoming) {
