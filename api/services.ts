@@ -37,6 +37,7 @@ export interface Infra {
 export function createServices(infra: Infra) {
   const { config, db, bus, clock } = infra;
   const providers = infra.providers ?? createProviders(config, clock);
+  providers.simulator.join(bus);
   const platform = createPlatform(db, bus, clock);
   const directory = createDirectory(db, bus);
   const sessions = createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds: config.widgetTokenTtlSeconds });

@@ -29,7 +29,12 @@ export type BusMessage =
   /** `why`: the engine's close_reason (`replaced`, `integration_revoked`, the window's own); absent from nodes that predate it */
   | { type: 'engine'; engineId: string; reason: 'closed'; why?: string }
   /** a node's connection to Redis came back (this node's or another's): anything may have been missed, by it or from it */
-  | { type: 'resync' };
+  | { type: 'resync' }
+  /**
+   * an operation on a simulated call whose leg this node does not hold: the node whose simulator
+   * holds it carries it out (api/providers/simulated/simulator.ts)
+   */
+  | { type: 'simulator'; op: 'hangup' | 'answer' | 'digits'; callSid: string; digits?: string };
 
 /**
  * Messages only the node that published them acts on: engine work is pushed by that node's pusher

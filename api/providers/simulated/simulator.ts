@@ -3,11 +3,14 @@
  * toward this service. It issues access tokens, receives "device" connects from simulated
  * engines, asks the voice webhook for dial instructions (signed, like Twilio), executes the TwiML
  * it gets back, and reports the dialed leg's progress through signed status callbacks, all on the
- * injectable clock. Legs live in this process: a restart drops them, as a carrier outage would,
- * and the server's reaper then ends the calls.
+ * injectable clock. Legs live in the process that placed them: a restart drops them, as a carrier
+ * outage would, and the server's reaper then ends the calls. Nodes of one deployment share their
+ * simulators over the bus: a hangup, an answer or DTMF for a leg another node holds goes to that
+ * node (a widget's command may reach any node; the leg is where the claim or the inbound call was).
  */
 import { randomBytes } from 'node:crypto';
 import twilio from 'twilio';
+import type { Bus, BusMessage } from '../../bus/index.js';
 import type { Clock, Timer } from '../../clock.js';
 import { PROVIDER_PATHS } from '../twiml.js';
 import { signWebhook, type WebhookParams } from '../signature.js';
@@ -41,6 +44,13 @@ interface Leg {
 }
 
 const newSid = () => `CA${randomBytes(16).toString('hex')}`;
+type SimulatorOp = Extract<BusMessage, { type: 'simulator' }>;
+/**
+ * How long a hangup of a call no leg answers to is remembered: its leg may not be placed yet (the
+ * voice webhook has answered, the leg is being placed) and must then not be.
+ */
+const EARLY_HANGUP_MS = 60_000;
+const EARLY_HANGUPS_KEPT = 10_000;
 const FINAL: ReadonlySet<ProviderCallStatus> = new Set(['completed', 'busy', 'no-answer', 'failed', 'canceled']);
 
 export class Simulator implements VoiceProvider {
@@ -48,7 +58,10 @@ export class Simulator implements VoiceProvider {
   /** fault switches, for tests and demos of the error paths */
   readonly faults = { tokens: true };
   readonly #legs = new Map<string, Leg>();
+  /** call sids hung up while no leg here answered to them: when, ms */
+  readonly #earlyHangups = new Map<string, number>();
   #deliver: WebhookDelivery | undefined;
+  #bus: Bus | undefined;
 
   constructor(
     private readonly clock: Clock,
@@ -72,8 +85,24 @@ export class Simulator implements VoiceProvider {
     return { token: token.toJwt(), expiresAt: this.clock.now() + ttlSeconds * 1000 };
   }
 
+  /**
+   * Joins the simulators of the deployment's other nodes: an operation on a leg this node does not
+   * hold is published, and one published elsewhere is carried out here if the leg is here.
+   */
+  join(bus: Bus): () => void {
+    this.#bus = bus;
+    return bus.subscribe((message, { local }) => {
+      if (local || message.type !== 'simulator') return;
+      void this.#carryOut(message).catch(() => {});
+    });
+  }
+
   async hangup(_account: ProviderAccount, callSid: string): Promise<void> {
-    const legs = [...this.#legs.values()].filter((leg) => leg.sid === callSid || leg.parentSid === callSid);
+    const legs = this.#legsOf(callSid);
+    if (legs.length === 0) {
+      this.#hungUpEarly(callSid);
+      return this.#relay({ type: 'simulator', op: 'hangup', callSid });
+    }
     for (const leg of legs) leg.hangupsAsked += 1;
     if (legs.some((leg) => leg.unreachableOnHangup)) throw new ProviderUnreachable('simulated provider unreachable');
     for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
@@ -95,6 +124,8 @@ export class Simulator implements VoiceProvider {
     });
     const dial = parseDial(response.body);
     if (response.status !== 200 || !dial) return parentSid;
+    // Hung up while the webhook answered (on this node or another): nothing is dialed.
+    if (this.#earlyHangups.delete(parentSid)) return parentSid;
     const behaviour = behaviourFor(dial.number);
     const leg: Leg = {
       sid: newSid(),
@@ -154,6 +185,7 @@ export class Simulator implements VoiceProvider {
   /** The simulated device accepted an incoming call. */
   async answer(callSid: string): Promise<boolean> {
     const leg = this.#legs.get(callSid);
+    if (!leg) this.#relay({ type: 'simulator', op: 'answer', callSid });
     if (!leg || leg.status !== 'ringing') return false;
     for (const timer of leg.timers.splice(0)) timer.cancel();
     await this.#answer(leg);
@@ -171,6 +203,7 @@ export class Simulator implements VoiceProvider {
   /** DTMF from the simulated device, heard by the far end of the call. */
   sendDigits(callSid: string, digits: string): boolean {
     const leg = this.#find(callSid);
+    if (!leg) this.#relay({ type: 'simulator', op: 'digits', callSid, digits });
     if (!leg || leg.status !== 'in-progress') return false;
     leg.digits += digits;
     return true;
@@ -189,6 +222,38 @@ export class Simulator implements VoiceProvider {
   /** Legs not yet ended, for diagnostics. */
   liveLegs(): number {
     return [...this.#legs.values()].filter((leg) => !FINAL.has(leg.status)).length;
+  }
+
+  #legsOf(callSid: string): Leg[] {
+    return [...this.#legs.values()].filter((leg) => leg.sid === callSid || leg.parentSid === callSid);
+  }
+
+  #relay(message: SimulatorOp): void {
+    this.#bus?.publish(message);
+  }
+
+  /** Another node's operation: carried out if the leg is here (a hangup is remembered if not). */
+  async #carryOut(message: SimulatorOp): Promise<void> {
+    if (message.op === 'hangup') {
+      const legs = this.#legsOf(message.callSid);
+      if (legs.length === 0) return this.#hungUpEarly(message.callSid);
+      for (const leg of legs) {
+        leg.hangupsAsked += 1;
+        if (!leg.unreachableOnHangup) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
+      }
+    } else if (this.#find(message.callSid)) {
+      if (message.op === 'answer') await this.answer(message.callSid);
+      else if (message.digits) this.sendDigits(message.callSid, message.digits);
+    }
+  }
+
+  #hungUpEarly(callSid: string): void {
+    const now = this.clock.now();
+    for (const [sid, at] of this.#earlyHangups) {
+      if (at > now - EARLY_HANGUP_MS && this.#earlyHangups.size < EARLY_HANGUPS_KEPT) break;
+      this.#earlyHangups.delete(sid);
+    }
+    this.#earlyHangups.set(callSid, now);
   }
 
   #find(callSid: string): Leg | undefined {
