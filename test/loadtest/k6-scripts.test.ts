@@ -70,7 +70,7 @@ describe('the k6 load scripts, against the real service', () => {
   });
 
   it('calls.js: each agent gets a call idempotently, its window claims it, the widget mutes, unmutes and dials a digit, and it ends completed', { timeout: 90_000 }, async () => {
-    const { code, summary, stderr } = await k6('calls.js', { ...env, CALLS: '1', CALL_SECONDS: '6', WRAP_UP_MS: '1' });
+    const { code, summary, stderr } = await k6('calls.js', { ...env, CALLS: '1', CALL_SECONDS: '9', WRAP_UP_MS: '1' });
     expect(summary.errors, stderr).toEqual([]);
     expect(failedChecks(summary), stderr).toEqual([]);
     expect(code).toBe(0);
