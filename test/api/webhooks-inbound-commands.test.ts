@@ -313,6 +313,22 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect((await heartbeat(api, agent.engineToken, { call_id: id })).body.commands).toEqual([]);
   });
 
+  it("ends an answered incoming call at the policy's max_call_seconds, as an outgoing one (spec section 8: the duration cap)", async () => {
+    const t = await seedTenant(h.services);
+    await setPolicy({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.integrationId, { maxCallSeconds: 120 });
+    const agent = await readyAgent(api, t);
+    const id = (await inbound(t)).body.request_id;
+    const answer = await command(api, agent.widgetToken, { kind: 'answer', request_id: 'answer-capped' });
+    await heartbeat(api, agent.engineToken, { call_id: id });
+    await heartbeat(api, agent.engineToken, { call_id: id, acks: [{ command_id: answer.body.command_id, result: 'done' }] });
+    expect((await callStatus(t, id)).status).toBe('connected');
+    await h.clock.advanceSeconds(119);
+    await heartbeat(api, agent.engineToken, { call_id: id });
+    expect((await callStatus(t, id)).status).toBe('connected');
+    await h.clock.advanceSeconds(1);
+    expect(await callStatus(t, id)).toMatchObject({ status: 'completed', duration: 120 });
+  });
+
   it('declines an incoming call from the widget: done at once, the call is rejected', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);

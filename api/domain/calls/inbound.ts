@@ -20,6 +20,7 @@ import { newId } from '../credentials.js';
 import { assertIntegrationUsable, findIntegration } from '../integrations/repo.js';
 import type { IntegrationRow } from '../integrations/model.js';
 import { integrationLock } from '../locks.js';
+import { timeLimitSeconds } from '../billing.js';
 import { parseE164 } from '../phone.js';
 import type { CallRow, EngineRow } from '../views.js';
 import { LIVE_STATUS_LIST } from './checks.js';
@@ -46,12 +47,17 @@ export async function injectInbound(
   // Asked before ringing, so that a call nobody can take rings no leg; asked again, and decided, with
   // the call's insert, under the integration's lock (as POST /calls takes it): two calls arriving
   // together, or a call requested meanwhile, must not give one agent two live calls.
-  if (!(await chooseAgent(db, integration, request, clock.now()))) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
+  const first = await chooseAgent(db, integration, request, clock.now());
+  if (!first) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
+  // Spec section 8: a call's duration is capped by Policy.max_call_seconds, incoming ones too. The
+  // provider is told with the ring (Twilio's <Dial><Client timeLimit>), so from the agent it rings
+  // first; the call keeps that limit whoever takes it.
+  const timeLimit = timeLimitSeconds(first.policy.max_call_seconds, Infinity);
 
   const changes = new Changes();
   const id = newId(ID_PREFIX.callIntent);
   const account = await loadProviderAccount(db, integration.account_id);
-  const legSid = await deps.providers.simulator.ringClient(account!, statusCallbackUrl(deps.config.publicBaseUrl, id), from.e164);
+  const legSid = await deps.providers.simulator.ringClient(account!, statusCallbackUrl(deps.config.publicBaseUrl, id), from.e164, timeLimit);
   let call: CallRow;
   try {
     call = await db.tx(
@@ -61,8 +67,8 @@ export async function injectInbound(
         if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const [row] = await sql.query<CallRow>(
           `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
-             department, policy, engine_id, provider, provider_call_sid, created_at, expires_at)
-           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, 'simulated', $10, $11, $12) RETURNING *`,
+             department, policy, engine_id, provider, provider_call_sid, created_at, expires_at, time_limit_seconds)
+           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, 'simulated', $10, $11, $12, $13) RETURNING *`,
           [
             id,
             integration.id,
@@ -76,6 +82,7 @@ export async function injectInbound(
             legSid,
             now,
             now + INBOUND_RING_SECONDS * 1000,
+            timeLimit,
           ],
         );
         await changes.touchAgent(sql, integration.id, chosen.engine.member_id);

@@ -41,6 +41,8 @@ interface Leg {
   unreachableOnHangup: boolean;
   /** REST hangups asked for this leg, answered or not */
   hangupsAsked: number;
+  /** an inbound leg's limit once answered (an outbound leg's comes with its TwiML) */
+  timeLimitSeconds: number | null;
 }
 
 const newSid = () => `CA${randomBytes(16).toString('hex')}`;
@@ -140,6 +142,7 @@ export class Simulator implements VoiceProvider {
       digits: '',
       unreachableOnHangup: behaviour.unreachableOnHangup,
       hangupsAsked: 0,
+      timeLimitSeconds: null,
     };
     this.#legs.set(leg.sid, leg);
     const at = (seconds: number, fn: () => Promise<void>) => leg.timers.push(this.clock.after(seconds * 1000, fn));
@@ -161,8 +164,11 @@ export class Simulator implements VoiceProvider {
     return parentSid;
   }
 
-  /** An inbound call ringing the client `identity`; progress is reported to statusCallback. */
-  async ringClient(account: ProviderAccount, statusCallback: string, from: string): Promise<string> {
+  /**
+   * An inbound call ringing the client `identity`; progress is reported to statusCallback. Once
+   * answered, it ends by itself `timeLimitSeconds` later (Twilio's `<Dial><Client timeLimit>`).
+   */
+  async ringClient(account: ProviderAccount, statusCallback: string, from: string, timeLimitSeconds: number): Promise<string> {
     const leg: Leg = {
       sid: newSid(),
       parentSid: null,
@@ -176,6 +182,7 @@ export class Simulator implements VoiceProvider {
       digits: '',
       unreachableOnHangup: false,
       hangupsAsked: 0,
+      timeLimitSeconds,
     };
     this.#legs.set(leg.sid, leg);
     leg.timers.push(this.clock.after(INBOUND_RING_SECONDS * 1000, () => this.#end(leg, 'no-answer')));
@@ -189,6 +196,7 @@ export class Simulator implements VoiceProvider {
     if (!leg || leg.status !== 'ringing') return false;
     for (const timer of leg.timers.splice(0)) timer.cancel();
     await this.#answer(leg);
+    if (leg.timeLimitSeconds !== null) leg.timers.push(this.clock.after(leg.timeLimitSeconds * 1000, () => this.#end(leg, 'completed')));
     return true;
   }
 
