@@ -46,6 +46,8 @@ export class SocketIo {
   constructor(url, token, origin) {
     this.connected = false;
     this.handlers = {};
+    /** events that came before anyone listened (a snapshot right behind the connect): kept for the first listener */
+    this.unheard = {};
     this.acks = {};
     this.nextAck = 0;
     this.onConnect = null;
@@ -66,6 +68,9 @@ export class SocketIo {
   /** Listens to a server event (`state`, `work`, `ended`) or to `disconnect`. */
   on(event, handler) {
     (this.handlers[event] = this.handlers[event] || []).push(handler);
+    const unheard = this.unheard[event] || [];
+    delete this.unheard[event];
+    for (const [value, reply] of unheard) handler(value, reply);
     return this;
   }
 
@@ -129,7 +134,9 @@ export class SocketIo {
     } else if (type === '2') {
       const [event, ...args] = JSON.parse(rest);
       const reply = id === '' ? undefined : (answer) => this.ws.send(`43${id}${JSON.stringify([answer])}`);
-      for (const handler of this.handlers[event] || []) handler(args[0], reply);
+      const handlers = this.handlers[event] || [];
+      if (handlers.length === 0) (this.unheard[event] = this.unheard[event] || []).push([args[0], reply]);
+      for (const handler of handlers) handler(args[0], reply);
     } else if (type === '3') {
       const callback = this.acks[id];
       delete this.acks[id];
