@@ -59,6 +59,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private readonly launch: LaunchTracker;
   private widget: Widget | null = null;
   private shown = { language: '', position: '' };
+  /** whether the integration's widget defaults were taken once (later changes wait for a call's end) */
+  private adoptedDefaults = false;
   /** what the panel says (`said` counts each time it is said: the same words again are spoken again) */
   private message: { text: string; until: number; said: number } | null = null;
   private sayings = 0;
@@ -581,6 +583,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private adoptDefaults(): void {
     const defaults = this.snapshots.state?.policy?.widget ?? this.session.session?.policy?.widget;
     if (!defaults || !this.widget) return;
+    // Rebuilt during a call, the widget would take the agent's keyboard focus away, close the keypad
+    // and announce the call again: an operator's change of the defaults waits for the call's end.
+    if (this.adoptedDefaults && isLive(this.snapshots.state?.call ?? null)) return;
+    this.adoptedDefaults = true;
     // An integration whose operator chose no language (null) leaves it to the page.
     const language = this.options.language ?? defaults.language ?? undefined;
     const position = this.options.position ?? defaults.position;

@@ -1867,6 +1867,20 @@ describe('the widget', () => {
     }
   });
 
+  it("applies an operator's change of the widget defaults after the call, not during it (the agent's focus and keypad stay)", async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    const host = document.querySelector('[data-testid="c2c-host"]');
+    service.set({ policy: policy(['mute', 'dtmf'], { widget: { position: 'bottom-right', language: 'fr', window_mode: 'popup' } }) });
+    service.push(socket);
+    expect(document.querySelector('[data-testid="c2c-host"]')).toBe(host);
+    expect(q('c2c-hangup').textContent).toBe('Hang up');
+    service.set({ call: call('completed', { answered_at: T0 - 5, ended_at: T0, duration: 5 }) });
+    service.push(socket);
+    expect(document.querySelector('[data-testid="c2c-host"]')).not.toBe(host);
+    expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
+  });
+
   it('mounts inline in a given container', async () => {
     const container = document.createElement('div');
     document.body.appendChild(container);
