@@ -166,6 +166,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
           integrationId: credentials.integration_id,
           serverKey: credentials.server_key,
           users: { agent: credentials.agent, disabled: credentials.agent_disabled, unassigned: credentials.agent_unassigned },
+          publicOrigin: credentials.allowed_origin,
         }));
         cleanups.push(() => crm.close());
         app.log.info(`Demo CRM on http://127.0.0.1:${config.demoPort}/`);

@@ -6,7 +6,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
 import { freePort } from './helpers/processes.js';
+import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { ConfigError, loadConfig } from '../api/config.js';
 import { localUrl, startNode, type RunningNode } from '../api/serve.js';
 
@@ -95,6 +97,46 @@ describe('npm start with the demo flag', () => {
     expect([odd.status, (await odd.json()).error]).toEqual([422, 'invalid_request']);
     // ?as= names only the demo's own users
     expect(signedIn(await fetch(`${crm}/?as=constructor`))).toMatch(/^crm_session=agent\./);
+    // a session is made for the CRM's own origin only, never for one the browser names
+    const elsewhere = await post('/click2call/session', { origin: crm, cookie: agent }, { origin: 'https://evil.example' });
+    expect([elsewhere.status, (await elsewhere.json()).error]).toEqual([403, 'unauthorized']);
+  });
+
+  it('the demo CRM asks POST /calls again, with the same Idempotency-Key, when the first answer is lost', async () => {
+    // Between the CRM and the service, a hop that drops the first request's connection unanswered.
+    const seen: Array<string | undefined> = [];
+    const hop = createServer(async (request, response) => {
+      seen.push(request.headers['idempotency-key'] as string | undefined);
+      if (seen.length === 1) return request.socket.destroy();
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      const answer = await fetch(`${node!.url}${request.url}`, { method: 'POST', headers: { authorization: request.headers.authorization!, 'content-type': 'application/json', 'idempotency-key': request.headers['idempotency-key'] as string }, body: Buffer.concat(chunks) });
+      response.writeHead(answer.status, { 'content-type': 'application/json' }).end(await answer.text());
+    });
+    await new Promise<void>((resolve) => hop.listen(0, '127.0.0.1', resolve));
+    const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+    const port = await freePort();
+    const crm = await startCrmDemo({
+      port,
+      baseUrl: `http://127.0.0.1:${(hop.address() as { port: number }).port}/api/v1/click2call`,
+      siteUrl: demo.site_url,
+      integrationId: demo.integration_id,
+      serverKey: demo.server_key,
+      users: { agent: demo.agent },
+    });
+    try {
+      const origin = `http://127.0.0.1:${port}`;
+      const agent = signedIn(await fetch(`${origin}/`));
+      const call = await fetch(`${origin}/click2call/call`, { method: 'POST', headers: { 'content-type': 'application/json', origin, cookie: agent }, body: JSON.stringify({ contact_reference: 'crm-1001', request_id: 'click-lost-0001' }) });
+      // the service's own answer (the agent has no call window), not "unreachable"
+      expect([call.status, (await call.json()).error]).toEqual([409, 'agent_offline']);
+      expect(seen).toHaveLength(2);
+      expect(seen[0]).toMatch(/:click-lost-0001$/);
+      expect(seen[1]).toBe(seen[0]);
+    } finally {
+      await crm.close();
+      await new Promise((resolve) => hop.close(resolve));
+    }
   });
 
   it('restarts on the same data without losing anything or re-issuing the key', async () => {

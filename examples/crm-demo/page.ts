@@ -46,8 +46,7 @@ ${rows}
     sessionEndpoint: '/click2call/session',
     requestCallEndpoint: '/click2call/call',
     mode: 'persistent-window',
-    position: 'bottom-right',
-    language: document.documentElement.lang || 'en',
+    // no position or language: the integration's defaults apply, else this page's <html lang>
   });
   const log = (text) => (document.getElementById('log').textContent = text);
 

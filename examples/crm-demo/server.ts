@@ -20,35 +20,52 @@ export interface CrmDemoOptions {
   serverKey: string;
   /** who may sign in to the CRM, by name: their agent identifier; ?as= switches between them */
   users: Record<string, { type: 'email' | 'uuid'; value: string }>;
+  /**
+   * This CRM's origin as browsers see it (https://crm.example.com behind your proxy), the one
+   * registered with the integration: requests must come from it, and sessions are made for it.
+   * Defaults to http://127.0.0.1:<port>.
+   */
+  publicOrigin?: string;
 }
 
 /** A click's request_id, as the page makes it (crypto.randomUUID()): anything else is refused, not sent as a key. */
 const REQUEST_ID = /^[A-Za-z0-9_-]{8,64}$/;
-/** Shorter than the SDK's 30 s wait for requestCallEndpoint, so the page hears why. */
-const SERVICE_TIMEOUT_MS = 25_000;
+/**
+ * How long one attempt at the service may take. POST /calls gets two (a lost answer is asked again
+ * with the same Idempotency-Key, which returns the same call): both within the SDK's 30 s wait for
+ * requestCallEndpoint, so the page hears why. A session gets one, within the SDK's 10 s wait.
+ */
+const CALL_ATTEMPT_MS = 12_000;
+const SESSION_TIMEOUT_MS = 8_000;
 
 export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
+  const publicOrigin = options.publicOrigin ?? `http://127.0.0.1:${options.port}`;
 
   /**
    * Calls the service with the server key and answers the browser with its status and body,
    * unchanged, and its Retry-After (a 429 or 503 says when to try again; the SDK waits that long).
    */
-  const forward = async (reply: FastifyReply, path: string, body: unknown, headers: Record<string, string> = {}) => {
-    let response: Response;
-    let text: string;
-    try {
-      response = await fetch(`${options.baseUrl}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${options.serverKey}`, 'content-type': 'application/json', ...headers },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(SERVICE_TIMEOUT_MS),
-      });
-      // the whole answer, within the same time limit: a reply cut halfway is no answer either
-      text = await response.text();
-    } catch {
-      return reply.code(502).send({ ok: false, error: 'unreachable', message: 'The click-to-call service could not be reached.' });
+  const forward = async (reply: FastifyReply, path: string, body: unknown, { headers = {}, timeoutMs = SESSION_TIMEOUT_MS, attempts = 1 } = {}) => {
+    let response: Response | undefined;
+    let text = '';
+    // Only a request that got no answer is sent again (with an Idempotency-Key, so it cannot act twice).
+    for (let attempt = 1; !response && attempt <= attempts; attempt += 1) {
+      try {
+        const answer = await fetch(`${options.baseUrl}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${options.serverKey}`, 'content-type': 'application/json', ...headers },
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        // the whole answer, within the same time limit: a reply cut halfway is no answer either
+        text = await answer.text();
+        response = answer;
+      } catch {
+        // no answer: try again, or say so below
+      }
     }
+    if (!response) return reply.code(502).send({ ok: false, error: 'unreachable', message: 'The click-to-call service could not be reached.' });
     const retryAfter = response.headers.get('retry-after');
     if (retryAfter) reply.header('retry-after', retryAfter);
     return reply.code(response.status).type('application/json').send(text);
@@ -72,7 +89,7 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
    * The endpoints act for the signed-in user: only this CRM's own pages may ask (a page of another
    * site would otherwise make the agent's browser ring or call, with the agent's cookie).
    */
-  const fromOwnPage = (request: FastifyRequest) => request.headers.origin !== undefined && request.headers.origin === `http://${request.headers.host}`;
+  const fromOwnPage = (request: FastifyRequest) => request.headers.origin === publicOrigin;
   const refuse = (reply: FastifyReply, status: 401 | 403, message: string) => reply.code(status).send({ ok: false, error: 'unauthorized', message });
   /** The signed-in user of a request from this CRM's own page, or the refusal already sent. */
   const caller = (request: FastifyRequest, reply: FastifyReply) => {
@@ -97,12 +114,15 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
     return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users) }));
   });
 
-  // sessionEndpoint: the SDK posts {integration_id, origin}; we add who the signed-in user is.
+  // sessionEndpoint: the SDK posts {integration_id, origin}; we add who the signed-in user is. The
+  // session is made for this CRM's own origin, never one the browser names: a token made for
+  // another origin would work from another site.
   app.post('/click2call/session', async (request, reply) => {
     const user = caller(request, reply);
     if (!user) return reply;
-    const body = (request.body ?? {}) as { origin?: string };
-    return forward(reply, '/sessions', { integration_id: options.integrationId, agent: user, origin: body.origin });
+    const body = (request.body ?? {}) as { origin?: unknown };
+    if (body.origin !== undefined && body.origin !== publicOrigin) return refuse(reply, 403, 'Sessions are made for this CRM\'s own origin only.');
+    return forward(reply, '/sessions', { integration_id: options.integrationId, agent: user, origin: publicOrigin });
   });
 
   // requestCallEndpoint: the page names a contact; the number is looked up here, never sent by the browser.
@@ -129,7 +149,7 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
         display_name: contact.name,
         display_company: contact.company,
       },
-      { 'idempotency-key': key },
+      { headers: { 'idempotency-key': key }, timeoutMs: CALL_ATTEMPT_MS, attempts: 2 },
     );
   });
 
