@@ -73,7 +73,7 @@ async function sitDown(agent) {
   if (!paired.ok) fail(`the window did not pair (${paired.body && paired.body.error})`);
   const window = { token: paired.body.engine_token, everyMs: paired.body.heartbeat_fallback_ms, acks: [], callId: null, lastBeat: 0 };
   const first = await api.heartbeat(window.token, report(window));
-  check(first.body, { 'the window is ready after its first heartbeat': (b) => b !== null && b.engine.state === 'ready' });
+  check(first.body, { 'the window is ready after its first heartbeat': (b) => b !== null && !!b.engine && b.engine.state === 'ready' });
   const state = await api.widgetState(widgetToken);
   return { agent, widgetToken, window, etag: api.header(state.response, 'ETag'), pollMs: state.body.poll_ms, lastPoll: Date.now() };
 }

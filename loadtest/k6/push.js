@@ -87,8 +87,14 @@ async function openWindow(received) {
     }
     if (acks.length > 0) engine.emit('ack', acks);
   });
-  const ready = await engine.request('heartbeat', { state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] }, ANSWER_MS);
-  check(ready, { 'the window is ready after a heartbeat over its socket': (b) => b.ok === true && b.engine.state === 'ready' });
+  let ready;
+  try {
+    ready = await engine.request('heartbeat', { state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] }, ANSWER_MS);
+  } catch (error) {
+    engine.close(); // k6 abandons what an iteration that failed left open: closed here, the gateway hears it
+    throw error;
+  }
+  check(ready, { 'the window is ready after a heartbeat over its socket': (b) => !!b && b.ok === true && !!b.engine && b.engine.state === 'ready' });
   return engine;
 }
 
@@ -101,7 +107,7 @@ async function openWidget() {
     if (first === null) first = state;
   });
   while (first === null && Date.now() - started < ANSWER_MS) await sleep(5);
-  const got = check(first, { 'the widget gets its snapshot on connect, with the window ready': (s) => s !== null && s.engine !== null && s.engine.state === 'ready' });
+  const got = check(first, { 'the widget gets its snapshot on connect, with the window ready': (s) => !!s && !!s.engine && s.engine.state === 'ready' });
   if (got) snapshot.add(Date.now() - started);
   return widget;
 }
@@ -109,16 +115,18 @@ async function openWidget() {
 export default async function () {
   if (!desk) desk = await sitDown(agentOf(__VU));
   const arrivals = {}; // command_id → when the window received it
-  const engine = await openWindow((commandId, at) => {
-    arrivals[commandId] = at;
-  });
-  const widget = await openWidget();
+  let engine = null;
+  let widget = null;
   try {
+    engine = await openWindow((commandId, at) => {
+      arrivals[commandId] = at;
+    });
+    widget = await openWidget();
     for (let n = 0; n < COMMANDS; n += 1) {
       const sentAt = Date.now();
       const answer = await widget.request('command', { kind: 'focus', request_id: `k6-${__VU}-${__ITER}-${n}-${sentAt}` }, ANSWER_MS);
       commandAck.add(Date.now() - sentAt);
-      if (check(answer, { 'a command over the socket is accepted': (a) => a.ok === true && typeof a.command_id === 'number' })) {
+      if (check(answer, { 'a command over the socket is accepted': (a) => !!a && a.ok === true && typeof a.command_id === 'number' })) {
         while (arrivals[answer.command_id] === undefined && Date.now() - sentAt < ANSWER_MS) await sleep(1);
         const at = arrivals[answer.command_id];
         if (check(at, { 'the window receives the command by push': (t) => t !== undefined })) delivery.add(at - sentAt);
@@ -126,7 +134,7 @@ export default async function () {
       if (n < COMMANDS - 1) await sleep(EVERY_MS);
     }
   } finally {
-    widget.close();
-    engine.close();
+    if (widget) widget.close();
+    if (engine) engine.close();
   }
 }

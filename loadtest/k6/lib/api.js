@@ -10,6 +10,14 @@ import { config } from './config.js';
 
 const json = (body) => (body === undefined ? null : JSON.stringify(body));
 
+/** One response callback per set of expected statuses (k6 advises against making one per request). */
+const callbacks = {};
+function expected(statuses) {
+  const key = statuses.join(',');
+  if (!callbacks[key]) callbacks[key] = http.expectedStatuses.apply(null, statuses);
+  return callbacks[key];
+}
+
 /** A header of a k6 response, whatever case the server or k6 gave its name. */
 export function header(response, name) {
   const wanted = name.toLowerCase();
@@ -33,7 +41,7 @@ export async function request(name, method, path, { token, origin, payload, head
   const params = {
     headers: Object.assign({}, headers || {}, token ? { Authorization: `Bearer ${token}` } : {}, origin ? { Origin: origin } : {}, payload === undefined ? {} : { 'Content-Type': 'application/json' }),
     tags: { name },
-    responseCallback: http.expectedStatuses.apply(null, expect),
+    responseCallback: expected(expect),
   };
   const response = await http.asyncRequest(method, `${config.baseUrl}${path}`, json(payload), params);
   const parsed = body(response);

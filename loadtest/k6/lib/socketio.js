@@ -101,8 +101,14 @@ export class SocketIo {
   }
 
   close() {
-    if (this.ws.readyState === 1) this.ws.send('41');
     this.connected = false;
+    // k6 cannot close a WebSocket still connecting (its close() waits on a writer that starts only
+    // once connected, and stalls the virtual user): it closes once open.
+    if (this.ws.readyState === 0) {
+      this.ws.onopen = () => this.ws.close();
+      return;
+    }
+    if (this.ws.readyState === 1) this.ws.send('41');
     this.ws.close();
   }
 

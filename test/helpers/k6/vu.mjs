@@ -1,6 +1,6 @@
 /** One virtual user: its own runtime (module state), `iterations` runs of the default function. */
 import { parentPort, workerData } from 'node:worker_threads';
-import { idle, record } from './modules/runtime.mjs';
+import { abandonAll, idle, record } from './modules/runtime.mjs';
 
 const { script, vu, iterations, data, env } = workerData;
 globalThis.__ENV = env;
@@ -16,7 +16,7 @@ for (let iteration = 0; iteration < iterations; iteration += 1) {
     await idle(30_000);
   } catch (error) {
     errors.push(`VU ${vu} iteration ${iteration}: ${error?.message ?? error}`);
-    await idle(30_000).catch((stuck) => errors.push(`VU ${vu} iteration ${iteration}: ${stuck.message}`));
+    abandonAll();
   }
 }
 parentPort.postMessage({ ...record, errors });

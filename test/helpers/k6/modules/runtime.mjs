@@ -9,17 +9,25 @@ export const record = {
   logs: [],
 };
 
-let pending = 0;
+/** what keeps the iteration open: each with how to drop it when k6 would abandon it */
+const pending = new Set();
 
-export function hold() {
-  pending += 1;
-  let released = false;
-  return () => {
-    if (!released) {
-      released = true;
-      pending -= 1;
-    }
-  };
+/** Keeps the iteration open until the returned release is called; `abandon` drops the work (an iteration that threw). */
+export function hold(abandon) {
+  const entry = { abandon };
+  pending.add(entry);
+  return () => pending.delete(entry);
+}
+
+/**
+ * An iteration that threw: k6 cancels it and runs none of its queued work, so its timers never
+ * fire and its sockets go without a close frame. Dropped here alike.
+ */
+export function abandonAll() {
+  for (const entry of [...pending]) {
+    pending.delete(entry);
+    entry.abandon?.();
+  }
 }
 
 export function add(metric, value) {
@@ -29,8 +37,8 @@ export function add(metric, value) {
 /** Resolves once nothing is pending, or rejects after `ms`. */
 export async function idle(ms) {
   const until = Date.now() + ms;
-  while (pending > 0) {
-    if (Date.now() > until) throw new Error(`the iteration left ${pending} timer(s) or WebSocket(s) pending for ${ms} ms: under k6 it would not end`);
+  while (pending.size > 0) {
+    if (Date.now() > until) throw new Error(`the iteration left ${pending.size} timer(s) or WebSocket(s) pending for ${ms} ms: under k6 it would not end`);
     await new Promise((resolve) => globalThis.setTimeout(resolve, 5));
   }
 }

@@ -4,8 +4,9 @@ import { hold } from './runtime.mjs';
 const releases = new Map();
 
 export function setTimeout(callback, ms, ...args) {
-  const release = hold();
-  const handle = globalThis.setTimeout(() => {
+  let handle;
+  const release = hold(() => globalThis.clearTimeout(handle));
+  handle = globalThis.setTimeout(() => {
     releases.delete(handle);
     release();
     callback(...args);
@@ -22,7 +23,7 @@ export function clearTimeout(handle) {
 
 export function setInterval(callback, ms, ...args) {
   const handle = globalThis.setInterval(callback, ms, ...args);
-  releases.set(handle, hold());
+  releases.set(handle, hold(() => globalThis.clearInterval(handle)));
   return handle;
 }
 

@@ -14,7 +14,7 @@ export class WebSocket {
     this.onmessage = null;
     this.onerror = null;
     this.onclose = null;
-    const release = hold();
+    const release = hold(() => this.socket.terminate());
     this.socket = new Ws(url, protocols ?? undefined, { headers: params.headers ?? {}, perMessageDeflate: false });
     this.socket.on('open', () => this.onopen?.({ type: 'open' }));
     this.socket.on('message', (data) => this.onmessage?.({ type: 'message', data: data.toString() }));
@@ -29,11 +29,15 @@ export class WebSocket {
     return this.socket.readyState;
   }
 
+  /** k6 throws unless the socket is open (ws would drop the message silently once closed). */
   send(data) {
+    if (this.socket.readyState !== 1) throw new Error(`InvalidStateError: send() on a WebSocket that is ${['connecting', 'open', 'closing', 'closed'][this.socket.readyState]}`);
     this.socket.send(data);
   }
 
+  /** k6's close() of a socket still connecting stalls the virtual user: a script must not do it. */
   close(code) {
+    if (this.socket.readyState === 0) throw new Error('close() on a WebSocket still connecting: under k6 it would stall the virtual user');
     this.socket.close(code);
   }
 }
