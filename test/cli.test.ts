@@ -240,6 +240,8 @@ describe('c2c operator commands', () => {
 describe('the admin bridge', () => {
   it('listens on loopback apart from the API (a proxy in front of the API cannot reach it) and serves holders of the token only', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-'));
+    // one left behind readable by all (mode applies only to a file being created): written anew
+    writeFileSync(join(dataDir, 'admin.json'), '{}', { mode: 0o644 });
     const h = await createHarness('pglite', { dataDir });
     const app = await buildApp(h.services, { logger: false });
     const bridge = await startAdminBridge(h.services);

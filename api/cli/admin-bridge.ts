@@ -92,7 +92,10 @@ export async function startAdminBridge(services: Services): Promise<AdminBridge>
   const close = (drainMs = 0) => drainServer(server, drainMs, () => new Promise<void>((resolve) => server.close(() => resolve())));
   try {
     mkdirSync(services.config.dataDir, { recursive: true });
-    writeFileSync(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile), { mode: 0o600 });
+    // Written anew, never into what is there: a file left with wider permissions (mode applies only
+    // when the file is created) or a link planted in its place would show the token to others.
+    rmSync(file, { force: true });
+    writeFileSync(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile), { mode: 0o600, flag: 'wx' });
   } catch (error) {
     await close();
     throw error;
