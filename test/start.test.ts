@@ -176,6 +176,7 @@ function signedIn(response: Response): string {
   const cookie = /crm_session=[^;]+/.exec(response.headers.get('set-cookie') ?? '')?.[0];
   expect(cookie, 'the CRM signs the visitor in').toBeDefined();
   expect(response.headers.get('set-cookie')).toContain('HttpOnly');
+  expect(response.headers.get('set-cookie')).toContain('Max-Age=28800');
   return cookie!;
 }
 

@@ -76,7 +76,9 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
   // page lets you switch with ?as=. Nobody signed in: the SDK's endpoints answer 401 (docs/sdk.md).
   const secret = randomBytes(32);
   const signature = (name: string) => createHmac('sha256', secret).update(name).digest('base64url');
-  const signIn = (reply: FastifyReply, name: string) => reply.header('set-cookie', `crm_session=${name}.${signature(name)}; Path=/; HttpOnly; SameSite=Lax`);
+  // Never readable by the page, sent over https only where the CRM is served so, and gone after a working day.
+  const cookieFlags = `Path=/; HttpOnly; SameSite=Lax; Max-Age=${8 * 3600}${publicOrigin.startsWith('https:') ? '; Secure' : ''}`;
+  const signIn = (reply: FastifyReply, name: string) => reply.header('set-cookie', `crm_session=${name}.${signature(name)}; ${cookieFlags}`);
   const userNamed = (name: string | undefined) => (name !== undefined && Object.hasOwn(options.users, name) ? options.users[name]! : null);
   const userOf = (request: FastifyRequest) => {
     const [, name, mac] = /(?:^|;\s*)crm_session=([a-z_]+)\.([A-Za-z0-9_-]+)/.exec(request.headers.cookie ?? '') ?? [];
