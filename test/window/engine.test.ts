@@ -156,7 +156,7 @@ function storage(): Storage {
   return { length: 0, clear: () => map.clear(), key: () => null, getItem: (k) => map.get(k) ?? null, setItem: (k, v) => void map.set(k, v), removeItem: (k) => void map.delete(k) };
 }
 
-async function engine(options: { mic?: MicState; askMic?: () => Promise<MicState>; controls?: Array<'mute' | 'dtmf'>; realtime?: boolean; voiceTtlS?: number; driver?: SimulatedDriver } = {}) {
+async function engine(options: { mic?: MicState; askMic?: () => Promise<MicState>; controls?: Array<'mute' | 'dtmf'>; realtime?: boolean; voiceTtlS?: number; driver?: SimulatedDriver; loadDriver?: () => Promise<SimulatedDriver> } = {}) {
   const server = new FakeServer();
   if (options.voiceTtlS) server.voiceTtlS = options.voiceTtlS;
   const socket = new FakeSocket(server);
@@ -171,7 +171,7 @@ async function engine(options: { mic?: MicState; askMic?: () => Promise<MicState
   const instance = new Engine(p, {
     api,
     storage: store,
-    loadDriver: async () => driver,
+    loadDriver: options.loadDriver ?? (async () => driver),
     ticker: new TimerTicker(),
     connectSocket: (_paired, handlers) => {
       socket.handlers = handlers;
@@ -688,6 +688,44 @@ describe('Engine', () => {
     expect(spies.mute).toHaveBeenCalledWith(true);
     expect(server.heartbeats().at(-1)).toMatchObject({ muted: true });
     expect(instance.model()).toMatchObject({ muted: true, muteAllowed: true });
+  });
+
+  it('starts the next call unmuted when it follows a muted one at once (the held call goes from one to the other)', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    instance.toggleMute();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.model()).toMatchObject({ muted: true });
+    server.current = call('incoming', { request_id: 'ci_2', call_id: 'ci_2', direction: 'inbound' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ muted: false, call: { status: 'incoming' } });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)).toMatchObject({ call_id: 'ci_2', muted: false });
+  });
+
+  it('loads a voice driver that failed to load again with the heartbeats, saying so until it comes, then starts it', async () => {
+    const device = new SimulatedDriver();
+    const started = vi.spyOn(device, 'start');
+    let reachable = false;
+    let attempts = 0;
+    const loadDriver = async () => {
+      attempts += 1;
+      if (!reachable) throw new Error('blocked');
+      return device;
+    };
+    const { instance } = await engine({ realtime: false, loadDriver });
+    await vi.advanceTimersByTimeAsync(3000);
+    // the voice token came meanwhile: the failure is still what is said
+    expect(instance.model().message).toEqual({ text: MESSAGES.voiceScriptFailed, tone: 'warn' });
+    expect(attempts).toBeGreaterThan(1);
+    reachable = true;
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(started).toHaveBeenCalledTimes(1);
+    expect(instance.model().message).toBeNull();
+    const settled = attempts;
+    await vi.advanceTimersByTimeAsync(9000);
+    expect(attempts).toBe(settled);
   });
 
   it('stops for good on a final socket end: says why, forgets a dead pairing, sends no more heartbeats', async () => {

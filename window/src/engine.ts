@@ -80,6 +80,9 @@ export class Engine {
   #socket: EngineSocketLike | null = null;
   #socketUp = false;
   #driver: VoiceDriver | null = null;
+  /** a driver being loaded, and whether the last load failed (it is tried again with each heartbeat) */
+  #driverLoading: Promise<void> | null = null;
+  #driverFailed = false;
   #mic: MicState = 'asking';
   #muted = false;
   /** server clock − local clock, from the last heartbeat answer */
@@ -131,7 +134,8 @@ export class Engine {
         return true;
       },
       onProblem: (problem) => {
-        this.#problems.voice = problem;
+        // a driver that could not be loaded stays said until it is
+        this.#problems.voice = problem ?? (this.#driverFailed ? MESSAGES.voiceScriptFailed : null);
       },
       onSettled: () => {
         this.#changed();
@@ -152,20 +156,34 @@ export class Engine {
         onFinal: (end) => this.#stop(end.code, end.message),
       });
     }
-    const driver = this.#deps.loadDriver(this.#paired).then(
-      (loaded) => {
-        if (this.#stopped) return loaded.destroy();
-        this.#driver = loaded;
-        loaded.on((event) => this.#onDriver(event));
-      },
-      () => {
-        this.#problems.voice = MESSAGES.voiceScriptFailed;
-      },
-    );
-    const voice = driver.then(() => this.#voice.refresh());
+    const voice = this.#loadDriver().then(() => this.#voice.refresh());
     if (first) await this.#handle(first, this.#epoch);
     else void this.#scheduler.beat();
     await Promise.all([voice, this.retryMic()]);
+  }
+
+  /**
+   * Loads the voice driver. One that failed to load (a network blip, a blocker, a deploy gap) is
+   * loaded again with each heartbeat until it comes, saying so meanwhile: a reload would not help
+   * (it closes this pairing), and without a driver the window can carry no call.
+   */
+  #loadDriver(): Promise<void> {
+    this.#driverLoading ??= this.#deps.loadDriver(this.#paired).then(
+      (loaded) => {
+        if (this.#stopped) return loaded.destroy();
+        this.#driver = loaded;
+        this.#driverFailed = false;
+        if (this.#problems.voice === MESSAGES.voiceScriptFailed) this.#problems.voice = null;
+        loaded.on((event) => this.#onDriver(event));
+      },
+      () => {
+        this.#driverFailed = true;
+        this.#problems.voice = MESSAGES.voiceScriptFailed;
+      },
+    ).finally(() => {
+      this.#driverLoading = null;
+    });
+    return this.#driverLoading;
   }
 
   onChange(listener: (model: ViewModel) => void): () => void {
@@ -309,6 +327,12 @@ export class Engine {
   async #beat(): Promise<void> {
     if (this.#stopped) return;
     if (this.#driver) this.#voice.maybeRefresh(this.#serverNow());
+    else if (this.#driverFailed && !this.#driverLoading) {
+      void this.#loadDriver().then(() => {
+        if (this.#driver) return this.#voice.refresh();
+        this.#changed();
+      });
+    }
     const acks = this.#runner.pendingAcks();
     const epoch = this.#epoch;
     const report: HeartbeatRequest = {
@@ -469,13 +493,16 @@ export class Engine {
     // leg goes too, if the provider's end has not reached it (else the agent could stay on the
     // line with no Hang up anywhere, and the next claim find the device still on a call).
     if (this.#lastHeld !== null && held === null) this.#driver?.disconnect();
-    if (held !== this.#lastHeld) {
+    const changed = held !== this.#lastHeld;
+    if (changed) {
       const about = this.#callProblem;
       if (about && (held !== null ? about.callId !== held : about.kind === 'device')) this.#setCallProblem(null);
       this.#lastHeld = held;
     }
     const onCall = held !== null;
-    if (!onCall) this.#muted = false;
+    // Mute belongs to the call it was set on: the next one starts unmuted, even when it follows at
+    // once (the device's new call is not muted, and the window must not say it is).
+    if (!onCall || changed) this.#muted = false;
     this.#scheduler.setOnCall(onCall);
     this.#changed();
     void this.#scheduler.beat();

@@ -27,7 +27,10 @@ export function loadTwilioDriver(doc: Document, src = TWILIO_SCRIPT): Promise<Tw
       if (factory) resolve(factory);
       else reject(new Error('The voice driver script loaded but defined no driver.'));
     };
-    script.onerror = () => reject(new Error('The voice driver script could not be loaded.'));
+    script.onerror = () => {
+      script.remove(); // the next attempt adds a tag of its own
+      reject(new Error('The voice driver script could not be loaded.'));
+    };
     doc.head.appendChild(script);
   });
 }
