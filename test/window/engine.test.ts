@@ -638,6 +638,13 @@ describe('Engine', () => {
     await instance.hangup();
     expect(server.requests.filter((r) => r.path === '/engine/hangup').at(-1)!.body).toEqual({ call_id: 'ci_1' });
     expect(instance.model()).toMatchObject({ call: { live: true }, message: { text: MESSAGES.hangupUncertain } });
+    // Tried again and refused alike: the warning goes while the attempt runs and comes back, so it is heard again.
+    const messages: Array<string | null> = [];
+    const stop = instance.onChange((model) => messages.push(model.message?.text ?? null));
+    await instance.hangup();
+    stop();
+    expect(messages.slice(1)).toContain(null);
+    expect(messages.at(-1)).toBe(MESSAGES.hangupUncertain);
     server.hangup = () => ({ status: 200, body: { ok: true, call: call('completed', { ended_at: SERVER_NOW_S + 5, duration: 5, answered_at: SERVER_NOW_S }) } });
     await instance.hangup();
     expect(instance.model()).toMatchObject({ call: { status: 'completed', live: false }, message: null });

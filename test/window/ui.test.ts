@@ -41,6 +41,27 @@ function mount() {
 }
 
 describe('WindowView', () => {
+  it("speaks its state with its call's status when either changes (a call ringing, connecting, how it ended), and only then", async () => {
+    const { view, byId } = mount();
+    const heard = byId('w-heard');
+    expect(heard.getAttribute('role')).toBe('status');
+    expect(byId('w-state').getAttribute('role')).toBeNull(); // announced through w-heard, once
+    let writes = 0;
+    new MutationObserver((records) => records.forEach((record) => (writes += record.addedNodes.length))).observe(heard, { childList: true });
+    const card = (status: Call['status'], live: boolean, direction: 'inbound' | 'outbound' = 'outbound') => ({ direction, status, display: timing.display, timing, receivedAt: 1_000_000, live });
+    view.render(base);
+    expect(heard.textContent).toBe('Ready for calls');
+    view.render({ ...base, state: 'call', call: card('incoming', true, 'inbound') });
+    expect(heard.textContent).toBe('Incoming call: Jo Bloggs');
+    view.render({ ...base, state: 'call', call: card('connected', true, 'inbound') });
+    view.render({ ...base, state: 'call', call: card('connected', true, 'inbound') });
+    expect(heard.textContent).toBe('On a call. Connected');
+    view.render({ ...base, call: card('busy', false) });
+    expect(heard.textContent).toBe('Ready for calls. Busy');
+    await Promise.resolve();
+    expect(writes).toBe(4);
+  });
+
   it('asks for consent with two buttons, which answer yes and no, and hides them otherwise', () => {
     vi.useFakeTimers();
     const { view, actions, byId } = mount();

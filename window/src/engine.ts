@@ -260,6 +260,8 @@ export class Engine {
   async hangup(): Promise<void> {
     if (this.#stopped || this.#hangupBusy) return;
     this.#hangupBusy = true;
+    // A failure said before goes while this attempt runs: failing alike, it is said (and heard) again.
+    if (this.#callProblem?.kind === 'hangup') this.#setCallProblem(null);
     this.#changed();
     try {
       const answer = await this.#deps.api.hangup(this.#calls.reportId);

@@ -88,6 +88,17 @@ function show(node: HTMLElement, text: string | null): void {
   node.textContent = text ?? '';
 }
 
+/** What the window says of itself for screen readers: its state, its call's status, a call ringing. */
+function announcement(model: ViewModel): string {
+  const call = model.call;
+  if (!call) return STATE_LABELS[model.state];
+  if (call.live && call.status === 'incoming') {
+    const who = call.display.name ?? call.display.number;
+    return who ? `${UI_TEXTS.incoming}: ${who}` : UI_TEXTS.incoming;
+  }
+  return `${STATE_LABELS[model.state]}. ${CALL_STATUS_LABELS[call.status]}`;
+}
+
 export class WindowView {
   readonly #doc: Document;
   readonly #now: () => number;
@@ -107,8 +118,8 @@ export class WindowView {
     const header = el(doc, 'header', null, root);
     const agent = el(doc, 'span', 'w-agent', header);
     const connection = el(doc, 'span', 'w-connection', header);
+    // Not a live region itself: what it says is announced, with the call's status, by w-heard.
     const state = el(doc, 'div', 'w-state', root);
-    state.setAttribute('role', 'status');
     // focusable by script: where the focus goes when the control that had it goes (Hang up once the call ended)
     state.tabIndex = -1;
     const call = el(doc, 'section', 'w-call', root);
@@ -137,6 +148,11 @@ export class WindowView {
     const said = el(doc, 'div', 'w-said', root);
     said.className = 'c2c-sr';
     said.setAttribute('role', 'status');
+    // the window's state and its call's status, spoken when either changes: a call that connects,
+    // how it ended (busy, no answer), a call ringing
+    const heard = el(doc, 'div', 'w-heard', root);
+    heard.className = 'c2c-sr';
+    heard.setAttribute('role', 'status');
     const alerted = el(doc, 'div', 'w-alert', root);
     alerted.className = 'c2c-sr';
     alerted.setAttribute('role', 'alert');
@@ -151,7 +167,7 @@ export class WindowView {
     retry.addEventListener('click', () => actions.retry());
     // focusable by script: the question is where a keyboard or screen-reader user is taken when it comes
     question.tabIndex = -1;
-    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, said, alerted, retry, note };
+    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, said, heard, alerted, retry, note };
     const win = doc.defaultView;
     this.#consentGuard = win ? new ConsentGuard(yes, { win, doc }) : null;
   }
@@ -168,9 +184,10 @@ export class WindowView {
     n.hangup.textContent = UI_TEXTS.hangup;
     n.note.textContent = MESSAGES.keepOpen;
     show(n.connection, model.connection === 'live' ? UI_TEXTS.live : model.connection === 'polling' ? UI_TEXTS.polling : null);
-    n.state.textContent = STATE_LABELS[model.state];
+    setIfChanged(n.state, STATE_LABELS[model.state]);
     n.state.dataset.state = model.state;
     const call = model.call;
+    setIfChanged(n.heard, announcement(model));
     n.call.hidden = call === null;
     if (call) {
       n.heading.textContent = call.direction === 'inbound' ? UI_TEXTS.incoming : UI_TEXTS.outgoing;
