@@ -1,7 +1,7 @@
 /** Pairing: the pair request, the stored pairing (sessionStorage, never the URL), and the messages for each refusal. */
 import { describe, expect, it, vi } from 'vitest';
 import { EngineApi, type Paired } from '../../window/src/api.js';
-import { MESSAGES } from '../../window/src/messages.js';
+import { MESSAGES, useLanguage } from '../../window/src/messages.js';
 import { STORAGE_KEY, establish, loadPairing } from '../../window/src/session.js';
 
 const BASE = 'http://127.0.0.1:8080/api/v1/click2call';
@@ -115,11 +115,11 @@ describe('establish', () => {
     expect(storage.getItem(STORAGE_KEY)).not.toBeNull();
   });
 
-  it('keeps a stored pairing refused with 403 (switched off for now) and shows the server message', async () => {
+  it('keeps a stored pairing refused with 403 (switched off for now) and says why in its own words', async () => {
     const storage = memoryStorage();
     storage.setItem(STORAGE_KEY, JSON.stringify({ apiBaseUrl: BASE, paired: paired() }));
     const api = new EngineApi(BASE, fakeFetch({ '/engine/heartbeat': () => refusal(403, 'platform_disabled', 'The service is disabled platform-wide.') }));
-    expect(await establish(api, storage, null, true)).toEqual({ ok: false, reason: 'refused', message: 'The service is disabled platform-wide.', retry: true });
+    expect(await establish(api, storage, null, true)).toEqual({ ok: false, reason: 'refused', message: MESSAGES.platformDisabled, retry: true });
     expect(storage.getItem(STORAGE_KEY)).not.toBeNull();
   });
 
@@ -131,8 +131,15 @@ describe('establish', () => {
     expect(invalid.ok || busy.ok || invalid.message === busy.message).toBe(false);
   });
 
-  it('shows the server message for other refusals (403 integration or agent checks)', async () => {
+  it('says why in its own words, in the language it speaks, for the refusals it knows (403 integration or agent checks), and gives the server message for others', async () => {
     const api = new EngineApi(BASE, fakeFetch({ '/engine/pair': () => refusal(403, 'agent_disabled', 'Calls are disabled for this member.') }));
-    expect(await establish(api, memoryStorage(), 'c2cl_x', false)).toEqual({ ok: false, reason: 'refused', message: 'Calls are disabled for this member.', retry: false });
+    useLanguage('fr');
+    try {
+      expect(await establish(api, memoryStorage(), 'c2cl_x', false)).toEqual({ ok: false, reason: 'refused', message: 'Les appels ne sont pas activés pour vous dans cette intégration.', retry: false });
+    } finally {
+      useLanguage('en');
+    }
+    const other = new EngineApi(BASE, fakeFetch({ '/engine/pair': () => refusal(403, 'origin_not_allowed', 'This extension is not allowed on this server.') }));
+    expect(await establish(other, memoryStorage(), 'c2cl_y', false)).toEqual({ ok: false, reason: 'refused', message: 'This extension is not allowed on this server.', retry: false });
   });
 });

@@ -13,7 +13,7 @@ import { carryOut, REPORTED_KINDS } from './device-commands.js';
 import { Dialer } from './dialer.js';
 import type { DriverEvent, VoiceDriver } from './drivers/types.js';
 import { HeartbeatScheduler, type Ticker } from './heartbeat.js';
-import { MESSAGES } from './messages.js';
+import { MESSAGES, refusalMessage } from './messages.js';
 import type { MicState } from './mic.js';
 import { forgetPairing } from './session.js';
 import type { SocketHandlers } from './socket.js';
@@ -51,19 +51,7 @@ export interface EngineDeps {
 // origin_not_allowed: the window runs somewhere other than the service's own pages (or is another
 // extension), which REST and the gateway both refuse (api/domain/engines/origins.ts).
 const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown', 'origin_not_allowed']);
-/** What the window says for a final refusal, in its language (read when it happens). */
-const finalMessage = (code: string): string | undefined =>
-  (
-    ({
-      replaced: MESSAGES.replaced,
-      unauthorized: MESSAGES.unauthorized,
-      platform_disabled: MESSAGES.platformDisabled,
-      integration_disabled: MESSAGES.integrationDisabled,
-      agent_disabled: MESSAGES.agentDisabled,
-      agent_not_assigned: MESSAGES.agentDisabled,
-      agent_unknown: MESSAGES.agentDisabled,
-    }) as Record<string, string>
-  )[code];
+const finalMessage = refusalMessage;
 
 const isFinal = (error: unknown): error is ApiError => error instanceof ApiError && (error.status === 401 || FINAL_CODES.has(error.code));
 const text = (error: unknown) => (error instanceof Error && error.message ? error.message : String(error));

@@ -90,6 +90,12 @@ async function run(): Promise<void> {
   // Read and strip the fragment before anything else can be slow or fail (a broken boot block
   // included): the ticket must not stay in the address bar or the history.
   const opened = takeFragment(window.location, window.history);
+  const storage = sessionStore();
+  /** the language of the widget that opened the window, if it said (kept for this tab's reloads) */
+  let widgetLanguage = openerLanguage(storage, opened.lang);
+  // Until it has paired, the window speaks the widget's language, else its browser's (a broken
+  // boot block's message included).
+  useLanguage(widgetLanguage ?? navigator.language);
   let boot: Boot;
   try {
     boot = readBoot(document);
@@ -97,11 +103,6 @@ async function run(): Promise<void> {
     return view.render(notPaired('error', MESSAGES.bootFailed, null));
   }
   let ticket = opened.ticket;
-  const storage = sessionStore();
-  /** the language of the widget that opened the window, if it said (kept for this tab's reloads) */
-  let widgetLanguage = openerLanguage(storage, opened.lang);
-  // Until it has paired, the window speaks the widget's language, else its browser's.
-  useLanguage(widgetLanguage ?? navigator.language);
   const guard = unloadGuard();
   /** one tab per engine (tab-lock.ts) */
   const holdEngine = tabLocks(navigator.locks);

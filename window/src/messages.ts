@@ -181,3 +181,20 @@ export function useLanguage(tag: string | null | undefined): WindowLanguage {
   UI_TEXTS = texts.ui;
   return LANGUAGE;
 }
+
+/**
+ * What the window says for a refusal of its pairing or its token, in the language it speaks (read
+ * when it happens): the service's own message is English and speaks of "members".
+ */
+export function refusalMessage(code: string): string | undefined {
+  const messages: Record<string, string> = {
+    replaced: MESSAGES.replaced,
+    unauthorized: MESSAGES.unauthorized,
+    platform_disabled: MESSAGES.platformDisabled,
+    integration_disabled: MESSAGES.integrationDisabled,
+    agent_disabled: MESSAGES.agentDisabled,
+    agent_not_assigned: MESSAGES.agentDisabled,
+    agent_unknown: MESSAGES.agentDisabled,
+  };
+  return Object.hasOwn(messages, code) ? messages[code] : undefined;
+}

@@ -5,7 +5,7 @@
  * with a stored pairing if a heartbeat still accepts its token.
  */
 import { ApiError, type EngineApi, type HeartbeatResponse, type Paired } from './api.js';
-import { MESSAGES } from './messages.js';
+import { MESSAGES, refusalMessage } from './messages.js';
 
 export const STORAGE_KEY = 'c2c.window.pairing';
 
@@ -77,7 +77,7 @@ async function restore(api: EngineApi, storage: Storage | null): Promise<Establi
       return { ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true };
     }
     // 403: the platform, the integration or the agent is switched off for now; the token may work again.
-    if (error instanceof ApiError && error.status === 403) return { ok: false, reason: 'refused', message: error.message, retry: true };
+    if (error instanceof ApiError && error.status === 403) return { ok: false, reason: 'refused', message: refusalMessage(error.code) ?? error.message, retry: true };
     forgetPairing(storage);
     return null;
   }
@@ -110,7 +110,7 @@ export async function establish(
     // The ticket stays unused on agent_busy: the same window may pair once the other's call ends.
     if (error.code === 'agent_busy') return { ok: false, reason: 'agent_busy', message: MESSAGES.agentBusy, retry: true };
     if (error.status === 0 || error.status === 429 || error.status >= 500) return { ok: false, reason: 'unreachable', message: MESSAGES.unreachable, retry: true };
-    return { ok: false, reason: 'refused', message: error.message, retry: false };
+    return { ok: false, reason: 'refused', message: refusalMessage(error.code) ?? error.message, retry: false };
   }
   if (!(await allowed(paired))) {
     await api.close('declined').catch(() => {});
