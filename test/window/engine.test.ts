@@ -735,6 +735,17 @@ describe('Engine', () => {
     expect(attempts).toBe(settled);
   });
 
+  it("says a device's error until the device next shows it works (a call rings, connects or ends), not until the next voice token", async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance } = await engine({ realtime: false, driver: device });
+    emit({ type: 'error', message: 'ConnectionError (53000): signalling lost' });
+    expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    emit({ type: 'muted', muted: false });
+    expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    emit({ type: 'incoming', ref: null });
+    expect(instance.model().message).toBeNull();
+  });
+
   it('stops for good on a final socket end: says why, forgets a dead pairing, sends no more heartbeats', async () => {
     const { server, socket, store, instance } = await engine();
     socket.end({ code: 'replaced', final: true, message: 'This call window was closed or replaced by a newer one.' });

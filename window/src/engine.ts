@@ -71,6 +71,8 @@ export class Engine {
   /** a driver being loaded, and whether the last load failed (it is tried again with each heartbeat) */
   #driverLoading: Promise<void> | null = null;
   #driverFailed = false;
+  /** the device's last error, while it is what the window says */
+  #deviceError: string | null = null;
   #mic: MicState = 'asking';
   #muted = false;
   /** server clock − local clock, from the last heartbeat answer */
@@ -445,6 +447,12 @@ export class Engine {
   }
 
   #onDriver(event: DriverEvent): void {
+    // The device's own error (a signalling hiccup it recovers from by itself) is said until the
+    // device next shows it works, or its call ends: not for the hour until the next voice token.
+    if (event.type !== 'error' && event.type !== 'muted' && event.type !== 'token-expiring' && this.#problems.voice === this.#deviceError) {
+      this.#problems.voice = null;
+      this.#deviceError = null;
+    }
     switch (event.type) {
       case 'incoming':
         this.#ringingRef = event.ref;
@@ -465,6 +473,7 @@ export class Engine {
         return;
       case 'error':
         this.#problems.voice = event.message;
+        this.#deviceError = event.message;
         break;
     }
     this.#changed();
