@@ -3,7 +3,7 @@
  * and 8 "incoming"): the voice webhook refuses missing parameters before anything else, verifies
  * the signature against the configured public URL, and consumes a claimed intent once; status
  * callbacks only move a call forward and bill once; simulated incoming calls ring the routable
- * agent and are answered, declined or time out; widget commands follow the frozen policy and the
+ * agent and are answered, declined or time out; widget commands follow the agent's policy and the
  * call's state, are deduplicated by request_id and reach the call window; widget tokens refresh
  * with a short grace and revoke without ending the call.
  */
@@ -470,7 +470,7 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
 
   // ---------------------------------------------------------------- widget commands
 
-  it('refuses mute, unmute and dtmf with 403 control_not_allowed when the frozen policy lacks them', async () => {
+  it('refuses mute, unmute and dtmf with 403 control_not_allowed when the policy lacks them', async () => {
     const t = await seedTenant(h.services);
     await setPolicy({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.integrationId, { controls: [] });
     const agent = await readyAgent(api, t);
@@ -482,6 +482,22 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     await expectError(command(api, agent.widgetToken, { kind: 'dtmf', digits: '1', request_id: 'nc-dtmf' }), 403, 'control_not_allowed');
     expect((await heartbeat(api, agent.engineToken, { call_id: id })).body.commands).toEqual([]);
     expect(h.services.providers.simulator.digitsHeard((await intentRow(id)).provider_call_sid!)).toBe('');
+  });
+
+  it("judges in-call controls on the agent's policy as the widget shows it, when the operator changes it mid-call", async () => {
+    const t = await seedTenant(h.services);
+    const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+    await setPolicy(deps, t.integrationId, { controls: ['mute'] });
+    const agent = await readyAgent(api, t);
+    await connectedCall(t, agent);
+    // DTMF switched on during the call: the widget now offers the keypad, and its digits go through
+    await setPolicy(deps, t.integrationId, { controls: ['mute', 'dtmf'] });
+    expect((await state(agent.widgetToken)).policy.controls).toEqual(['mute', 'dtmf']);
+    expect((await command(api, agent.widgetToken, { kind: 'dtmf', digits: '5', request_id: 'mid-dtmf' })).body).toMatchObject({ ok: true, status: 'queued' });
+    // mute switched off during the call: the widget no longer offers it, and it is refused
+    await setPolicy(deps, t.integrationId, { controls: ['dtmf'] });
+    expect((await state(agent.widgetToken)).policy.controls).toEqual(['dtmf']);
+    await expectError(command(api, agent.widgetToken, { kind: 'mute', request_id: 'mid-mute' }), 403, 'control_not_allowed');
   });
 
   it('queues mute, unmute, dtmf and focus for the engine; an acked dtmf is heard by the far end', async () => {

@@ -15,8 +15,13 @@ export type Decision =
 
 const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.state === 'enabling' || engine.state === 'ready');
 
-export function decideCommand(command: Command, call: CallRow | null, engine: EngineRow | null, agentControls: Control[]): Decision {
-  const controls = call?.policy.controls ?? agentControls;
+/**
+ * In-call controls follow the agent's current policy, as the widget shows them (WidgetState.policy):
+ * the spec freezes number visibility, the duration cap and the rate into a call, not its controls,
+ * and an operator who turns DTMF or mute off means it at once. Judged on the call's frozen copy,
+ * a control switched mid-call was offered by the widget and refused here, or the reverse.
+ */
+export function decideCommand(command: Command, call: CallRow | null, engine: EngineRow | null, controls: Control[]): Decision {
   const needsControl = (control: Control): Decision | null =>
     controls.includes(control) ? null : { refuse: 'control_not_allowed', message: `The policy does not enable ${control}.` };
   const needsWindow = (): Decision | null =>
