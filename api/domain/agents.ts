@@ -81,6 +81,12 @@ export async function reloadAgent(sql: Sql, integration: IntegrationRow, memberI
 /**
  * Re-checks many known members, each for its integration, in one statement (a gateway that just
  * restarted checks thousands at once). Each gets its agent, or the refusal that reloadAgent throws.
+ *
+ * A known member comes from a credential (widget token, launch ticket, engine token). One whose
+ * member was removed, or never was this account's, is a credential that no longer stands: 401
+ * `unauthorized`, which every credential-bearing endpoint documents (widget/state lists 200, 401,
+ * 403), not `agent_unknown`, whose 404 is the answer to an identifier looked up at POST /sessions
+ * and POST /calls. A removed member stays removed, so the refusal is final either way.
  */
 export async function reloadAgents(sql: Sql, wanted: Array<{ integration: IntegrationRow; memberId: string }>): Promise<Array<ResolvedAgent | C2CError>> {
   const input = batchRows('i', [
@@ -96,7 +102,7 @@ export async function reloadAgents(sql: Sql, wanted: Array<{ integration: Integr
   );
   return wanted.map(({ integration }, index) => {
     const row = rows[index];
-    if (!row?.id) return new C2CError('agent_unknown');
+    if (!row?.id) return new C2CError('unauthorized', 'The member this credential was issued for is no longer in the account.');
     try {
       return checkAgent(integration, row as MemberWithCoverage);
     } catch (error) {

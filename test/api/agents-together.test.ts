@@ -33,7 +33,7 @@ describe.each(storeDrivers())('agents checked together on %s', (driver) => {
       { integration: acmeIntegration, memberId: acme.disabled.id },
       { integration: otherIntegration, memberId: other.agent.id },
       { integration: acmeIntegration, memberId: acme.outside.id },
-      // a member of another account is unknown to this integration
+      // a member of another account is no agent of this integration: the credential does not stand
       { integration: acmeIntegration, memberId: other.agent.id },
       { integration: otherIntegration, memberId: 'mem_nobody' },
     ]);
@@ -42,8 +42,8 @@ describe.each(storeDrivers())('agents checked together on %s', (driver) => {
       'agent_disabled',
       other.agent.email,
       'agent_not_assigned',
-      'agent_unknown',
-      'agent_unknown',
+      'unauthorized',
+      'unauthorized',
     ]);
     const first = results[0] as Exclude<(typeof results)[number], C2CError>;
     expect(first.member).not.toHaveProperty('link');

@@ -4,13 +4,14 @@
  * changes, the platform switch, and the widget token's origin and lifetime.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { updateMember } from '../../api/domain/operator/accounts.js';
+import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeServerKey, rotateServerKey, setCoverage, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { issueServerKey } from '../../api/domain/server-keys.js';
 import { ROTATED_KEY_REFRESH_GRACE_MS } from '../../api/domain/sessions.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
+import { heartbeat, launchTicket, readyAgent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -144,6 +145,21 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
     await expectError(state(token), 403, 'agent_not_assigned');
     await setCoverage(deps(), t.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [t.salesId] });
     expect((await state(token)).status).toBe(200);
+  });
+
+  it("removing the agent ends what its credentials open: widget token, launch ticket and engine token answer 401, and its identifier is unknown", async () => {
+    const member = await createMember(deps(), { accountId: t.accountId, email: 'rita@acme.example', name: 'Rita', departmentId: t.salesId });
+    const { widgetToken, engineToken } = await readyAgent(api, t, member.email);
+    const ticket = await launchTicket(api, widgetToken);
+    await updateMember(deps(), member.id, { removed: true });
+    // widget/state documents 200, 401, 403: a token whose member is gone no longer stands
+    const refused = await expectError(state(widgetToken), 401, 'unauthorized');
+    expect(refused.body.message).toMatch(/no longer in the account/);
+    await expectError(api.post('/widget/commands', { kind: 'availability', available: false, request_id: 'rq-removed-1' }, { auth: widgetToken, origin: ORIGIN }), 401, 'unauthorized');
+    await expectError(heartbeat(api, engineToken), 401, 'unauthorized');
+    await expectError(api.post('/engine/pair', { ticket, simulated: true }), 401, 'unauthorized');
+    // looked up by its identifier, the member is simply not there
+    await expectError(api.post('/sessions', { ...sessionBody(), agent: { type: 'email', value: member.email } }, { auth: t.serverKey }), 404, 'agent_unknown');
   });
 
   it('the platform switch makes every endpoint refuse at once, and back', async () => {

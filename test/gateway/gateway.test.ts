@@ -12,7 +12,7 @@ import { SocketLimits } from '../../gateway/limits.js';
 import { startGateway } from '../../gateway/server.js';
 import { closeIo, createSocketServer } from '../../api/bus/socket-server.js';
 import { LIMITS } from '../../shared/limits.js';
-import { updateMember } from '../../api/domain/operator/accounts.js';
+import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { setCoverage } from '../../api/domain/operator/integrations.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { rooms } from '../../api/domain/push.js';
@@ -508,6 +508,19 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: false });
     expect(await ended).toMatchObject({ code: 'agent_disabled', final: true });
     await updateMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: true });
+  });
+
+  it('ends the sockets of a removed member as unauthorized and final, and refuses its tokens at the handshake', async () => {
+    const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+    const member = await createMember(deps, { accountId: t.accountId, email: `gone-${driver}@acme.example`, name: 'Gone', departmentId: t.salesId });
+    const agent = await readyAgent(api, t, member.email);
+    const widget = open(agent.widgetToken);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await Promise.all([widget.next('state'), engine.next('work')]);
+    const ended = [widget.next('ended'), engine.next('ended')];
+    await updateMember(deps, member.id, { removed: true });
+    for (const end of await Promise.all(ended)) expect(end).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await outcome(open(agent.widgetToken))).toMatchObject({ code: 'unauthorized' });
   });
 
   it('ends the sockets of a member disabled while the store failed their re-check: a later re-check, or their next request', async () => {
