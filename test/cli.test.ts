@@ -121,7 +121,7 @@ describe('c2c operator commands', () => {
     await c2c('member', 'create', '--account', account, '--email', 'zoe@zeta.example', '--name', 'Zoe');
     const created = (await c2c('integration', 'create', '--account', account, '--name', 'Zeta CRM', '--origin', 'https://zeta.example')).json;
     // No language chosen: the widget speaks its page's (<html lang>).
-    expect((await c2c('integration', 'widget', created.integration_id, '--position', 'top-left')).json.widget).toEqual({ position: 'top-left', language: null });
+    expect((await c2c('integration', 'widget', created.integration_id, '--position', 'top-left')).json.widget).toEqual({ position: 'top-left', language: 'page' });
     expect((await c2c('integration', 'widget', created.integration_id, '--language', 'fr')).json.widget).toEqual({ position: 'top-left', language: 'fr' });
     expect((await c2c('integration', 'widget', created.integration_id, '--language', 'français')).code).toBe(1);
     expect((await c2c('integration', 'widget', created.integration_id)).code).toBe(1);
@@ -134,7 +134,23 @@ describe('c2c operator commands', () => {
     });
     expect(session.statusCode).toBe(201);
     expect(session.json().policy.widget).toMatchObject({ position: 'top-left', language: 'fr' });
-    expect((await c2c('integration', 'widget', created.integration_id, '--language', 'page')).json.widget).toEqual({ position: 'top-left', language: null });
+    expect((await c2c('integration', 'widget', created.integration_id, '--language', 'page')).json.widget).toEqual({ position: 'top-left', language: 'page' });
+    // stored as a string, as every earlier release reads it (a null made their nodes answer 500 beside newer ones)
+    const storedLanguage = async (id: string) =>
+      (await h.services.db.query<{ language: unknown }>("SELECT widget_defaults->'language' AS language FROM integrations WHERE id = $1", [id]))[0]!.language;
+    expect(await storedLanguage(created.integration_id)).toBe('page');
+    const fresh = (await c2c('integration', 'create', '--account', account, '--name', 'Zeta Desk', '--origin', 'https://zeta.example')).json;
+    expect(await storedLanguage(fresh.integration_id)).toBe('page');
+    // a null, as a node of the release with migration 011 wrote it, reads as `page`
+    await h.services.db.query(`UPDATE integrations SET widget_defaults = jsonb_set(widget_defaults, '{language}', 'null') WHERE id = $1`, [created.integration_id]);
+    h.services.bus.publish({ type: 'integration', integrationId: created.integration_id });
+    const again = await h.app.inject({
+      method: 'POST',
+      url: '/api/v1/click2call/sessions',
+      headers: { authorization: `Bearer ${created.server_key}` },
+      payload: { integration_id: created.integration_id, agent: { type: 'email', value: 'zoe@zeta.example' }, origin: 'https://zeta.example' },
+    });
+    expect(again.json().policy.widget).toEqual({ position: 'top-left', language: 'page', window_mode: 'popup' });
   });
 
   it("sets an account's provider credentials, the token read from a file (out of shell history), refusing malformed ones", async () => {

@@ -5,6 +5,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import type { Control, NumberVisibility, WidgetDefaults } from '../../shared/types.js';
+import { PAGE_LANGUAGE } from '../../shared/schemas/resources.js';
 import type { Services } from '../services.js';
 import {
   createAccount,
@@ -322,9 +323,8 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .option('--position <corner>', 'bottom-right, bottom-left, top-right or top-left', choice('bottom-right', 'bottom-left', 'top-right', 'top-left'))
     .option('--language <tag|page>', "en, fr… (the SDK speaks en and fr; another tag falls back to English); page: the page's <html lang>, the default")
     .action(async (id: string, o: { position?: WidgetDefaults['position']; language?: string }) => {
-      const language = o.language === 'page' ? null : o.language;
-      const widget = await setWidgetDefaults(await deps(), id, { position: o.position, language });
-      out.result({ integration_id: id, widget }, `widget defaults of ${id}: ${widget.position}, ${widget.language ?? "the page's language"}`);
+      const widget = await setWidgetDefaults(await deps(), id, { position: o.position, language: o.language });
+      out.result({ integration_id: id, widget }, `widget defaults of ${id}: ${widget.position}, ${widget.language === PAGE_LANGUAGE ? "the page's language" : widget.language}`);
     });
   integration.command('window-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
     await setWindowMode(await deps(), id, choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')(mode));

@@ -587,8 +587,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     // and announce the call again: an operator's change of the defaults waits for the call's end.
     if (this.adoptedDefaults && isLive(this.snapshots.state?.call ?? null)) return;
     this.adoptedDefaults = true;
-    // An integration whose operator chose no language (null) leaves it to the page.
-    const language = this.options.language ?? defaults.language ?? undefined;
+    // An integration whose operator chose no language (`page`; null from an earlier release) leaves it to the page.
+    const language = this.options.language ?? (defaults.language === 'page' ? undefined : defaults.language) ?? undefined;
     const position = this.options.position ?? defaults.position;
     if (langOf(language ?? pageLanguage()) !== this.shown.language || position !== this.shown.position) this.mount(language, position);
   }

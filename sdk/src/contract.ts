@@ -65,7 +65,12 @@ export interface Policy {
   inbound: boolean;
   number_visibility: 'show' | 'hide' | 'masked';
   controls: Array<'mute' | 'dtmf'>;
-  widget: { position: 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left'; language: string | null; window_mode: WindowMode };
+  widget: {
+    position: 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left';
+    /** a language tag, or `page`: the page's `<html lang>` (a node of the release with migration 011 answers null for it) */
+    language: string;
+    window_mode: WindowMode;
+  };
   max_call_seconds: number;
 }
 

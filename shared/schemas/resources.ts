@@ -35,11 +35,17 @@ export type Control = z.infer<typeof Control>;
 
 export const WidgetPosition = z.enum(['bottom-right', 'bottom-left', 'top-right', 'top-left']);
 
+/** The widget language meaning "the language of the page the widget is on" (`<html lang>`, else English). */
+export const PAGE_LANGUAGE = 'page';
+
 /** The integration's widget defaults, as an operator sets them. */
 export const WidgetDefaults = z.strictObject({
   position: WidgetPosition,
-  /** null: the language of the page the widget is on (`<html lang>`), else English */
-  language: z.string().min(2).max(16).nullable(),
+  /**
+   * A language tag, or `page` (PAGE_LANGUAGE). A string, as in every release of API v1: nodes
+   * of an older release check it as one, and serve beside newer ones during an upgrade.
+   */
+  language: z.string().min(2).max(16),
 });
 export type WidgetDefaults = z.infer<typeof WidgetDefaults>;
 

@@ -1835,7 +1835,13 @@ describe('the widget', () => {
   it("speaks the page's language (<html lang>) when the integration chose none, and keeps the integration's choice over it", async () => {
     document.documentElement.lang = 'fr';
     try {
-      service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: null, window_mode: 'popup' } });
+      service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: 'page', window_mode: 'popup' } });
+      start();
+      await flush();
+      expect(q('c2c-state').textContent).toBe('Prêt pour les appels');
+      widget.detach();
+      // as a node of the release with migration 011 answers it
+      service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: null as unknown as string, window_mode: 'popup' } });
       start();
       await flush();
       expect(q('c2c-state').textContent).toBe('Prêt pour les appels');

@@ -118,7 +118,7 @@ async function run(): Promise<void> {
    */
   const allowed = async (api: EngineApi, paired: Paired): Promise<boolean> => {
     // the integration's widget language (the widget's own default) from here on, unless the widget said
-    useLanguage(widgetLanguage ?? paired.policy.widget?.language ?? navigator.language);
+    useLanguage(widgetLanguage ?? operatorLanguage(paired) ?? navigator.language);
     if (consented(localStore(), paired)) return true;
     unloadWhileAsking = () => api.closeOnUnload();
     const yes = await new Promise<boolean>((resolve) => {
@@ -161,7 +161,7 @@ async function run(): Promise<void> {
       return view.render(notPaired('error', result.message, result.retry ? UI_TEXTS.tryAgain : null));
     }
     // Paired: the widget's language, else the integration's widget language (the widget's own default).
-    useLanguage(widgetLanguage ?? result.paired.policy.widget?.language ?? navigator.language);
+    useLanguage(widgetLanguage ?? operatorLanguage(result.paired) ?? navigator.language);
     waiting = null;
     // a tab duplicated from this one from now on finds the engine taken
     void holdEngine(result.paired.engine.id);
@@ -225,3 +225,13 @@ async function run(): Promise<void> {
 }
 
 void run();
+
+/**
+ * The widget language the integration's operator chose, if one: `page` (the widget follows the
+ * page it is on, which the window is not on) is none, and so is null, as nodes of an earlier
+ * release answered it.
+ */
+function operatorLanguage(paired: Paired): string | undefined {
+  const language = paired.policy.widget?.language;
+  return language && language !== 'page' ? language : undefined;
+}

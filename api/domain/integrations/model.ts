@@ -2,6 +2,7 @@
  * The integration model as stored, and the pure rules on it: effective policy (defaults plus a
  * member's overrides) and coverage (does this integration cover this member?).
  */
+import { PAGE_LANGUAGE } from '../../../shared/schemas/resources.js';
 import type { Control, IdentifierMode, NumberVisibility, Policy, WidgetDefaults, WindowMode } from '../../../shared/types.js';
 
 export type IntegrationStatus = 'active' | 'disabled' | 'revoked';
@@ -21,7 +22,7 @@ export interface IntegrationRow {
   inbound: boolean;
   number_visibility: NumberVisibility;
   controls: Control[];
-  widget_defaults: WidgetDefaults;
+  widget_defaults: StoredWidgetDefaults;
   max_call_seconds: number;
   caller_id: string | null;
   destination_countries: string[];
@@ -71,6 +72,14 @@ export interface EffectivePolicy {
   callsEnabled: boolean;
 }
 
+/** widget_defaults as stored: nodes of the release with migration 011 wrote null for `page`. */
+export type StoredWidgetDefaults = Omit<WidgetDefaults, 'language'> & { language: string | null };
+
+/** The widget defaults as answered: the page's language is always `page`, however it was stored. */
+export function widgetDefaults(stored: StoredWidgetDefaults): WidgetDefaults {
+  return { position: stored.position, language: stored.language ?? PAGE_LANGUAGE };
+}
+
 export function effectivePolicy(integration: IntegrationRow, link: MemberLink | null): EffectivePolicy {
   const o = link?.overrides ?? {};
   return {
@@ -79,7 +88,7 @@ export function effectivePolicy(integration: IntegrationRow, link: MemberLink | 
       inbound: o.inbound ?? integration.inbound,
       number_visibility: o.number_visibility ?? integration.number_visibility,
       controls: o.controls ?? integration.controls,
-      widget: { ...integration.widget_defaults, window_mode: integration.window_mode },
+      widget: { ...widgetDefaults(integration.widget_defaults), window_mode: integration.window_mode },
       max_call_seconds: Math.min(o.max_call_seconds ?? integration.max_call_seconds, integration.max_call_seconds),
     },
     callerId: o.caller_id !== undefined ? o.caller_id : integration.caller_id,

@@ -6,10 +6,11 @@
  */
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import { parseOrigin } from '../../../shared/origin.js';
+import { PAGE_LANGUAGE } from '../../../shared/schemas/resources.js';
 import type { Control, IdentifierMode, NumberVisibility, WidgetDefaults } from '../../../shared/types.js';
 import type { Db, Sql } from '../../store/index.js';
 import { newId } from '../credentials.js';
-import type { CoverageMode, IntegrationRow, MemberOverrides, WindowMode } from '../integrations/model.js';
+import { widgetDefaults, type CoverageMode, type IntegrationRow, type MemberOverrides, type WindowMode } from '../integrations/model.js';
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
 import { parseE164 } from '../phone.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
@@ -362,12 +363,12 @@ const LANGUAGE_TAG = /^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/;
 /** The widget's defaults (spec section 1, step 5): its corner and language, each kept unless given. */
 export async function setWidgetDefaults(deps: OperatorDeps, integrationId: string, change: Partial<WidgetDefaults>): Promise<WidgetDefaults> {
   if (change.position === undefined && change.language === undefined) throw new OperatorError('Nothing to change: give --position or --language.');
-  if (typeof change.language === 'string' && !(LANGUAGE_TAG.test(change.language) && change.language.length <= 16)) {
-    throw new OperatorError(`Not a language tag (such as en, fr or fr-CA): ${change.language}`);
+  if (change.language !== undefined && change.language !== PAGE_LANGUAGE && !(LANGUAGE_TAG.test(change.language) && change.language.length <= 16)) {
+    throw new OperatorError(`Not a language tag (such as en, fr or fr-CA) nor ${PAGE_LANGUAGE}: ${change.language}`);
   }
   await assertChangeable(deps.db, integrationId);
-  const [row] = await deps.db.query<{ widget_defaults: WidgetDefaults }>('SELECT widget_defaults FROM integrations WHERE id = $1', [integrationId]);
-  const widget = { ...row!.widget_defaults, ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) } as WidgetDefaults;
+  const [row] = await deps.db.query<Pick<IntegrationRow, 'widget_defaults'>>('SELECT widget_defaults FROM integrations WHERE id = $1', [integrationId]);
+  const widget: WidgetDefaults = { ...widgetDefaults(row!.widget_defaults), ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) };
   const updated = await update(deps, integrationId, policyColumns({ widget }));
-  return updated.widget_defaults;
+  return widgetDefaults(updated.widget_defaults);
 }
