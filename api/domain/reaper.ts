@@ -207,8 +207,9 @@ export function createReaper(deps: ReaperDeps) {
    * - an inbound call still `incoming` after its ring window (expires_at) is `no_answer`;
    * - an outbound call `dialing` or `ringing` RING_TIMEOUT_SECONDS after it was dialed, plus the
    *   grace, is `no_answer`;
-   * - an answered call past its provider time limit (an inbound one has none: the platform cap),
-   *   plus the grace, is `completed`, billed for the time limit at most (lifecycle.ts).
+   * - an answered call past its provider time limit (an inbound one's is its policy's
+   *   max_call_seconds; a call without one, the platform cap), plus the grace, is `completed`,
+   *   billed for the time limit at most (lifecycle.ts).
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;

@@ -15,7 +15,7 @@ import { createWidgetStates } from '../../api/domain/widget-states.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { freePort, spawnRedis, waitFor } from '../helpers/processes.js';
+import { busReaches, ownRedis } from '../helpers/own-redis.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe('a bus cache', () => {
@@ -99,25 +99,22 @@ function countingReads(db: Harness['services']['db'], what: string) {
 
 /** A Redis bus on a Redis server of its own, which the test can stop and start again. */
 async function busOnOwnRedis() {
-  const port = await freePort();
-  const server = spawnRedis(port);
-  await server.start();
-  const bus = await createRedisBus(`redis://127.0.0.1:${port}`);
-  const reaches = (state: 'up' | 'down', what: string) => waitFor(async () => (bus.state() === state ? true : undefined), what, 20_000);
-  await reaches('up', 'the bus to be up');
+  const redis = await ownRedis();
+  const bus = await createRedisBus(redis.url);
+  await busReaches(bus, 'up', 'the bus to be up');
   return {
     bus,
     stopRedis: async () => {
-      await server.stop();
-      await reaches('down', 'the bus to notice Redis is gone');
+      await redis.stop();
+      await busReaches(bus, 'down', 'the bus to notice Redis is gone');
     },
     startRedis: async () => {
-      await server.start();
-      await reaches('up', 'the bus to reconnect');
+      await redis.start();
+      await busReaches(bus, 'up', 'the bus to reconnect');
     },
     close: async () => {
       await bus.close();
-      await server.stop();
+      await redis.stop();
     },
   };
 }

@@ -13,6 +13,7 @@ import { openTestDatabase } from '../helpers/databases.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { command, heartbeat, readyAgent, requestCall } from '../helpers/flows.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
+import { busReaches, ownRedis } from '../helpers/own-redis.js';
 import { waitFor } from '../helpers/processes.js';
 import { seedTenant, UK_NUMBER } from '../helpers/tenant.js';
 
@@ -59,9 +60,9 @@ describe.skipIf(!redisUrl())('simulated calls across two nodes (real Redis)', ()
   const buses: Bus[] = [];
   afterAll(async () => Promise.all(buses.map((bus) => bus.close())));
 
-  async function twoNodes() {
+  async function twoNodes(url = redisUrl()!) {
     const database = await openTestDatabase(driver);
-    const [busA, busB] = [await createRedisBus(redisUrl()!), await createRedisBus(redisUrl()!)];
+    const [busA, busB] = [await createRedisBus(url), await createRedisBus(url)];
     buses.push(busA, busB);
     const a = await createHarness(driver, {}, { database, bus: busA });
     const b = await createHarness(driver, {}, { database, bus: busB, clock: a.clock });
@@ -92,6 +93,37 @@ describe.skipIf(!redisUrl())('simulated calls across two nodes (real Redis)', ()
       expect(await callRow(a, id)).toEqual({ status: 'canceled', charge_micros: null });
     } finally {
       await close();
+    }
+  });
+
+  it('a hangup on node B while the bus is down answers 502 hangup_uncertain and leaves the call live; asked again once the bus is back, it ends', async () => {
+    const redis = await ownRedis();
+    const { a, b, close } = await twoNodes(redis.url);
+    try {
+      const t = await seedTenant(a.services);
+      const agent = await readyAgent(client(a.app), t);
+      const id = (await requestCall(client(a.app), t)).body.request_id as string;
+      expect((await client(a.app).post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+      expect(a.services.providers.simulator.liveLegs()).toBe(1);
+
+      await redis.stop();
+      await busReaches(b.services.bus, 'down', "node B's bus to notice Redis is gone");
+      // node B cannot reach node A's leg: "canceled" would be false, the leg ringing on
+      const uncertain = await client(b.app).post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey });
+      expect(uncertain.status, JSON.stringify(uncertain.body)).toBe(502);
+      expect(uncertain.body.error).toBe('hangup_uncertain');
+      expect((await callRow(a, id)).status).toBe('dialing');
+      expect(a.services.providers.simulator.liveLegs()).toBe(1);
+
+      await redis.start();
+      await busReaches(b.services.bus, 'up', "node B's bus to reconnect");
+      await busReaches(a.services.bus, 'up', "node A's bus to reconnect");
+      const hungUp = await client(b.app).post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey });
+      expect(hungUp.body).toMatchObject({ ok: true, status: 'canceled' });
+      await waitFor(async () => (a.services.providers.simulator.liveLegs() === 0 ? true : undefined), 'the leg on node A to end');
+    } finally {
+      await close();
+      await redis.stop();
     }
   });
 

@@ -102,6 +102,9 @@ export class Simulator implements VoiceProvider {
   async hangup(_account: ProviderAccount, callSid: string): Promise<void> {
     const legs = this.#legsOf(callSid);
     if (legs.length === 0) {
+      // The leg may be another node's, which only the bus reaches: with the bus down the hangup
+      // cannot be carried, and saying so (502 hangup_uncertain, retried) beats a false "ended".
+      if (this.#bus && this.#bus.state() !== 'up') throw new ProviderUnreachable('simulated provider unreachable: the bus to the other nodes is down');
       this.#hungUpEarly(callSid);
       return this.#relay({ type: 'simulator', op: 'hangup', callSid });
     }
@@ -158,7 +161,8 @@ export class Simulator implements VoiceProvider {
         const limit = dial.timeLimit;
         const farEnd = behaviour.farEndHangupAfter;
         const endAfter = farEnd !== null ? Math.min(farEnd, limit) : limit;
-        leg.timers.push(this.clock.after(endAfter * 1000, () => this.#end(leg, 'completed')));
+        // ended while its answer was reported: a timer would only hold the leg for hours
+        if (!FINAL.has(leg.status)) leg.timers.push(this.clock.after(endAfter * 1000, () => this.#end(leg, 'completed')));
       });
     }
     return parentSid;
@@ -196,7 +200,7 @@ export class Simulator implements VoiceProvider {
     if (!leg || leg.status !== 'ringing') return false;
     for (const timer of leg.timers.splice(0)) timer.cancel();
     await this.#answer(leg);
-    if (leg.timeLimitSeconds !== null) leg.timers.push(this.clock.after(leg.timeLimitSeconds * 1000, () => this.#end(leg, 'completed')));
+    if (leg.timeLimitSeconds !== null && !FINAL.has(leg.status)) leg.timers.push(this.clock.after(leg.timeLimitSeconds * 1000, () => this.#end(leg, 'completed')));
     return true;
   }
 
