@@ -292,6 +292,32 @@ describe('the admin bridge', () => {
   });
 });
 
+describe('two API nodes on one host, one data directory', () => {
+  it("each writes admin.json anew as it starts; one stopping leaves the other's in place", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridges-'));
+    const h = await createHarness('pglite', { dataDir });
+    const file = join(dataDir, 'admin.json');
+    const held = () => JSON.parse(readFileSync(file, 'utf8')) as { url: string };
+    const [first, second] = await Promise.all([startAdminBridge(h.services), startAdminBridge(h.services)]);
+    try {
+      const last = held().url;
+      expect([first.url, second.url]).toContain(last);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      // the node whose file it is not stops: the other's stays, for the operators of this host
+      const [other, owner] = last === first.url ? [second, first] : [first, second];
+      await other.close();
+      expect(held().url).toBe(owner.url);
+      await owner.close();
+      expect(existsSync(file)).toBe(false);
+    } finally {
+      await first.close();
+      await second.close();
+      await h.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the admin bridge stopping', () => {
   it('lets a command under way finish before it closes (the store closes after it), and takes no new one', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-drain-'));

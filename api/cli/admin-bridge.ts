@@ -15,7 +15,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readFileSync, mkdirSync } from 'node:fs';
+import { removePrivateFileIf, writePrivateFile } from '../private-file.js';
 import { join } from 'node:path';
 import { C2CError } from '../../shared/errors.js';
 import { statusOf } from '../../shared/error-statuses.js';
@@ -92,10 +93,7 @@ export async function startAdminBridge(services: Services): Promise<AdminBridge>
   const close = (drainMs = 0) => drainServer(server, drainMs, () => new Promise<void>((resolve) => server.close(() => resolve())));
   try {
     mkdirSync(services.config.dataDir, { recursive: true });
-    // Written anew, never into what is there: a file left with wider permissions (mode applies only
-    // when the file is created) or a link planted in its place would show the token to others.
-    rmSync(file, { force: true });
-    writeFileSync(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile), { mode: 0o600, flag: 'wx' });
+    writePrivateFile(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile));
   } catch (error) {
     await close();
     throw error;
@@ -104,7 +102,7 @@ export async function startAdminBridge(services: Services): Promise<AdminBridge>
     url,
     close: async (drainMs = 0) => {
       const until = Date.now() + drainMs;
-      rmSync(file, { force: true });
+      removePrivateFileIf(file, (text) => text.includes(token));
       await close(drainMs);
       // a command whose caller went away (its connection cut) may still run: the store closes after it, within the same drain
       const left = Math.max(0, until - Date.now());

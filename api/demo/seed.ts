@@ -4,7 +4,8 @@
  * an integration whose only allowed origin is the demo CRM's. Its credentials go to
  * <C2C_DATA_DIR>/demo.json, so anyone can drive the API with curl.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { writePrivateFile } from '../private-file.js';
 import { join } from 'node:path';
 import type { Config } from '../config.js';
 import { parseCredential } from '../domain/credentials.js';
@@ -99,7 +100,7 @@ export async function seedDemo(deps: OperatorDeps, config: Config): Promise<{ cr
     agent_unassigned: { type: 'email', value: DEMO.outside.email },
   };
   mkdirSync(config.dataDir, { recursive: true });
-  writeFileSync(demoFile(config), `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
+  writePrivateFile(demoFile(config), `${JSON.stringify(credentials, null, 2)}\n`);
   return { credentials, fresh };
 }
 
