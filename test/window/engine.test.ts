@@ -725,9 +725,19 @@ describe('Engine', () => {
     await vi.advanceTimersByTimeAsync(3000);
     // the voice token came meanwhile: the failure is still what is said
     expect(instance.model().message).toEqual({ text: MESSAGES.voiceScriptFailed, tone: 'warn' });
-    expect(attempts).toBeGreaterThan(1);
-    reachable = true;
+    expect(attempts).toBe(2);
+    // each failure in a row doubles the wait (3, 6, 12 … s, at most 5 min), heartbeats every 3 s meanwhile
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(attempts).toBe(3);
+    await vi.advanceTimersByTimeAsync(9000);
+    expect(attempts).toBe(3);
     await vi.advanceTimersByTimeAsync(3000);
+    expect(attempts).toBe(4);
+    // a shift of 8 hours tries some hundred times, not ten thousand
+    await vi.advanceTimersByTimeAsync(8 * 3600_000);
+    expect(attempts).toBeLessThan(110);
+    reachable = true;
+    await vi.advanceTimersByTimeAsync(300_000);
     expect(started).toHaveBeenCalledTimes(1);
     expect(instance.model().message).toBeNull();
     const settled = attempts;
@@ -742,6 +752,32 @@ describe('Engine', () => {
     expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
     emit({ type: 'muted', muted: false });
     expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    emit({ type: 'incoming', ref: null });
+    expect(instance.model().message).toBeNull();
+  });
+
+  it('says a failed registration for incoming calls until the device registers, whatever outgoing calls do meanwhile', async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance } = await engine({ realtime: false, driver: device });
+    emit({ type: 'error', message: 'Could not register for incoming calls: registration refused', lasting: true });
+    emit({ type: 'ringing' });
+    emit({ type: 'accepted' });
+    emit({ type: 'disconnected' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
+    emit({ type: 'registered' });
+    expect(instance.model().message).toBeNull();
+  });
+
+  it('keeps saying why a call failed once it has ended (the device reports the error, then the end, at once)', async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance } = await engine({ realtime: false, driver: device });
+    emit({ type: 'accepted' });
+    emit({ type: 'error', message: 'AcquisitionFailedError (31402): the microphone could not be acquired' });
+    emit({ type: 'disconnected' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model().message).toMatchObject({ text: 'AcquisitionFailedError (31402): the microphone could not be acquired' });
+    // the next call ringing shows the device works again
     emit({ type: 'incoming', ref: null });
     expect(instance.model().message).toBeNull();
   });

@@ -88,10 +88,23 @@ describe('TwilioDriver', () => {
     const failing = driver(true, true);
     await failing.twilio.start('jwt');
     expect(failing.device().register).toHaveBeenCalledTimes(1);
-    expect(failing.events).toContainEqual({ type: 'error', message: 'Could not register for incoming calls: registration refused' });
+    expect(failing.events).toContainEqual({ type: 'error', message: 'Could not register for incoming calls: registration refused', lasting: true });
+    expect(failing.events).not.toContainEqual({ type: 'registered' });
     expect(failing.twilio.ready).toBe(true);
     await failing.twilio.connect(PARAMS);
     expect(failing.device().connect).toHaveBeenCalledTimes(1);
+  });
+
+  it('registers again with the next voice token after a failed registration, and says when it is registered', async () => {
+    const { twilio, device, events } = driver(true, true);
+    await twilio.start('jwt-1');
+    expect(events.at(-1)).toMatchObject({ type: 'error', lasting: true });
+    twilio.updateToken('jwt-2');
+    await vi.waitFor(() => expect(events.at(-1)).toEqual({ type: 'registered' }));
+    expect(device().register).toHaveBeenCalledTimes(2);
+    // registered: later tokens only update the Device
+    twilio.updateToken('jwt-3');
+    expect(device().register).toHaveBeenCalledTimes(2);
   });
 
   it('passes fresh tokens to Device.updateToken and forwards tokenWillExpire', async () => {

@@ -50,6 +50,13 @@ export interface EngineDeps {
 /** Refusals after which this engine token will never work again. */
 // origin_not_allowed: the window runs somewhere other than the service's own pages (or is another
 // extension), which REST and the gateway both refuse (api/domain/engines/origins.ts).
+/** The wait before loading a failed voice driver again, doubled with each failure in a row up to the max. */
+const DRIVER_RETRY_MS = 3_000;
+const DRIVER_RETRY_MAX_MS = 300_000;
+
+/** What a voice device does only when it works: its passing error is no longer what to say. */
+const WORKING_EVENTS = new Set<DriverEvent['type']>(['incoming', 'ringing', 'accepted']);
+
 const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown', 'origin_not_allowed']);
 const finalMessage = refusalMessage;
 
@@ -68,11 +75,15 @@ export class Engine {
   #socket: EngineSocketLike | null = null;
   #socketUp = false;
   #driver: VoiceDriver | null = null;
-  /** a driver being loaded, and whether the last load failed (it is tried again with each heartbeat) */
+  /** a driver being loaded, and whether the last load failed (it is tried again with the heartbeats) */
   #driverLoading: Promise<void> | null = null;
   #driverFailed = false;
-  /** the device's last error, while it is what the window says */
+  /** loads failed in a row, and when (local clock, ms) the next may start */
+  #driverFailures = 0;
+  #driverRetryAt = 0;
+  /** the device's last error, while it is what the window says; lasting: until the device says it is over */
   #deviceError: string | null = null;
+  #deviceErrorLasting = false;
   #mic: MicState = 'asking';
   #muted = false;
   /** server clock − local clock, from the last heartbeat answer */
@@ -154,8 +165,10 @@ export class Engine {
 
   /**
    * Loads the voice driver. One that failed to load (a network blip, a blocker, a deploy gap) is
-   * loaded again with each heartbeat until it comes, saying so meanwhile: a reload would not help
-   * (it closes this pairing), and without a driver the window can carry no call.
+   * loaded again with the heartbeats until it comes, saying so meanwhile: a reload would not help
+   * (it closes this pairing), and without a driver the window can carry no call. Each failure in a
+   * row doubles the wait before the next (3 s to 5 min): a script that keeps failing is a large
+   * download and parse each time, on the agent's machine for a whole shift.
    */
   #loadDriver(): Promise<void> {
     this.#driverLoading ??= this.#deps.loadDriver(this.#paired).then(
@@ -163,11 +176,14 @@ export class Engine {
         if (this.#stopped) return loaded.destroy();
         this.#driver = loaded;
         this.#driverFailed = false;
+        this.#driverFailures = 0;
         if (this.#problems.voice === MESSAGES.voiceScriptFailed) this.#problems.voice = null;
         loaded.on((event) => this.#onDriver(event));
       },
       () => {
         this.#driverFailed = true;
+        this.#driverFailures += 1;
+        this.#driverRetryAt = this.#deps.now() + Math.min(DRIVER_RETRY_MS * 2 ** (this.#driverFailures - 1), DRIVER_RETRY_MAX_MS);
         this.#problems.voice = MESSAGES.voiceScriptFailed;
       },
     ).finally(() => {
@@ -319,7 +335,7 @@ export class Engine {
   async #beat(): Promise<void> {
     if (this.#stopped) return;
     if (this.#driver) this.#voice.maybeRefresh(this.#serverNow());
-    else if (this.#driverFailed && !this.#driverLoading) {
+    else if (this.#driverFailed && !this.#driverLoading && this.#deps.now() >= this.#driverRetryAt) {
       void this.#loadDriver().then(() => {
         if (this.#driver) return this.#voice.refresh();
         this.#changed();
@@ -448,8 +464,11 @@ export class Engine {
 
   #onDriver(event: DriverEvent): void {
     // The device's own error (a signalling hiccup it recovers from by itself) is said until the
-    // device next shows it works, or its call ends: not for the hour until the next voice token.
-    if (event.type !== 'error' && event.type !== 'muted' && event.type !== 'token-expiring' && this.#problems.voice === this.#deviceError) {
+    // device next shows it works (a call rings, connects), not for the hour until the next voice
+    // token. Not when a call ends: a call that fails ends right behind its error, which would be
+    // wiped before anyone read why.
+    const over = event.type === 'registered' || (WORKING_EVENTS.has(event.type) && !this.#deviceErrorLasting);
+    if (over && this.#problems.voice === this.#deviceError) {
       this.#problems.voice = null;
       this.#deviceError = null;
     }
@@ -474,6 +493,7 @@ export class Engine {
       case 'error':
         this.#problems.voice = event.message;
         this.#deviceError = event.message;
+        this.#deviceErrorLasting = event.lasting === true;
         break;
     }
     this.#changed();

@@ -24,8 +24,9 @@ export function loadTwilioDriver(doc: Document, src = TWILIO_SCRIPT): Promise<Tw
     script.async = true;
     script.onload = () => {
       const factory = globalThis.C2CTwilioDriver;
-      if (factory) resolve(factory);
-      else reject(new Error('The voice driver script loaded but defined no driver.'));
+      if (factory) return resolve(factory);
+      script.remove(); // as on an error: the next attempt adds a tag of its own, not one more beside it
+      reject(new Error('The voice driver script loaded but defined no driver.'));
     };
     script.onerror = () => {
       script.remove(); // the next attempt adds a tag of its own

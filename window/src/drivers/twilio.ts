@@ -61,6 +61,8 @@ export class TwilioDriver implements VoiceDriver {
   #call: TwilioCallLike | null = null;
   /** the call ringing this device, not yet answered */
   #incoming: TwilioCallLike | null = null;
+  /** null: not tried yet; false: the last registration failed */
+  #registered: boolean | null = null;
 
   constructor(options: TwilioDriverOptions) {
     this.#options = options;
@@ -77,18 +79,28 @@ export class TwilioDriver implements VoiceDriver {
     device.on('incoming', (call: TwilioCallLike) => this.#ring(call));
     device.on('tokenWillExpire', () => this.#events.emit({ type: 'token-expiring' }));
     device.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
-    if (this.#options.register) {
-      try {
-        await device.register();
-      } catch (error) {
-        // Outgoing calls still work without registration; only incoming ones need it.
-        this.#events.emit({ type: 'error', message: `Could not register for incoming calls: ${describe(error)}` });
-      }
+    if (this.#options.register) await this.#register(device);
+  }
+
+  /** Registers for incoming calls; one that failed is tried again with each new voice token. */
+  async #register(device: TwilioDeviceLike): Promise<void> {
+    try {
+      await device.register();
+      // a first registration that worked is nothing to tell; one after a failure ends what was said
+      if (this.#registered === false) this.#events.emit({ type: 'registered' });
+      this.#registered = true;
+    } catch (error) {
+      this.#registered = false;
+      // Outgoing calls still work without registration; only incoming ones need it, so this is
+      // said until a registration succeeds, not only until the next call shows the device works.
+      this.#events.emit({ type: 'error', message: `Could not register for incoming calls: ${describe(error)}`, lasting: true });
     }
   }
 
   updateToken(token: string): void {
-    this.#device?.updateToken(token);
+    const device = this.#device;
+    device?.updateToken(token);
+    if (device && this.#options.register && this.#registered === false) void this.#register(device);
   }
 
   async connect(params: ConnectParams): Promise<void> {

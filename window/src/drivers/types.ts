@@ -24,7 +24,10 @@ export type DriverEvent =
   | { type: 'muted'; muted: boolean }
   /** the provider token is about to expire: fetch a new one and pass it to updateToken */
   | { type: 'token-expiring' }
-  | { type: 'error'; message: string };
+  /** registered for incoming calls (after a registration that failed: it is said until this) */
+  | { type: 'registered' }
+  /** `lasting`: not a passing hiccup but a state (not registered), said until the driver reports it over */
+  | { type: 'error'; message: string; lasting?: boolean };
 
 export type DriverListener = (event: DriverEvent) => void;
 
