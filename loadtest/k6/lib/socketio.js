@@ -116,9 +116,14 @@ export class SocketIo {
     for (const handler of this.handlers[event] || []) handler(value);
   }
 
+  /** k6 throws on send() to a socket not open: a ping or the server's open packet may arrive as it closes. */
+  send(text) {
+    if (this.ws.readyState === 1) this.ws.send(text);
+  }
+
   packet(text) {
-    if (text === '2') return this.ws.send('3');
-    if (text[0] === '0') return this.ws.send(`40${JSON.stringify({ token: this.token })}`);
+    if (text === '2') return this.send('3');
+    if (text[0] === '0') return this.send(`40${JSON.stringify({ token: this.token })}`);
     if (text[0] === '4') return this.message(text.slice(1));
   }
 
@@ -139,7 +144,7 @@ export class SocketIo {
       this.fire('disconnect', 'io server disconnect');
     } else if (type === '2') {
       const [event, ...args] = JSON.parse(rest);
-      const reply = id === '' ? undefined : (answer) => this.ws.send(`43${id}${JSON.stringify([answer])}`);
+      const reply = id === '' ? undefined : (answer) => this.send(`43${id}${JSON.stringify([answer])}`);
       const handlers = this.handlers[event] || [];
       if (handlers.length === 0) (this.unheard[event] = this.unheard[event] || []).push([args[0], reply]);
       for (const handler of handlers) handler(args[0], reply);
