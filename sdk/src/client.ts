@@ -220,9 +220,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       const e = error as SdkError;
       // An error status is a refusal even when its body is not the envelope (a CRM's own 419
       // {"message": "CSRF token mismatch."}): taken for a success, it would say nothing now and
-      // "The call did not start" 30 s later. Its own fields stay; ok, error and message are made sure.
-      const own = e.body && typeof e.body === 'object' && !Array.isArray(e.body) ? (e.body as Record<string, unknown>) : null;
-      body = own?.ok === false ? own : { ...own, ok: false, error: e.code, message: e.message };
+      // "The call did not start" 30 s later. Its own fields stay; ok, error and message are made
+      // sure. A 5xx answered is http_5xx: `unreachable` is for no answer at all.
+      const own = e.body && typeof e.body === 'object' && !Array.isArray(e.body) ? (e.body as Record<string, unknown>) : {};
+      const code = e.code === 'unreachable' && e.status ? `http_${e.status}` : e.code;
+      body = { ...own, ok: false, error: typeof own.error === 'string' ? own.error : code, message: typeof own.message === 'string' ? own.message : e.message };
     }
     this.emit('callrequested', body);
     if (body?.ok === false) this.say(this.errorText(new SdkError(String(body.error), String(body.message ?? body.error))));
@@ -532,7 +534,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   // ——— the panel ———
 
   private get t(): Texts {
-    return this.widget?.texts ?? textsFor(this.options.language);
+    // before the widget is mounted (init() in <head>), the language it will speak if none is chosen
+    return this.widget?.texts ?? textsFor(this.options.language ?? pageLanguage());
   }
 
   private warnOnce(message: string): void {

@@ -1121,6 +1121,16 @@ describe('requestCall and the 30 s rule', () => {
     await vi.advanceTimersByTimeAsync(31_000);
     expect(q('c2c-message').textContent).not.toBe('The call did not start');
   });
+
+  it("says a CRM's own server error is its error, not that nothing answered, and gives a refusal without a code one", async () => {
+    start();
+    await flush();
+    service.script.set('/crm/call', [{ status: 500, body: { message: 'Server Error' } }]);
+    expect(await widget.requestCall({ contact_reference: 'x' })).toEqual({ ok: false, error: 'http_500', message: 'Server Error' });
+    expect(q('c2c-message').textContent).toBe('Something went wrong; try again.');
+    service.script.set('/crm/call', [{ status: 403, body: { ok: false, message: 'Not your contact.' } }]);
+    expect(await widget.requestCall({ contact_reference: 'x' })).toEqual({ ok: false, error: 'http_403', message: 'Not your contact.' });
+  });
 });
 
 describe('the call timer', () => {
@@ -1869,6 +1879,28 @@ describe('the widget', () => {
       expect(document.body.querySelectorAll('[data-testid="c2c-host"]')).toHaveLength(1);
       expect(q('c2c-state').textContent).toBe('Ready for calls');
     } finally {
+      if (!body.isConnected) document.documentElement.appendChild(body);
+    }
+  });
+
+  it("speaks the page's language in what it says before the body is there (a refused call asked from <head>)", async () => {
+    const body = document.body;
+    body.remove();
+    document.documentElement.lang = 'fr';
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      start();
+      await flush();
+      service.script.set('/crm/call', [{ status: 409, body: { ok: false, error: 'agent_offline', message: 'The agent has no live call window.' } }]);
+      const refused = new Promise((resolve) => widget.on('callrequested', resolve));
+      await widget.requestCall({ contact_reference: 'x' });
+      await refused;
+      document.documentElement.appendChild(body);
+      document.dispatchEvent(new Event('DOMContentLoaded'));
+      expect(q('c2c-message').textContent).toBe('Ouvrez d’abord la fenêtre d’appel (Activer les appels).');
+    } finally {
+      warn.mockRestore();
+      document.documentElement.lang = '';
       if (!body.isConnected) document.documentElement.appendChild(body);
     }
   });
