@@ -118,6 +118,8 @@ describe('npm start with the demo flag', () => {
     const port = await freePort();
     const crm = await startCrmDemo({
       port,
+      // written as an operator might: browsers send it lower-case, without the slash
+      publicOrigin: `http://127.0.0.1:${port}/`,
       baseUrl: `http://127.0.0.1:${(hop.address() as { port: number }).port}/api/v1/click2call`,
       siteUrl: demo.site_url,
       integrationId: demo.integration_id,

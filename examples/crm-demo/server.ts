@@ -40,7 +40,8 @@ const SESSION_TIMEOUT_MS = 8_000;
 
 export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
-  const publicOrigin = options.publicOrigin ?? `http://127.0.0.1:${options.port}`;
+  // as browsers send it (lower-case host, no default port, no path): `https://CRM.example.com:443/` is https://crm.example.com
+  const publicOrigin = new URL(options.publicOrigin ?? `http://127.0.0.1:${options.port}`).origin;
 
   /**
    * Calls the service with the server key and answers the browser with its status and body,
