@@ -100,7 +100,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
       const context = await credentialOf(this, engineContext);
       await limits.engineHeartbeat(context.engine.id);
       const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket');
-      return heartbeatBody(result, services.clock.now());
+      return heartbeatBody(result, context, services.clock.now());
     });
   }
 

@@ -248,7 +248,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   setMuted(muted: boolean): Promise<CommandResult> {
     const kind = muted ? 'mute' : 'unmute';
-    if (!this.allows('mute')) return this.refuseLocally(kind, 'control_not_allowed', 'The policy does not enable mute.');
+    if (muted && !this.allows('mute')) return this.refuseLocally(kind, 'control_not_allowed', 'The policy does not enable mute.');
     return this.command(kind, {}, () => this.effects.flag('muted', muted));
   }
 

@@ -93,6 +93,12 @@ export const HeartbeatResponse = z
     call: Call.nullable(),
     heartbeat_ms: z.number().int(),
     server_time: unixSeconds,
+    /**
+     * The agent's in-call controls now (their policy's `controls`, as WidgetState shows them): an
+     * operator's change reaches the window's own Mute without a new pairing. Absent from nodes of
+     * an earlier release: the pairing's policy holds.
+     */
+    controls: Policy.shape.controls.optional(),
   })
   .meta({ id: 'HeartbeatResponse' });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;

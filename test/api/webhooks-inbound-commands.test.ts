@@ -498,6 +498,10 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     await setPolicy(deps, t.integrationId, { controls: ['dtmf'] });
     expect((await state(agent.widgetToken)).policy.controls).toEqual(['dtmf']);
     await expectError(command(api, agent.widgetToken, { kind: 'mute', request_id: 'mid-mute' }), 403, 'control_not_allowed');
+    // but an agent muted before it is never left unheard: unmute is taken
+    expect((await command(api, agent.widgetToken, { kind: 'unmute', request_id: 'mid-unmute' })).body).toMatchObject({ ok: true, status: 'queued' });
+    // and the window learns the controls with its next heartbeat, so its own Mute follows them too
+    expect((await heartbeat(api, agent.engineToken)).body.controls).toEqual(['dtmf']);
   });
 
   it('queues mute, unmute, dtmf and focus for the engine; an acked dtmf is heard by the far end', async () => {

@@ -811,6 +811,21 @@ describe('commands', () => {
     expect(visible('c2c-hangup')).toBe(true);
   });
 
+  it('keeps Unmute for an agent muted when an operator took mute away, and sends it: the agent is never left unheard', async () => {
+    service.set({ policy: policy([]), call: call('connected', { answered_at: T0 - 5 }), engine: engine({ muted: true }) });
+    const socket = await ready();
+    expect(visible('c2c-mute')).toBe(true);
+    expect(q('c2c-mute').textContent).toBe('Unmute');
+    const unmuted = widget.setMuted(false);
+    await flush();
+    expect(socket.sent[0]!.payload).toMatchObject({ kind: 'unmute' });
+    socket.sent[0]!.ack(null, { ok: true, status: 'queued', command_id: 9 });
+    expect(await unmuted).toMatchObject({ status: 'queued' });
+    service.set({ engine: engine({ muted: false }) });
+    service.push(socket);
+    expect(visible('c2c-mute')).toBe(false);
+  });
+
   it('sends a command the socket leaves unanswered over REST, polls while the socket is in doubt, and keeps it once a ping shows it alive', async () => {
     service.set({ call: call('connected', { answered_at: T0 - 5 }) });
     const socket = await ready();

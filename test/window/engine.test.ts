@@ -697,6 +697,20 @@ describe('Engine', () => {
     expect(instance.model()).toMatchObject({ muted: true, muteAllowed: true });
   });
 
+  it("follows the agent's controls as each heartbeat answer gives them: Mute goes when an operator takes it away, Unmute stays while muted", async () => {
+    const { server, instance } = await engine({ realtime: false });
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ muteAllowed: true });
+    instance.toggleMute();
+    server.queue.push({ controls: ['dtmf'] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.model()).toMatchObject({ muted: true, muteAllowed: true });
+    instance.toggleMute();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.model()).toMatchObject({ muted: false, muteAllowed: false });
+  });
+
   it('starts the next call unmuted when it follows a muted one at once (the held call goes from one to the other)', async () => {
     const { server, instance } = await engine({ realtime: false });
     server.current = call('connected', { answered_at: SERVER_NOW_S });

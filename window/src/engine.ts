@@ -84,6 +84,8 @@ export class Engine {
   /** the device's last error, while it is what the window says; lasting: until the device says it is over */
   #deviceError: string | null = null;
   #deviceErrorLasting = false;
+  /** the agent's in-call controls: the pairing's, then each heartbeat answer's (an operator may change them) */
+  #controls: Paired['policy']['controls'];
   #mic: MicState = 'asking';
   #muted = false;
   /** server clock − local clock, from the last heartbeat answer */
@@ -113,6 +115,7 @@ export class Engine {
 
   constructor(paired: Paired, deps: EngineDeps) {
     this.#paired = paired;
+    this.#controls = paired.policy.controls;
     this.#deps = deps;
     deps.api.token = paired.engine_token;
     this.#runner = new CommandRunner((command) => this.#execute(command));
@@ -211,6 +214,7 @@ export class Engine {
   model(): ViewModel {
     return viewModel({
       paired: this.#paired,
+      controls: this.#controls,
       stopped: this.#stopped,
       held: this.#calls.current,
       reportId: this.#calls.reportId,
@@ -390,6 +394,7 @@ export class Engine {
       this.#deps.tellWidget?.();
     }
     this.#scheduler.setHeartbeatMs(answer.heartbeat_ms);
+    if (answer.controls) this.#controls = answer.controls;
     const hangupDoubt = this.#callProblem?.kind === 'hangup' ? this.#callProblem.callId : undefined;
     // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
     if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);

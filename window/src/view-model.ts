@@ -23,6 +23,8 @@ export interface Problems {
 
 export interface EngineSnapshot {
   paired: Paired;
+  /** the agent's in-call controls now (the pairing's policy may be older) */
+  controls: Paired['policy']['controls'];
   stopped: boolean;
   held: HeldCall | null;
   /** the call id reported in heartbeats */
@@ -74,7 +76,8 @@ export function viewModel(s: EngineSnapshot): ViewModel {
     agent: s.paired.agent.name,
     call: callCard(s.held),
     hangupBusy: s.hangupBusy,
-    muteAllowed: s.paired.policy.controls.includes('mute'),
+    // Unmute stays while muted, whatever the policy now says (an agent is never left unheard)
+    muteAllowed: s.controls.includes('mute') || s.muted,
     muted: s.muted,
     message: message(s),
     retry: !s.stopped && micProblem(s.mic) ? UI_TEXTS.tryAgain : null,

@@ -38,8 +38,11 @@ export function decideCommand(command: Command, call: CallRow | null, engine: En
       if (call?.status !== 'incoming') return { refuse: 'invalid_state', message: 'There is no incoming call to answer.' };
       return needsWindow() ?? { engine: true };
     case 'mute':
-    case 'unmute':
       return needsControl('mute') ?? needsConnected() ?? needsWindow() ?? { engine: true };
+    case 'unmute':
+      // never refused for the policy: an agent muted before an operator took mute away would stay
+      // muted, unheard, for the rest of the call
+      return needsConnected() ?? needsWindow() ?? { engine: true };
     case 'dtmf':
       if (!command.digits) return { refuse: 'invalid_request', message: 'A dtmf command needs digits.' };
       return needsControl('dtmf') ?? needsConnected() ?? needsWindow() ?? { engine: true };

@@ -3,9 +3,10 @@ import { LIMITS } from '../../../shared/limits.js';
 import type { HeartbeatResponse } from '../../../shared/schemas/engine-api.js';
 import { seconds } from '../../clock.js';
 import { toCall, toEngine } from '../views.js';
+import type { EngineContext } from './auth.js';
 import type { HeartbeatResult } from './heartbeat.js';
 
-export function heartbeatBody(result: HeartbeatResult, nowMs: number): HeartbeatResponse {
+export function heartbeatBody(result: HeartbeatResult, context: EngineContext, nowMs: number): HeartbeatResponse {
   return {
     ok: true,
     engine: toEngine(result.engine, nowMs),
@@ -14,5 +15,6 @@ export function heartbeatBody(result: HeartbeatResult, nowMs: number): Heartbeat
     call: result.call ? toCall(result.call, nowMs) : null,
     heartbeat_ms: LIMITS.heartbeatMs,
     server_time: seconds(nowMs),
+    controls: context.agent.effective.policy.controls,
   };
 }

@@ -62,8 +62,9 @@ export const engineRoutes =
         },
       },
       async (request) => {
-        const result = await services.engines.heartbeat(engineOf(request), request.body, 'rest');
-        return heartbeatBody(result, services.clock.now());
+        const context = engineOf(request);
+        const result = await services.engines.heartbeat(context, request.body, 'rest');
+        return heartbeatBody(result, context, services.clock.now());
       },
     );
 

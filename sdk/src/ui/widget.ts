@@ -187,7 +187,8 @@ export class Widget {
     show(n['c2c-hangup']!, !!live && !incoming && v.pending !== 'ending');
     const muted = !!v.engine?.muted;
     const mute = n['c2c-mute']!;
-    show(mute, connected && controls.includes('mute'));
+    // Unmute stays while muted, whatever the policy now says (an agent is never left unheard)
+    show(mute, connected && (controls.includes('mute') || muted));
     mute.dataset.muted = String(muted);
     setText(mute, muted ? t.unmute : t.mute);
     // The keypad opens for the call it was opened on, not by itself on the next one.
