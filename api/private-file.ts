@@ -2,23 +2,24 @@
  * Files that hold a secret for this machine's operators (admin.json: the bridge's token; demo.json:
  * the demo's server key), readable by the service's user only.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 
 /**
  * Writes the file anew, never into what is there: a file left with wider permissions (mode applies
- * only when a file is created) or a link planted in its place would show the secret to others.
- * Another node on this host writing the same file at the same moment (both removed it, it created
- * it first) is not a failure: the file is removed and written again.
+ * only when a file is created) or a link planted in its place would show the secret to others. A
+ * new file of its own (exclusive, 0600) is renamed over the path, which replaces whatever is there
+ * (a link included, not followed) at once: a reader, or another node on this host writing the same
+ * file, never finds it missing or half written.
  */
 export function writePrivateFile(path: string, text: string): void {
-  for (let attempt = 1; ; attempt += 1) {
-    rmSync(path, { force: true });
-    try {
-      writeFileSync(path, text, { mode: 0o600, flag: 'wx' });
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt === 5) throw error;
-    }
+  const fresh = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  writeFileSync(fresh, text, { mode: 0o600, flag: 'wx' });
+  try {
+    renameSync(fresh, path);
+  } catch (error) {
+    rmSync(fresh, { force: true });
+    throw error;
   }
 }
 

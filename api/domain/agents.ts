@@ -84,9 +84,10 @@ export async function reloadAgent(sql: Sql, integration: IntegrationRow, memberI
  *
  * A known member comes from a credential (widget token, launch ticket, engine token). One whose
  * member was removed, or never was this account's, is a credential that no longer stands: 401
- * `unauthorized`, which every credential-bearing endpoint documents (widget/state lists 200, 401,
- * 403), not `agent_unknown`, whose 404 is the answer to an identifier looked up at POST /sessions
- * and POST /calls. A removed member stays removed, so the refusal is final either way.
+ * `unauthorized`, as for any credential that no longer works (widget/state and engine/pair list
+ * 401; README "statuses beyond an endpoint's list"), not `agent_unknown`, whose 404 is the answer
+ * to an identifier looked up at POST /sessions and POST /calls. A removed member stays removed, so
+ * the refusal is final either way.
  */
 export async function reloadAgents(sql: Sql, wanted: Array<{ integration: IntegrationRow; memberId: string }>): Promise<Array<ResolvedAgent | C2CError>> {
   const input = batchRows('i', [

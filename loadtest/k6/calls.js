@@ -75,8 +75,12 @@ async function sitDown(agent) {
   const first = await api.heartbeat(window.token, report(window));
   check(first.body, { 'the window is ready after its first heartbeat': (b) => b !== null && !!b.engine && b.engine.state === 'ready' });
   const state = await api.widgetState(widgetToken);
-  // refused (a 429 on a large run): sat down again next iteration, not left never polling
-  if (!state.ok) fail(`the widget's first poll was refused (${state.body && state.body.error})`);
+  // refused (a 429 on a large run): sat down again next iteration, not left never polling, once the
+  // wait the service asked for is over (at once, it would only add to what is being refused)
+  if (!state.ok) {
+    await sleep((Number(api.header(state.response, 'Retry-After')) || 3) * 1000);
+    fail(`the widget's first poll was refused (${state.body && state.body.error})`);
+  }
   return { agent, widgetToken, window, etag: api.header(state.response, 'ETag'), pollMs: state.body.poll_ms, lastPoll: Date.now() };
 }
 

@@ -779,6 +779,14 @@ describe('Engine', () => {
     emit({ type: 'disconnected' });
     await vi.advanceTimersByTimeAsync(3000);
     expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
+    // a passing error meanwhile is said, then the registration's again once the device works
+    emit({ type: 'error', message: 'ConnectionError (53000): signalling lost' });
+    expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    emit({ type: 'ringing' });
+    expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
+    // a new voice token (its registration still under way) does not wipe it
+    await vi.advanceTimersByTimeAsync(3600_000);
+    expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
     emit({ type: 'registered' });
     expect(instance.model().message).toBeNull();
   });

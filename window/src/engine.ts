@@ -47,9 +47,6 @@ export interface EngineDeps {
   tellWidget?(): void;
 }
 
-/** Refusals after which this engine token will never work again. */
-// origin_not_allowed: the window runs somewhere other than the service's own pages (or is another
-// extension), which REST and the gateway both refuse (api/domain/engines/origins.ts).
 /** The wait before loading a failed voice driver again, doubled with each failure in a row up to the max. */
 const DRIVER_RETRY_MS = 3_000;
 const DRIVER_RETRY_MAX_MS = 300_000;
@@ -57,6 +54,9 @@ const DRIVER_RETRY_MAX_MS = 300_000;
 /** What a voice device does only when it works: its passing error is no longer what to say. */
 const WORKING_EVENTS = new Set<DriverEvent['type']>(['incoming', 'ringing', 'accepted']);
 
+/** Refusals after which this engine token will never work again. */
+// origin_not_allowed: the window runs somewhere other than the service's own pages (or is another
+// extension), which REST and the gateway both refuse (api/domain/engines/origins.ts).
 const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'integration_disabled', 'agent_disabled', 'agent_not_assigned', 'agent_unknown', 'origin_not_allowed']);
 const finalMessage = refusalMessage;
 
@@ -81,9 +81,10 @@ export class Engine {
   /** loads failed in a row, and when (local clock, ms) the next may start */
   #driverFailures = 0;
   #driverRetryAt = 0;
-  /** the device's last error, while it is what the window says; lasting: until the device says it is over */
+  /** the device's last passing error, while it is what the window says */
   #deviceError: string | null = null;
-  #deviceErrorLasting = false;
+  /** why the device is not registered for incoming calls, until it is: said whenever nothing else is */
+  #unregistered: string | null = null;
   /** the agent's in-call controls: the pairing's, then each heartbeat answer's (an operator may change them) */
   #controls: Paired['policy']['controls'];
   #mic: MicState = 'asking';
@@ -138,8 +139,8 @@ export class Engine {
         return true;
       },
       onProblem: (problem) => {
-        // a driver that could not be loaded stays said until it is
-        this.#problems.voice = problem ?? (this.#driverFailed ? MESSAGES.voiceScriptFailed : null);
+        // a driver that could not be loaded, or a registration that failed, stays said until it is over
+        this.#problems.voice = problem ?? (this.#driverFailed ? MESSAGES.voiceScriptFailed : this.#unregistered);
       },
       onSettled: () => {
         this.#changed();
@@ -472,9 +473,12 @@ export class Engine {
     // device next shows it works (a call rings, connects), not for the hour until the next voice
     // token. Not when a call ends: a call that fails ends right behind its error, which would be
     // wiped before anyone read why.
-    const over = event.type === 'registered' || (WORKING_EVENTS.has(event.type) && !this.#deviceErrorLasting);
-    if (over && this.#problems.voice === this.#deviceError) {
-      this.#problems.voice = null;
+    if (event.type === 'registered') {
+      if (this.#problems.voice === this.#unregistered) this.#problems.voice = null;
+      this.#unregistered = null;
+    }
+    if (WORKING_EVENTS.has(event.type) && this.#deviceError !== null && this.#problems.voice === this.#deviceError) {
+      this.#problems.voice = this.#unregistered;
       this.#deviceError = null;
     }
     switch (event.type) {
@@ -497,8 +501,8 @@ export class Engine {
         return;
       case 'error':
         this.#problems.voice = event.message;
-        this.#deviceError = event.message;
-        this.#deviceErrorLasting = event.lasting === true;
+        if (event.lasting) this.#unregistered = event.message;
+        else this.#deviceError = event.message;
         break;
     }
     this.#changed();

@@ -102,10 +102,11 @@ export class Simulator implements VoiceProvider {
   async hangup(_account: ProviderAccount, callSid: string): Promise<void> {
     const legs = this.#legsOf(callSid);
     if (legs.length === 0) {
+      // remembered first: the leg may be this node's, being placed (it then is not)
+      this.#hungUpEarly(callSid);
       // The leg may be another node's, which only the bus reaches: with the bus down the hangup
       // cannot be carried, and saying so (502 hangup_uncertain, retried) beats a false "ended".
       if (this.#bus && this.#bus.state() !== 'up') throw new ProviderUnreachable('simulated provider unreachable: the bus to the other nodes is down');
-      this.#hungUpEarly(callSid);
       return this.#relay({ type: 'simulator', op: 'hangup', callSid });
     }
     for (const leg of legs) leg.hangupsAsked += 1;
