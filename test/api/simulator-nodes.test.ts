@@ -77,14 +77,20 @@ describe.skipIf(!redisUrl())('simulated calls across two nodes (real Redis)', ()
     };
   }
 
+  /** An outbound call claimed by a window paired through node A, whose simulator holds its leg. */
+  async function callPlacedOn(a: Harness) {
+    const t = await seedTenant(a.services);
+    const agent = await readyAgent(client(a.app), t);
+    const id = (await requestCall(client(a.app), t)).body.request_id as string;
+    expect((await client(a.app).post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+    expect(a.services.providers.simulator.liveLegs()).toBe(1);
+    return { t, id };
+  }
+
   it('a hangup on node B ends the leg node A placed: the call stays canceled and unbilled', async () => {
     const { a, b, close } = await twoNodes();
     try {
-      const t = await seedTenant(a.services);
-      const agent = await readyAgent(client(a.app), t);
-      const id = (await requestCall(client(a.app), t)).body.request_id as string;
-      expect((await client(a.app).post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
-      expect(a.services.providers.simulator.liveLegs()).toBe(1);
+      const { t, id } = await callPlacedOn(a);
 
       const hungUp = await client(b.app).post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey });
       expect(hungUp.body).toMatchObject({ ok: true, status: 'canceled' });
@@ -100,11 +106,7 @@ describe.skipIf(!redisUrl())('simulated calls across two nodes (real Redis)', ()
     const redis = await ownRedis();
     const { a, b, close } = await twoNodes(redis.url);
     try {
-      const t = await seedTenant(a.services);
-      const agent = await readyAgent(client(a.app), t);
-      const id = (await requestCall(client(a.app), t)).body.request_id as string;
-      expect((await client(a.app).post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
-      expect(a.services.providers.simulator.liveLegs()).toBe(1);
+      const { t, id } = await callPlacedOn(a);
 
       await redis.stop();
       await busReaches(b.services.bus, 'down', "node B's bus to notice Redis is gone");
