@@ -75,10 +75,11 @@ export class Engine {
   #socket: EngineSocketLike | null = null;
   #socketUp = false;
   #driver: VoiceDriver | null = null;
-  /** a driver being loaded, and whether the last load failed (it is tried again with the heartbeats) */
+  /**
+   * a driver being loaded; the loads that failed in a row (it is tried again with the heartbeats),
+   * and when (local clock, ms) the next may start
+   */
   #driverLoading: Promise<void> | null = null;
-  #driverFailed = false;
-  /** loads failed in a row, and when (local clock, ms) the next may start */
   #driverFailures = 0;
   #driverRetryAt = 0;
   /** the device's last passing error, while it is what the window says */
@@ -140,7 +141,7 @@ export class Engine {
       },
       onProblem: (problem) => {
         // a driver that could not be loaded, or a registration that failed, stays said until it is over
-        this.#problems.voice = problem ?? (this.#driverFailed ? MESSAGES.voiceScriptFailed : this.#unregistered);
+        this.#problems.voice = problem ?? (this.#driverFailures > 0 ? MESSAGES.voiceScriptFailed : this.#unregistered);
       },
       onSettled: () => {
         this.#changed();
@@ -179,13 +180,11 @@ export class Engine {
       (loaded) => {
         if (this.#stopped) return loaded.destroy();
         this.#driver = loaded;
-        this.#driverFailed = false;
         this.#driverFailures = 0;
         if (this.#problems.voice === MESSAGES.voiceScriptFailed) this.#problems.voice = null;
         loaded.on((event) => this.#onDriver(event));
       },
       () => {
-        this.#driverFailed = true;
         this.#driverFailures += 1;
         this.#driverRetryAt = this.#deps.now() + Math.min(DRIVER_RETRY_MS * 2 ** (this.#driverFailures - 1), DRIVER_RETRY_MAX_MS);
         this.#problems.voice = MESSAGES.voiceScriptFailed;
@@ -340,7 +339,7 @@ export class Engine {
   async #beat(): Promise<void> {
     if (this.#stopped) return;
     if (this.#driver) this.#voice.maybeRefresh(this.#serverNow());
-    else if (this.#driverFailed && !this.#driverLoading && this.#deps.now() >= this.#driverRetryAt) {
+    else if (this.#driverFailures > 0 && !this.#driverLoading && this.#deps.now() >= this.#driverRetryAt) {
       void this.#loadDriver().then(() => {
         if (this.#driver) return this.#voice.refresh();
         this.#changed();
