@@ -322,11 +322,15 @@ describe('the admin bridge stopping', () => {
   it('lets a command under way finish before it closes (the store closes after it), and takes no new one', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-drain-'));
     const h = await createHarness('pglite', { dataDir });
-    // every statement of the command takes 300 ms more
+    // every statement of the command takes 300 ms more; the first says the command is running
     const db = h.services.db;
+    let running: () => void = () => {};
+    const commandRuns = new Promise<void>((resolve) => (running = resolve));
     const slowDb = new Proxy(db, {
       get: (target, prop) =>
-        prop === 'query' ? async (text: string, params?: unknown[]) => (await new Promise((r) => setTimeout(r, 300)), target.query(text, params)) : Reflect.get(target, prop, target),
+        prop === 'query'
+          ? async (text: string, params?: unknown[]) => (running(), await new Promise((r) => setTimeout(r, 300)), target.query(text, params))
+          : Reflect.get(target, prop, target),
     });
     const bridge = await startAdminBridge({ ...h.services, db: slowDb } as typeof h.services);
     try {
@@ -336,7 +340,7 @@ describe('the admin bridge stopping', () => {
         headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
         body: JSON.stringify({ argv: ['--json', 'account', 'create', '--name', 'Drained Co'] }),
       });
-      await new Promise((r) => setTimeout(r, 100)); // the command is running
+      await commandRuns;
       const closed = bridge.close(5000);
       const reply = await answer;
       expect(reply.status).toBe(200);

@@ -19,6 +19,9 @@ import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js
 import { freePort, spawnRedis } from '../helpers/processes.js';
 import { openSocket, request, type TestSocket } from '../helpers/sockets.js';
 
+/** A step through the real gateway and store may take longer than vi.waitFor's 1 s default on a busy machine. */
+const SETTLE = { timeout: 10_000 };
+
 const [driver] = storeDrivers();
 
 /** Sends n requests in turn, none of which may be refused. */
@@ -233,7 +236,7 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
     });
     const [d, e] = ['198.51.100.75', '198.51.100.76'];
     const first = from(d, madeUp('c2cw_', 'y'));
-    await vi.waitFor(() => expect(widgetChecks).toHaveBeenCalledTimes(1));
+    await vi.waitFor(() => expect(widgetChecks).toHaveBeenCalledTimes(1), SETTLE);
     expect(await from(d, madeUp('c2cw_', 'z')).next('connect_error')).toEqual({ code: 'rate_limited', final: false, message: expect.any(String), retry_after: 1 });
     const held = from(d, agent.engineToken, live.h.config.siteUrl);
     expect(await held.next('connect_error')).toMatchObject({ code: 'rate_limited', retry_after: 1 });
@@ -247,7 +250,7 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
     await vi.waitFor(async () => {
       const next = from(d, agent.widgetToken);
       expect(await Promise.race([next.next('state').then(() => 'in'), next.next('connect_error').then(() => 'refused')])).toBe('in');
-    });
+    }, SETTLE);
     // A client told to retry does so on a new connection (one handshake per connection), and gets in.
     held.socket.connect();
     await held.next('work');
@@ -289,7 +292,7 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
     await new Promise((resolve) => ws.on('open', resolve));
     // the Socket.IO protocol by hand: CONNECT with a good token, DISCONNECT, then CONNECT again on the same connection
     ws.send(`40${JSON.stringify({ token: agent.widgetToken })}`);
-    await vi.waitFor(() => expect(frames.some((frame) => frame.startsWith('40{"sid"'))).toBe(true));
+    await vi.waitFor(() => expect(frames.some((frame) => frame.startsWith('40{"sid"'))).toBe(true), SETTLE);
     ws.send('41');
     ws.send(`40${JSON.stringify({ token: madeUp('c2cw_') })}`);
     await closed;
@@ -316,7 +319,7 @@ describe.each(storeDrivers())('socket handshakes and engine requests, against th
       const engine = from(address, agent.engineToken, live.h.config.siteUrl);
       await engine.next('work');
       engine.close();
-      await vi.waitFor(() => expect(live.h.services.bus.io.of('/').sockets.size).toBe(0));
+      await vi.waitFor(() => expect(live.h.services.bus.io.of('/').sockets.size).toBe(0), SETTLE);
     }
     expect(work).toHaveBeenCalledTimes(4);
     const refused = await from(address, agent.engineToken, live.h.config.siteUrl).next('connect_error');

@@ -3,41 +3,42 @@
  * one stuck on a struggling store (a statement timeout is 10 s) would hold the stop past the
  * node's 10 s bound, and the API's drain with it.
  */
-import { describe, expect, it } from 'vitest';
-import type { Server } from 'socket.io';
-import { ManualClock } from '../../api/clock.js';
-import type { Services } from '../../api/services.js';
-import type { BusMessage } from '../../api/bus/index.js';
-import { CATCH_UP_STOP_WAIT_MS, keepCurrentThroughOutages } from '../../gateway/catch-up.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { CATCH_UP_STOP_WAIT_MS } from '../../gateway/catch-up.js';
+import { readyAgent } from '../helpers/flows.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import { client } from '../helpers/harness.js';
+import { waitFor } from '../helpers/processes.js';
+import { openSocket, snapshotOf, type TestSocket } from '../helpers/sockets.js';
+import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
 describe('a stop during a catch-up', () => {
+  let g: GatewayHarness | undefined;
+  let socket: TestSocket | undefined;
+  afterEach(async () => {
+    socket?.close();
+    await g?.h.close();
+  });
+
   it('waits for it CATCH_UP_STOP_WAIT_MS at most', async () => {
-    const listeners: Array<(message: BusMessage) => void> = [];
-    let asked = 0;
-    const clock = new ManualClock();
-    const services = {
-      clock,
-      pusher: {},
-      bus: {
-        state: () => 'up',
-        subscribe: (listener: (message: BusMessage) => void) => {
-          listeners.push(listener);
-          return () => {};
-        },
-        // the catch-up's first step, which a store (here: Redis) that does not answer holds for good
-        roomsJoined: () => {
-          asked += 1;
-          return new Promise<void>(() => {});
-        },
-      },
-    } as unknown as Services;
-    const io = { of: () => ({ sockets: new Map() }) } as unknown as Server;
-    const stop = keepCurrentThroughOutages(services, io);
-    for (const listener of listeners) listener({ type: 'resync' } as BusMessage);
-    expect(asked).toBe(1); // a catch-up is under way, and will never finish
+    g = await createGatewayHarness('pglite');
+    const { services, clock } = g.h;
+    const t = await seedTenant(services);
+    const agent = await readyAgent(client(g.h.app), t);
+    socket = openSocket(g.url, agent.widgetToken, ORIGIN);
+    await snapshotOf(socket);
+    // the store does not answer the catch-up's read of the agent's state (it would, after a statement timeout)
+    const reads = vi.spyOn(services.pusher, 'agentState').mockImplementation(() => new Promise(() => {}));
+    // the bus reconnected: what was pushed meanwhile may be lost, so the node catches up
+    services.bus.publish({ type: 'resync' });
+    await waitFor(async () => (reads.mock.calls.length > 0 ? true : undefined), 'the catch-up to read', 10_000);
     let stopped = false;
-    const stopping = stop().then(() => (stopped = true));
+    const stopping = g.gateway.close().then(() => (stopped = true));
+    const ended = socket.next('ended');
+    // its sockets are told at once, before the wait
+    expect(await ended).toMatchObject({ code: 'server_restarting', final: false });
     await clock.advance(CATCH_UP_STOP_WAIT_MS - 1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
     expect(stopped).toBe(false);
     await clock.advance(1);
     await stopping;

@@ -21,7 +21,7 @@ import { command, heartbeat, readyAgent, requestCall, widgetState } from '../hel
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, type Client, type Harness } from '../helpers/harness.js';
 import { freePort, waitFor } from '../helpers/processes.js';
-import { openSocket, request, snapshotOf, type TestSocket } from '../helpers/sockets.js';
+import { advanceUntilEnded, openSocket, request, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe('uWebSockets.js', () => {
@@ -370,7 +370,6 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(refreshed.status).toBe(200);
     const fresh = open(refreshed.body.widget_token);
     await fresh.next('state');
-    const ended = old.next('ended');
     // the grace the old token keeps: the socket on it stays (no command is sent on it: a command
     // re-checks the token too, and the refresh alone must bring the ending forward)
     await h.clock.advanceSeconds(LIMITS.widgetTokenRefreshGraceSeconds - 1);
@@ -378,11 +377,7 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(old.events.some((event) => event.event === 'ended')).toBe(false);
     // past it (the sweep comes at most EXPIRY_SWEEP_MS later), the token is dead (REST refuses it),
     // and so is its socket, long before the expiry it was issued with; the one on the new token stays
-    await waitFor(async () => {
-      await h.clock.advance(EXPIRY_SWEEP_MS);
-      return old.events.some((event) => event.event === 'ended') ? true : undefined;
-    }, 'the ending', 10_000);
-    expect(await ended).toMatchObject({ code: 'token_expired', final: false });
+    expect(await advanceUntilEnded(h.clock, old, EXPIRY_SWEEP_MS)).toMatchObject({ code: 'token_expired', final: false });
     expect(h.clock.now() - refreshedAt).toBeLessThanOrEqual((LIMITS.widgetTokenRefreshGraceSeconds + 3) * 1000);
     expect((await api.get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN })).status).toBe(401);
     expect(await request(fresh.socket, 'command', { kind: 'focus', request_id: 'still-here' })).toMatchObject({ ok: true });
@@ -531,12 +526,19 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     // the store does not answer the gateway's re-check (its reads fail from the moment the change is announced)
     const db = h.services.db;
     const query = db.query;
+    let failed = 0;
     const stopFailing = h.services.bus.subscribe((message) => {
-      if (message.type === 'member') db.query = (async () => Promise.reject(new Error('the store is not answering'))) as typeof db.query;
+      if (message.type === 'member')
+        db.query = (async () => {
+          failed += 1;
+          throw new Error('the store is not answering');
+        }) as typeof db.query;
     });
     try {
       await updateMember({ db, bus: h.services.bus, clock: h.services.clock }, t.agent.id, { enabled: false });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The re-check's first read (the platform's, one read for both sockets) failed: both are unanswered.
+      await waitFor(async () => (failed > 0 ? true : undefined), "the gateway's re-check", 10_000);
+      await new Promise((resolve) => setImmediate(resolve));
     } finally {
       stopFailing();
       db.query = query;

@@ -7,10 +7,12 @@
  * keeps every check waiting.
  */
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { OriginPolicy } from '../../api/http/origin-policy.js';
 import type { Gateway } from '../../gateway/server.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import type { Harness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/processes.js';
 import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
 describe('the gateway while the store is slow', () => {
@@ -35,6 +37,7 @@ describe('the gateway while the store is slow', () => {
     const sid = (JSON.parse(open.slice(1)) as { sid: string }).sid;
     try {
       // the Origin checks wait until every client has hung up
+      const checks = vi.spyOn(OriginPolicy.prototype, 'allows');
       let release!: () => void;
       const held = h.services.db.tx(() => new Promise<void>((resolve) => (release = resolve)));
       const hangUp = (request: string) => {
@@ -54,11 +57,14 @@ describe('the gateway while the store is slow', () => {
         // and a preflight, which the gateway answers itself
         hangUp(`OPTIONS /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://preflight-${i}.example\r\nAccess-Control-Request-Method: POST\r\n\r\n`);
       }
+      // every preflight is waiting on the store (the others, sent with them, had a moment more)
+      await waitFor(async () => (checks.mock.calls.length >= 10 ? true : undefined), 'the Origin checks to wait on the store', 10_000);
       await new Promise((resolve) => setTimeout(resolve, 300));
       release();
       await held;
       await new Promise((resolve) => setTimeout(resolve, 300));
     } finally {
+      vi.restoreAllMocks();
       process.off('unhandledRejection', note);
       process.off('uncaughtException', note);
     }

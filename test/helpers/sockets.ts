@@ -69,3 +69,19 @@ export function request<T = any>(socket: Socket, event: string, payload: unknown
 export function snapshotOf<T = any>(socket: TestSocket): Promise<T> {
   return socket.next<T>('state', { where: (state) => (state as { session_expires_at?: number }).session_expires_at !== undefined });
 }
+
+/**
+ * Moves a manual clock forward a step at a time until the socket hears `ended`, giving it up to
+ * `settleMs` of real time after each step: the clock never runs ahead of a slow machine, so where
+ * the ending happened on the clock can be asserted. Resolves with the ending's payload.
+ */
+export async function advanceUntilEnded<T = any>(clock: { advance(ms: number): Promise<void> }, socket: TestSocket, stepMs: number, maxSteps = 30, settleMs = 2000): Promise<T> {
+  const ended = socket.next<T>('ended', { timeoutMs: (maxSteps + 1) * (settleMs + 1000) });
+  const heard = ended.then(() => true);
+  for (let step = 0; step < maxSteps; step += 1) {
+    await clock.advance(stepMs);
+    const now = await Promise.race([heard, new Promise<false>((resolve) => setTimeout(() => resolve(false), settleMs))]);
+    if (now) return ended;
+  }
+  throw new Error(`no ended within ${maxSteps} steps of ${stepMs} ms; got ${socket.events.map((e) => e.event).join(', ')}`);
+}

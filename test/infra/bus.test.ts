@@ -66,9 +66,9 @@ describe.each(drivers)('bus driver %s', (name, open) => {
     try {
       await new Promise<void>((resolve) => client.on('connect', () => resolve()));
       const received = new Promise((resolve) => client.on('state', resolve));
-      // The adapter subscribes to a room's channel when the room is created: give it a moment.
+      // The adapter subscribes to a room's channel when the room is created: wait until Redis has it.
       await waitFor(() => pair.b.io.sockets.adapter.rooms.has('agent:c2c_x:mem_room'));
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await pair.b.roomsJoined();
       const relayedBefore = [pair.a.relayedCount(), pair.b.relayedCount()];
       pair.a.io.to('agent:c2c_x:mem_room').emit('state', { version: 42 });
       expect(await received).toEqual({ version: 42 });
@@ -261,19 +261,28 @@ async function redisProxy(port: number, delay: (direction: 'up' | 'down', chunk:
 
 describe.skipIf(!url)('Redis bus faults', () => {
   it('survives a killed connection, reports resync, and delivers again', async () => {
-    const a = await createRedisBus(url!);
-    const b = await createRedisBus(url!);
-    const seen: BusMessage[] = [];
-    b.subscribe((m) => seen.push(m));
-    const admin = await connectedRedis(url!, 'c2c-test-admin');
-    await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
-    await waitFor(() => seen.some((m) => m.type === 'resync'), 5000);
-    await waitFor(() => b.state() === 'up' && a.state() === 'up', 5000);
-    a.publish({ type: 'platform', disabled: true });
-    await waitFor(() => seen.some((m) => m.type === 'platform'), 5000);
-    admin.disconnect();
-    await a.close();
-    await b.close();
+    // On a Redis of its own: killing every subscriber of the shared one would cut other suites' buses.
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    const own = `redis://127.0.0.1:${port}`;
+    const a = await createRedisBus(own);
+    const b = await createRedisBus(own);
+    const admin = await connectedRedis(own, 'c2c-test-admin');
+    try {
+      const seen: BusMessage[] = [];
+      b.subscribe((m) => seen.push(m));
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+      await waitFor(() => seen.some((m) => m.type === 'resync'), 5000);
+      await waitFor(() => b.state() === 'up' && a.state() === 'up', 5000);
+      a.publish({ type: 'platform', disabled: true });
+      await waitFor(() => seen.some((m) => m.type === 'platform'), 5000);
+    } finally {
+      admin.disconnect();
+      await a.close();
+      await b.close();
+      await server.stop();
+    }
   });
 
   /** Two buses on a Redis server of the test's own, what B hears, and a way to drop their connections of one name. */

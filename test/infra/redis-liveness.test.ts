@@ -141,12 +141,19 @@ describe.skipIf(!redisUrl())('a Redis connection whose Redis stops answering', (
     // A 40 MB reply, then the probe's PING behind it on the same connection.
     const big = client.get('c2c-test:liveness:big');
     await clock.advance(PROBE_EVERY_MS);
-    // The node stalls while Redis sends; when it resumes, the PING is overdue and its answer is still
-    // megabytes away (Node reads a few MB per turn of its event loop), but Redis is talking.
+    // The node reads nothing while Redis sends. Once Redis is seen sending (on a busy machine it may
+    // take a while to start), the node stalls a moment more, so the kernel's buffers fill.
+    client.stream.pause();
+    await waitFor(async () => (client.stream.readableLength > 0 ? true : undefined), 'Redis to start sending', 10_000);
     const resumeAt = Date.now() + 200;
     while (Date.now() < resumeAt) {
       // stalled
     }
+    // What Node had read is heard now, before the leap. When the node resumes, the PING is overdue
+    // and its answer still megabytes away (Node reads a few MB per turn of its event loop), but
+    // Redis is talking: only the judgement after reading (redis-liveness.ts) can know.
+    client.stream.resume();
+    await new Promise((resolve) => process.nextTick(resolve));
     await clock.advance(SILENT_AFTER_MS);
     expect((await big)?.length).toBe(40 * 1024 * 1024);
     expect(closes).toBe(0);

@@ -1,6 +1,7 @@
 /**
  * The SDK declares the contract's resources as plain interfaces (no zod in the bundle or its type
- * declarations). These checks, enforced by the typecheck, keep them identical to shared/.
+ * declarations). These checks keep them identical to shared/. expectTypeOf does nothing at run
+ * time: the type-level ones are enforced by the typecheck, which `npm test` runs before the suites.
  */
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';

@@ -15,6 +15,9 @@ import { READY } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { ORIGIN, US_NUMBER, seedTenant, type Tenant } from '../helpers/tenant.js';
 
+/** A step through the real gateway and store may take longer than vi.waitFor's 1 s default on a busy machine. */
+const SETTLE = { timeout: 10_000 };
+
 const BASE = 'http://c2c.test' + API_PREFIX;
 
 describe.each(storeDrivers().slice(0, 1))('the SDK against the service on %s', (driver) => {
@@ -88,14 +91,14 @@ describe.each(storeDrivers().slice(0, 1))('the SDK against the service on %s', (
     const w = start();
     const states: string[] = [];
     w.on('statechange', (e) => states.push(e.state));
-    await vi.waitFor(() => expect(w.getState().state).toBe('offline'));
+    await vi.waitFor(() => expect(w.getState().state).toBe('offline'), SETTLE);
     expect(w.getState().agent?.identifier).toBe(t.agent.email);
-    await vi.waitFor(() => expect((w as unknown as { transport: { status: string } }).transport.status).toBe('push'));
+    await vi.waitFor(() => expect((w as unknown as { transport: { status: string } }).transport.status).toBe('push'), SETTLE);
 
     // enableCalls: the window is opened at once, then sent to window_url with the ticket in the fragment.
     expect(w.enableCalls()).toBe(true);
     expect(w.getState().state).toBe('enabling');
-    await vi.waitFor(() => expect(replaceWindow).toHaveBeenCalled());
+    await vi.waitFor(() => expect(replaceWindow).toHaveBeenCalled(), SETTLE);
     const windowUrl = new URL(replaceWindow.mock.calls[0]![0] as string);
     const ticket = new URLSearchParams(windowUrl.hash.slice(1)).get('ticket')!;
     const paired = await api.post('/engine/pair', { ticket, simulated: true });
@@ -103,21 +106,21 @@ describe.each(storeDrivers().slice(0, 1))('the SDK against the service on %s', (
     const engineToken = paired.body.engine_token as string;
     await api.post('/engine/voice-token', undefined, { auth: engineToken });
     await api.post('/engine/heartbeat', READY, { auth: engineToken });
-    await vi.waitFor(() => expect(w.getState().state).toBe('ready'));
+    await vi.waitFor(() => expect(w.getState().state).toBe('ready'), SETTLE);
 
     // Availability is the server's: done at once, confirmed by the pushed snapshot.
     await expect(w.setAvailability(false)).resolves.toMatchObject({ ok: true, status: 'done' });
-    await vi.waitFor(() => expect(w.getState().state).toBe('unavailable'));
+    await vi.waitFor(() => expect(w.getState().state).toBe('unavailable'), SETTLE);
     await w.setAvailability(true);
-    await vi.waitFor(() => expect(w.getState().state).toBe('ready'));
+    await vi.waitFor(() => expect(w.getState().state).toBe('ready'), SETTLE);
 
     // A call requested through the integrator's backend shows up; a hangup ends it server-side.
     const requested = (await w.requestCall({ contact_reference: 'crm-42', display_name: 'Jo Bloggs' })) as { ok: boolean; request_id: string };
     expect(requested).toMatchObject({ ok: true, status: 'queued' });
-    await vi.waitFor(() => expect(w.getState()).toMatchObject({ state: 'call', call: { request_id: requested.request_id } }));
+    await vi.waitFor(() => expect(w.getState()).toMatchObject({ state: 'call', call: { request_id: requested.request_id } }), SETTLE);
     expect(w.getState().call?.display).toMatchObject({ name: 'Jo Bloggs', contact_reference: 'crm-42' });
     await expect(w.hangup()).resolves.toMatchObject({ status: 'done' });
-    await vi.waitFor(() => expect(w.getState()).toMatchObject({ state: 'ready', call: { status: 'canceled' } }));
+    await vi.waitFor(() => expect(w.getState()).toMatchObject({ state: 'ready', call: { status: 'canceled' } }), SETTLE);
 
     // mute needs a connected call: the server's refusal comes back as the command's error.
     const failures: string[] = [];
@@ -130,11 +133,11 @@ describe.each(storeDrivers().slice(0, 1))('the SDK against the service on %s', (
     const asked = sessionsAsked.length;
     const token = (w as unknown as { session: { token: string } }).session.token;
     expect((await api.post('/widget/revoke', undefined, { auth: token, origin: ORIGIN })).status).toBe(200);
-    await vi.waitFor(() => expect(sessionsAsked.length).toBe(asked + 1));
-    await vi.waitFor(() => expect(w.getState().state).toBe('ready'));
-    await vi.waitFor(() => expect((w as unknown as { transport: { status: string } }).transport.status).toBe('push'));
+    await vi.waitFor(() => expect(sessionsAsked.length).toBe(asked + 1), SETTLE);
+    await vi.waitFor(() => expect(w.getState().state).toBe('ready'), SETTLE);
+    await vi.waitFor(() => expect((w as unknown as { transport: { status: string } }).transport.status).toBe('push'), SETTLE);
     await expect(w.setAvailability(false)).resolves.toMatchObject({ status: 'done' });
-    await vi.waitFor(() => expect(w.getState().state).toBe('unavailable'));
+    await vi.waitFor(() => expect(w.getState().state).toBe('unavailable'), SETTLE);
 
     // endSession revokes the credential for good.
     const last = (w as unknown as { session: { token: string } }).session.token;
@@ -148,7 +151,7 @@ describe.each(storeDrivers().slice(0, 1))('the SDK against the service on %s', (
     h.services.realtime.available = false;
     try {
       const w = start();
-      await vi.waitFor(() => expect(['ready', 'unavailable', 'offline']).toContain(w.getState().state));
+      await vi.waitFor(() => expect(['ready', 'unavailable', 'offline']).toContain(w.getState().state), SETTLE);
       const polls: number[] = [];
       const transport = (w as unknown as { transport: { d: { getState: (etag: string | null) => Promise<{ status: number }> } } }).transport;
       const original = transport.d.getState;

@@ -67,15 +67,16 @@ describe('establish', () => {
     const api = new EngineApi(BASE, fakeFetch({ '/engine/pair': () => ({ status: 201, body: paired() }), '/engine/close': close }));
     const storage = memoryStorage();
     let answer: (yes: boolean) => void = () => {};
-    const asked = new Promise<void>((resolve) => {
-      void establish(api, storage, 'c2cl_ticket', true, () => {
-        resolve();
-        return new Promise<boolean>((decide) => (answer = decide));
-      }).then((result) => expect(result).toEqual({ ok: false, reason: 'declined', message: MESSAGES.consentDeclined, retry: false }));
+    let asked: () => void = () => {};
+    const questionAsked = new Promise<void>((resolve) => (asked = resolve));
+    const outcome = establish(api, storage, 'c2cl_ticket', true, () => {
+      asked();
+      return new Promise<boolean>((decide) => (answer = decide));
     });
-    await asked;
+    await questionAsked;
     expect(loadPairing(storage, BASE)).toBeNull(); // a reload now finds nothing to carry on
     answer(false);
+    await expect(outcome).resolves.toEqual({ ok: false, reason: 'declined', message: MESSAGES.consentDeclined, retry: false });
     await vi.waitFor(() => expect(close).toHaveBeenCalled());
     expect(close.mock.calls[0]![0]).toEqual({ reason: 'declined' });
     expect(close.mock.calls[0]![1].authorization).toBe('Bearer c2ce_one');
