@@ -46,6 +46,11 @@ describe('c2c operator commands', () => {
 
     const rotated = await c2c('integration', 'rotate-key', integration.json.integration_id);
     expect(rotated.json.server_key).not.toBe(integration.json.server_key);
+    // a revoke says what it did: the second finds nothing left to revoke
+    const revoked = await runCommand(['integration', 'revoke-key', integration.json.integration_id], async () => h.services);
+    expect(revoked.stdout.join('\n')).toContain('server key revoked');
+    const again = await runCommand(['integration', 'revoke-key', integration.json.integration_id], async () => h.services);
+    expect([again.code, again.stdout.join('\n')]).toEqual([0, expect.stringContaining('no live server key to revoke')]);
   });
 
   it('refuses what would do nothing, or harm, saying why: unknown ids, bad values, an empty origin list, duplicate people', async () => {
@@ -66,6 +71,16 @@ describe('c2c operator commands', () => {
     await refusal(['integration', 'policy', integration, '--max-call-seconds', '99999999999'], 'max_call_seconds');
     await refusal(['integration', 'policy', integration, '--caller-id', '+1202555010'], 'caller ID');
     await refusal(['integration', 'origins', integration], '--none');
+    // an empty list given (an empty file or standard input, comments only, an empty --origin) is a mistake, not --none
+    for (const [argv, attached] of [
+      [['--file', 'empty.txt'], { 'empty.txt': '' }],
+      [['--file', '-'], { '-': '\n# nothing yet\n\n' }],
+      [['--origin', ''], {}],
+    ] as Array<[string[], Record<string, string>]>) {
+      const emptied = await runCommand(['integration', 'origins', integration, ...argv], async () => h.services, attached);
+      expect([emptied.code, emptied.stderr.join('\n')], argv.join(' ')).toEqual([1, expect.stringContaining('holds no origin')]);
+    }
+    expect((await c2c('integration', 'show', integration)).json.allowed_origins).toEqual(['https://delta.example']);
     await refusal(['integration', 'origins', integration, '--origin', 'https://*.delta.example'], 'no wildcard');
     await refusal(['integration', 'coverage', integration, '--mode', 'members'], '--members');
     await refusal(['member', 'create', '--account', account, '--email', 'DEE@delta.example', '--name', 'Dee again'], member.id);
@@ -77,7 +92,11 @@ describe('c2c operator commands', () => {
     await refusal(['rate', 'set', '+1', '0.0000004'], '0.000001');
     const other = (await c2c('member', 'create', '--account', account, '--email', 'eve@delta.example', '--name', 'Eve')).json;
     expect((await c2c('integration', 'map-uuid', integration, member.id, '0b7f4f5e-0000-4000-8000-000000000001')).code).toBe(0);
-    await refusal(['integration', 'map-uuid', integration, other.id, '0B7F4F5E-0000-4000-8000-000000000001'], `already mapped to member ${member.id}`);
+    await refusal(['integration', 'map-uuid', integration, other.id, '0B7F4F5E-0000-4000-8000-000000000001'], `already member ${member.id}'s`);
+    // another member's stable UUID finds that member in uuid mode: mapping it to this one would make both ambiguous
+    await refusal(['integration', 'map-uuid', integration, other.id, member.uuid.toUpperCase()], `already member ${member.id}'s`);
+    // nor can a new member take a UUID an integration maps to someone
+    await refusal(['member', 'create', '--account', account, '--email', 'fay@delta.example', '--name', 'Fay', '--uuid', '0b7f4f5e-0000-4000-8000-000000000001'], `mapped to member ${member.id}`);
     // an override's caller ID goes back to the integration's with "inherit"
     expect((await c2c('integration', 'override', integration, member.id, '--caller-id', '+12025550100', '--max-call-seconds', '600')).code).toBe(0);
     expect((await c2c('integration', 'override', integration, member.id, '--caller-id', 'inherit')).code).toBe(0);
@@ -400,6 +419,21 @@ describe('the c2c binary', () => {
   afterAll(async () => {
     await node?.close();
     rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('refuses a step on PostgreSQL directly without Redis, where no running node would hear of it, unless told no node runs', async () => {
+    // a database that is not there: a step let through fails on reaching it, one refused never tries
+    const onPostgres = { ...env, DATABASE_URL: 'postgres://c2c@127.0.0.1:1/nowhere' };
+    const refused = await run(process.execPath, [BIN, 'platform', 'disable'], { env: onPostgres }).catch((e) => e);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('without REDIS_URL a change made on DATABASE_URL directly reaches no running node');
+    expect(refused.stderr).toContain('C2C_NO_NODES_RUNNING=1');
+    for (const allowed of [{ C2C_NO_NODES_RUNNING: '1' }, { REDIS_URL: 'redis://127.0.0.1:1' }]) {
+      const tried = await run(process.execPath, [BIN, 'platform', 'disable'], { env: { ...onPostgres, ...allowed } }).catch((e) => e);
+      expect(tried.code).toBe(1);
+      expect(tried.stderr).not.toContain('reaches no running node');
+      expect(tried.stderr).toMatch(/PostgreSQL|DATABASE_URL/);
+    }
   });
 
   it('works against the embedded store when no server runs, then through the running server', async () => {

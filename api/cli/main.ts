@@ -81,14 +81,30 @@ async function operate(argv: string[], config: Config): Promise<CliResult> {
  * With no server running for the data directory, an operator step opens its store itself: it must
  * be there already. A mistyped or missing C2C_DATA_DIR would otherwise make a new, empty store,
  * and the step would "succeed" on it while the real service went on unchanged.
+ *
+ * On a shared PostgreSQL, nodes hear of a change on the bus, and keep what they cached (the platform
+ * switch, integrations, tokens' checks, origins) until they do. Without REDIS_URL the step's bus is
+ * in-process: no node would hear, and a platform disabled "successfully" would go on serving. So it
+ * runs only with Redis, or when the operator says no node is running on the database.
  */
-function assertStoreHere(config: Config): void {
-  if (config.databaseUrl || existsSync(join(config.dataDir, 'pglite'))) return;
+function assertStoreHere(config: Config, env: NodeJS.ProcessEnv = process.env): void {
+  if (config.databaseUrl) {
+    if (config.redisUrl || env[NO_NODES_RUNNING] === '1') return;
+    throw new Error(
+      `no server running for C2C_DATA_DIR (${resolve(config.dataDir)}) to run this in, and without REDIS_URL a change made on DATABASE_URL directly reaches no running node ` +
+        `(they keep the old settings until they restart). Run c2c with the server's C2C_DATA_DIR, or with REDIS_URL as the nodes have it; ` +
+        `if no node is running on this database, set ${NO_NODES_RUNNING}=1.`,
+    );
+  }
+  if (existsSync(join(config.dataDir, 'pglite'))) return;
   throw new Error(
     `no store in C2C_DATA_DIR (${resolve(config.dataDir)}) and no server running for it. ` +
       "Run c2c with the server's C2C_DATA_DIR (or DATABASE_URL), or start the server there first (npm start).",
   );
 }
+
+/** The operator's word that no node runs on DATABASE_URL, for a step run there without Redis (assertStoreHere). */
+const NO_NODES_RUNNING = 'C2C_NO_NODES_RUNNING';
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);

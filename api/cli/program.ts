@@ -23,6 +23,7 @@ import {
   describeIntegration,
   mapIntegratorUuid,
   rotateServerKey,
+  parseOriginLines,
   revokeServerKey,
   setAllowAllOrigins,
   setCoverage,
@@ -300,7 +301,10 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .action(async (id: string, o: { origin?: string[]; file?: string; none?: boolean }) => {
       const given = o.origin !== undefined || o.file !== undefined;
       if (given === Boolean(o.none)) throw new InvalidArgumentError('give the new list (--origin, --file), or --none to remove every origin');
-      const row = await setOrigins(await deps(), id, originLines(o, files));
+      const origins = originLines(o, files);
+      // An empty file or standard input (a missing file piped in, a truncated one) is a mistake, not --none.
+      if (given && parseOriginLines(origins).length === 0) throw new InvalidArgumentError('the list given holds no origin: nothing was saved (--none removes every origin)');
+      const row = await setOrigins(await deps(), id, origins);
       out.result({ integration_id: id, allowed_origins: row.allowed_origins }, `allowed origins: ${row.allowed_origins.join(' ') || '(none)'}`);
     });
   integration
@@ -384,7 +388,10 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   });
   integration.command('revoke-key <integrationId>').action(async (id: string) => {
     const n = await revokeServerKey(await deps(), id);
-    out.result({ integration_id: id, revoked: n }, `server key revoked; the backend can no longer call the API`);
+    out.result(
+      { integration_id: id, revoked: n },
+      n > 0 ? `server key revoked; the backend can no longer call the API` : `no live server key to revoke (already revoked); the backend cannot call the API`,
+    );
   });
   for (const [name, enabled] of [['enable', true], ['disable', false]] as const) {
     integration.command(`${name} <integrationId>`).action(async (id: string) => {

@@ -3,7 +3,7 @@
  * server key rotation and revocation, integration revocation ending widget sessions, member
  * changes, the platform switch, and the widget token's origin and lifetime.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeServerKey, rotateServerKey, setCoverage, setIntegrationEnabled } from '../../api/domain/operator/integrations.js';
 import { issueServerKey } from '../../api/domain/server-keys.js';
@@ -27,6 +27,9 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
     return res.body.widget_token as string;
   };
   const state = (token: string, origin = ORIGIN) => api.get('/widget/state', { auth: token, origin });
+  /** statements of this database waiting on a row lock (PostgreSQL) */
+  const lockWaits = async () =>
+    (await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))[0]!.n;
 
   beforeAll(async () => {
     h = await createHarness(driver, { widgetTokenTtlSeconds: 1800 });
@@ -116,6 +119,37 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
     const leftover = await h.services.db.tx((sql) => issueServerKey(sql, h.clock, doomed.integrationId));
     await expectError(api.get('/calls/ci_x', { auth: leftover.token }), 401, 'unauthorized');
   });
+
+  // PGlite runs one transaction at a time: only PostgreSQL can interleave these.
+  if (driver === 'pg') {
+    it('a key revoke during a rotation revokes the key the rotation issues too', async () => {
+      const other = await seedTenant(h.services);
+      const live = async () => (await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM server_keys WHERE integration_id = $1 AND revoked_at IS NULL', [other.integrationId]))[0]!.n;
+      let commit: () => void = () => {};
+      const rotating = h.services.db.tx(async (sql) => {
+        // a rotation under way: the integration locked, the new key issued, not committed yet
+        await sql.query('SELECT 1 FROM integrations WHERE id = $1 FOR UPDATE', [other.integrationId]);
+        const issued = await issueServerKey(sql, h.clock, other.integrationId);
+        await new Promise<void>((resolve) => (commit = resolve));
+        return issued;
+      });
+      const revoking = revokeServerKey(deps(), other.integrationId);
+      await vi.waitFor(async () => expect(await lockWaits()).toBeGreaterThan(0), { timeout: 10_000 });
+      commit();
+      const issued = await rotating;
+      expect(await revoking).toBe(1); // the one the rotation issued (it revoked the old one itself)
+      expect(await live()).toBe(0);
+      await expectError(api.post('/sessions', { ...sessionBody(), integration_id: other.integrationId }, { auth: issued.token }), 401, 'unauthorized');
+    });
+
+    it('two members created at once whose e-mails differ only in case: one is made, the other refused', async () => {
+      const attempts = await Promise.allSettled(
+        ['Zed@acme.example', 'zed@acme.example', 'ZED@acme.example'].map((email) => createMember(deps(), { accountId: t.accountId, email, name: 'Zed' })),
+      );
+      expect(attempts.filter((attempt) => attempt.status === 'fulfilled')).toHaveLength(1);
+      for (const attempt of attempts.filter((a): a is PromiseRejectedResult => a.status === 'rejected')) expect(String(attempt.reason)).toContain('has this e-mail already');
+    });
+  }
 
   it('a widget token works only from its own origin, and only until it expires', async () => {
     const token = await newSession();

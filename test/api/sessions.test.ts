@@ -113,9 +113,11 @@ describe.each(storeDrivers())('POST /sessions on %s', (driver) => {
     expect(byMapped.status).toBe(201);
     expect(byMapped.body.agent.identifier).toBe('crm-user-17');
 
-    // Another member mapped to the first member's stable UUID: one value, two members.
+    // Another member mapped to the first member's stable UUID: one value, two members. The operator
+    // steps refuse it; a row written otherwise (by hand, or by a release that did not check) is ambiguous.
     const other = await createMember(deps(), { accountId: t.accountId, email: 'zed@acme.example', name: 'Zed', departmentId: t.salesId });
-    await mapIntegratorUuid(deps(), t.integrationId, other.id, t.agent.uuid);
+    await expect(mapIntegratorUuid(deps(), t.integrationId, other.id, t.agent.uuid)).rejects.toThrow(`already member ${t.agent.id}'s`);
+    await h.services.db.query('INSERT INTO integration_members (integration_id, member_id, integrator_uuid) VALUES ($1, $2, $3)', [t.integrationId, other.id, t.agent.uuid]);
     await expectError(session({ ...valid(), agent: { type: 'uuid', value: t.agent.uuid } }), 409, 'agent_ambiguous');
     await mapIntegratorUuid(deps(), t.integrationId, other.id, null);
     await setIdentifierMode(deps(), t.integrationId, 'email');

@@ -139,6 +139,12 @@ async function assertDepartmentOfAccount(sql: Sql, accountId: string, department
   if (!row) throw new OperatorError(`No department ${departmentId} in account ${accountId}.`);
 }
 
+/**
+ * Locks an account for a change to who its members are known as (e-mails, UUIDs). NO KEY UPDATE:
+ * rows that reference the account (a call, a member) are still inserted meanwhile.
+ */
+export const ACCOUNT_LOCK = 'SELECT kind FROM accounts WHERE id = $1 FOR NO KEY UPDATE';
+
 export async function createMember(
   { db, clock }: OperatorDeps,
   input: { id?: string; accountId: string; email: string; name: string; uuid?: string; departmentId?: string | null; enabled?: boolean },
@@ -146,33 +152,35 @@ export async function createMember(
   if (!EMAIL.test(input.email)) throw new OperatorError(`Not an e-mail address: ${input.email}`);
   if (input.uuid !== undefined && !UUID.test(input.uuid)) throw new OperatorError(`Not a UUID: ${input.uuid}`);
   const name = assertName('member', input.name);
-  const [account] = await db.query<{ kind: string; members: number }>(
-    'SELECT kind, (SELECT count(*)::int FROM members WHERE account_id = $1 AND NOT removed) AS members FROM accounts WHERE id = $1',
-    [input.accountId],
-  );
-  if (!account) throw new OperatorError(`No account ${input.accountId}.`);
-  if (account.kind === 'personal' && account.members > 0) throw new OperatorError('A personal account has exactly one member.');
-  await assertDepartmentOfAccount(db, input.accountId, input.departmentId);
-  // Sessions find a member by e-mail without regard to case: two differing only in case would make both agent_ambiguous.
-  const [sameEmail] = await db.query<{ id: string }>('SELECT id FROM members WHERE account_id = $1 AND lower(email) = lower($2)', [input.accountId, input.email]);
-  if (sameEmail) throw new OperatorError(`Member ${sameEmail.id} has this e-mail already (e-mails are compared without regard to case).`);
+  const uuid = (input.uuid ?? randomUUID()).toLowerCase();
   try {
-    const [row] = await db.query<MemberRecord>(
-      `INSERT INTO members (id, account_id, email, uuid, name, enabled, department_id, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       RETURNING id, account_id, email, uuid::text AS uuid, name, enabled, department_id`,
-      [
-        input.id ?? newId(ID_PREFIX.member),
-        input.accountId,
-        input.email,
-        (input.uuid ?? randomUUID()).toLowerCase(),
-        name,
-        input.enabled ?? true,
-        input.departmentId ?? null,
-        clock.now(),
-      ],
-    );
-    return row!;
+    return await db.tx(async (sql) => {
+      // The account locked (as a UUID mapping locks it): two members created at once would each pass the checks below.
+      const [account] = await sql.query<{ kind: string }>(ACCOUNT_LOCK, [input.accountId]);
+      if (!account) throw new OperatorError(`No account ${input.accountId}.`);
+      if (account.kind === 'personal') {
+        const [others] = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM members WHERE account_id = $1 AND NOT removed', [input.accountId]);
+        if (others!.n > 0) throw new OperatorError('A personal account has exactly one member.');
+      }
+      await assertDepartmentOfAccount(sql, input.accountId, input.departmentId);
+      // Sessions find a member by e-mail without regard to case: two differing only in case would make both agent_ambiguous.
+      const [sameEmail] = await sql.query<{ id: string }>('SELECT id FROM members WHERE account_id = $1 AND lower(email) = lower($2)', [input.accountId, input.email]);
+      if (sameEmail) throw new OperatorError(`Member ${sameEmail.id} has this e-mail already (e-mails are compared without regard to case).`);
+      // In uuid mode a session's UUID finds a member by its stable UUID or an integration's mapping: one already mapped is taken.
+      const [mapped] = await sql.query<{ member_id: string; integration_id: string }>(
+        `SELECT im.member_id, im.integration_id FROM integration_members im JOIN integrations i ON i.id = im.integration_id
+         WHERE i.account_id = $1 AND lower(im.integrator_uuid) = $2`,
+        [input.accountId, uuid],
+      );
+      if (mapped) throw new OperatorError(`${uuid} is mapped to member ${mapped.member_id} in integration ${mapped.integration_id}; give this member another UUID.`);
+      const [row] = await sql.query<MemberRecord>(
+        `INSERT INTO members (id, account_id, email, uuid, name, enabled, department_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         RETURNING id, account_id, email, uuid::text AS uuid, name, enabled, department_id`,
+        [input.id ?? newId(ID_PREFIX.member), input.accountId, input.email, uuid, name, input.enabled ?? true, input.departmentId ?? null, clock.now()],
+      );
+      return row!;
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw new OperatorError(`A member with this e-mail or UUID already exists.`);
     throw error;

@@ -13,7 +13,8 @@ import { newId } from '../credentials.js';
 import { widgetDefaults, type CoverageMode, type IntegrationRow, type MemberOverrides, type WindowMode } from '../integrations/model.js';
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
 import { parseE164 } from '../phone.js';
-import { OperatorError, type OperatorDeps } from './accounts.js';
+import { agentVersionBump } from '../agent-state.js';
+import { ACCOUNT_LOCK, OperatorError, type OperatorDeps } from './accounts.js';
 
 export interface PolicySettings {
   outbound?: boolean;
@@ -68,9 +69,13 @@ function policyColumns(settings: PolicySettings): Record<string, unknown> {
 
 type BumpedAgents = Array<{ member_id: string; version: number }>;
 
-/** Bumps every known agent's version of the integration (what its widgets show may have changed). */
+/**
+ * Bumps every known agent's version of the integration (what its widgets show may have changed),
+ * taking the rows in key order as every bump does (agentVersionBump), so it never deadlocks with a
+ * heartbeat batch or the reaper bumping some of the same agents.
+ */
 function bumpAgents(sql: Sql, integrationId: string): Promise<BumpedAgents> {
-  return sql.query('UPDATE agent_versions SET version = version + 1 WHERE integration_id = $1 RETURNING member_id, version', [integrationId]);
+  return sql.query(agentVersionBump('SELECT integration_id, member_id FROM agent_versions WHERE integration_id = $1'), [integrationId]);
 }
 
 /**
@@ -82,21 +87,36 @@ function announce({ bus }: OperatorDeps, integrationId: string, agents: BumpedAg
   for (const agent of agents) bus.publish({ type: 'agent', integrationId, memberId: agent.member_id, version: agent.version });
 }
 
-async function integrationChanged(deps: OperatorDeps, integrationId: string): Promise<void> {
-  announce(deps, integrationId, await bumpAgents(deps.db, integrationId));
+/**
+ * Makes a change to an integration, and bumps its agents' versions, in one transaction; then tells
+ * every node. Stored apart, a change whose bump then failed (a statement timeout) would be in the
+ * store but never announced, and every node would go on with what it cached.
+ */
+async function changeIntegration<T>(deps: OperatorDeps, integrationId: string, change: (sql: Sql) => Promise<T>): Promise<T> {
+  const { result, agents } = await deps.db.tx(async (sql) => {
+    const result = await change(sql);
+    return { result, agents: await bumpAgents(sql, integrationId) };
+  });
+  announce(deps, integrationId, agents);
+  return result;
 }
 
-async function update(deps: OperatorDeps, integrationId: string, columns: Record<string, unknown>): Promise<IntegrationRow> {
+/** Sets these columns of an integration that is not revoked; resolves its row as changed. */
+async function updateIn(sql: Sql, integrationId: string, columns: Record<string, unknown>): Promise<IntegrationRow> {
   const names = Object.keys(columns);
   if (names.length === 0) throw new OperatorError('Nothing to change.');
   const assignments = names.map((name, index) => `${name} = $${index + 2}`).join(', ');
-  const [row] = await deps.db.query<IntegrationRow>(`UPDATE integrations SET ${assignments} WHERE id = $1 AND status <> 'revoked' RETURNING *`, [
+  const [row] = await sql.query<IntegrationRow>(`UPDATE integrations SET ${assignments} WHERE id = $1 AND status <> 'revoked' RETURNING *`, [
     integrationId,
     ...Object.values(columns),
   ]);
-  if (!row) throw await missingOrRevoked(deps.db, integrationId);
-  await integrationChanged(deps, integrationId);
+  if (!row) throw await missingOrRevoked(sql, integrationId);
   return row;
+}
+
+async function update(deps: OperatorDeps, integrationId: string, columns: Record<string, unknown>): Promise<IntegrationRow> {
+  if (Object.keys(columns).length === 0) throw new OperatorError('Nothing to change.');
+  return changeIntegration(deps, integrationId, (sql) => updateIn(sql, integrationId, columns));
 }
 
 /** Why an integration a change found no row of was not changed: it does not exist, or it was revoked for good. */
@@ -214,7 +234,7 @@ export async function setCoverage(
   integrationId: string,
   coverage: { mode: CoverageMode; inheritFuture?: boolean; memberIds?: string[]; departmentIds?: string[] },
 ): Promise<void> {
-  const agents = await deps.db.tx(async (sql) => {
+  await changeIntegration(deps, integrationId, async (sql) => {
     // whether future members inherit stays as it was unless given
     const rows = await sql.query(
       `UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = coalesce($3, coverage_inherit_future), coverage_set_at = $4
@@ -236,9 +256,7 @@ export async function setCoverage(
         [integrationId, memberId],
       );
     }
-    return bumpAgents(sql, integrationId);
   });
-  announce(deps, integrationId, agents);
 }
 
 /** Per-member overrides (merged into the existing ones; null removes a key). */
@@ -246,35 +264,43 @@ export async function setMemberOverrides(deps: OperatorDeps, integrationId: stri
   if (Object.values(overrides).every((value) => value === undefined)) throw new OperatorError('Nothing to change: give at least one override.');
   assertMaxCallSeconds(overrides.max_call_seconds);
   assertCallerId(overrides.caller_id);
-  await assertChangeable(deps.db, integrationId);
-  await assertOwn(deps.db, integrationId, 'members', [memberId]);
-  await deps.db.query(
-    `INSERT INTO integration_members (integration_id, member_id, overrides) VALUES ($1, $2, jsonb_strip_nulls($3::jsonb))
-     ON CONFLICT (integration_id, member_id)
-     DO UPDATE SET overrides = jsonb_strip_nulls(integration_members.overrides || $3::jsonb)`,
-    [integrationId, memberId, JSON.stringify(overrides)],
-  );
-  await integrationChanged(deps, integrationId);
+  await changeIntegration(deps, integrationId, async (sql) => {
+    await lockChangeable(sql, integrationId);
+    await assertOwn(sql, integrationId, 'members', [memberId]);
+    await sql.query(
+      `INSERT INTO integration_members (integration_id, member_id, overrides) VALUES ($1, $2, jsonb_strip_nulls($3::jsonb))
+       ON CONFLICT (integration_id, member_id)
+       DO UPDATE SET overrides = jsonb_strip_nulls(integration_members.overrides || $3::jsonb)`,
+      [integrationId, memberId, JSON.stringify(overrides)],
+    );
+  });
 }
 
 /** In uuid mode: the integrator's own UUID for a member (null removes the mapping). */
 export async function mapIntegratorUuid(deps: OperatorDeps, integrationId: string, memberId: string, integratorUuid: string | null): Promise<void> {
-  await assertChangeable(deps.db, integrationId);
-  await assertOwn(deps.db, integrationId, 'members', [memberId]);
-  if (integratorUuid !== null) {
-    // one member per UUID: two would make every session for it agent_ambiguous
-    const [taken] = await deps.db.query<{ member_id: string }>(
-      'SELECT member_id FROM integration_members WHERE integration_id = $1 AND lower(integrator_uuid) = lower($2) AND member_id <> $3',
-      [integrationId, integratorUuid, memberId],
+  await changeIntegration(deps, integrationId, async (sql) => {
+    // locked, and its account: two mappings of one UUID at once (or a member created with it) would each find it free
+    const integration = await lockChangeable(sql, integrationId);
+    await sql.query(ACCOUNT_LOCK, [integration.account_id]);
+    await assertOwn(sql, integrationId, 'members', [memberId]);
+    if (integratorUuid !== null) {
+      // One member per UUID: two would make every session for it agent_ambiguous. In uuid mode a
+      // session's UUID also finds a member by its stable UUID, so another member's is taken too.
+      const [taken] = await sql.query<{ member_id: string }>(
+        `SELECT member_id FROM integration_members WHERE integration_id = $1 AND lower(integrator_uuid) = lower($2) AND member_id <> $3
+         UNION ALL
+         SELECT m.id FROM members m JOIN integrations i ON i.account_id = m.account_id
+         WHERE i.id = $1 AND m.uuid::text = lower($2) AND m.id <> $3 AND NOT m.removed`,
+        [integrationId, integratorUuid, memberId],
+      );
+      if (taken) throw new OperatorError(`${integratorUuid} is already member ${taken.member_id}'s in this integration; map it to one member only ("none" removes a mapping).`);
+    }
+    await sql.query(
+      `INSERT INTO integration_members (integration_id, member_id, integrator_uuid) VALUES ($1, $2, $3)
+       ON CONFLICT (integration_id, member_id) DO UPDATE SET integrator_uuid = EXCLUDED.integrator_uuid`,
+      [integrationId, memberId, integratorUuid],
     );
-    if (taken) throw new OperatorError(`${integratorUuid} is already mapped to member ${taken.member_id} of this integration; map it to one member only ("none" removes a mapping).`);
-  }
-  await deps.db.query(
-    `INSERT INTO integration_members (integration_id, member_id, integrator_uuid) VALUES ($1, $2, $3)
-     ON CONFLICT (integration_id, member_id) DO UPDATE SET integrator_uuid = EXCLUDED.integrator_uuid`,
-    [integrationId, memberId, integratorUuid],
-  );
-  await integrationChanged(deps, integrationId);
+  });
 }
 
 /** A new server key, shown once; the old one stops working on its next request. */
@@ -288,31 +314,35 @@ export async function rotateServerKey(deps: OperatorDeps, integrationId: string)
   });
 }
 
+/** Revokes every live server key of the integration; resolves how many there were. */
 export async function revokeServerKey(deps: OperatorDeps, integrationId: string): Promise<number> {
-  const [found] = await deps.db.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
-  if (!found) throw new OperatorError(`No integration ${integrationId}.`);
-  return revokeServerKeys(deps.db, deps.clock, integrationId);
+  return deps.db.tx(async (sql) => {
+    // locked as a rotation locks it: a key a rotation under way issues is revoked too, not missed
+    const [found] = await sql.query('SELECT 1 FROM integrations WHERE id = $1 FOR UPDATE', [integrationId]);
+    if (!found) throw new OperatorError(`No integration ${integrationId}.`);
+    return revokeServerKeys(sql, deps.clock, integrationId);
+  });
 }
 
-/** Refuses a change to an integration that does not exist or was revoked. */
-async function assertChangeable(db: Db, integrationId: string): Promise<void> {
-  const [row] = await db.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1', [integrationId]);
-  if (!row || row.status === 'revoked') throw await missingOrRevoked(db, integrationId);
+/** Locks an integration for a change made in steps; refuses one that does not exist or was revoked. */
+async function lockChangeable(sql: Sql, integrationId: string): Promise<IntegrationRow> {
+  const [row] = await sql.query<IntegrationRow>('SELECT * FROM integrations WHERE id = $1 FOR UPDATE', [integrationId]);
+  if (!row || row.status === 'revoked') throw await missingOrRevoked(sql, integrationId);
+  return row;
 }
 
 /** Disable (reversible) or enable an integration; a revoked integration stays revoked. */
 export async function setIntegrationEnabled(deps: OperatorDeps, integrationId: string, enabled: boolean): Promise<IntegrationRow> {
-  // one conditional statement: an enable racing a revoke cannot write active over revoked
-  const [row] = await deps.db.query<IntegrationRow>(`UPDATE integrations SET status = $2 WHERE id = $1 AND status <> 'revoked' RETURNING *`, [
-    integrationId,
-    enabled ? 'active' : 'disabled',
-  ]);
-  if (!row) {
-    const [found] = await deps.db.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+  return changeIntegration(deps, integrationId, async (sql) => {
+    // one conditional statement: an enable racing a revoke cannot write active over revoked
+    const [row] = await sql.query<IntegrationRow>(`UPDATE integrations SET status = $2 WHERE id = $1 AND status <> 'revoked' RETURNING *`, [
+      integrationId,
+      enabled ? 'active' : 'disabled',
+    ]);
+    if (row) return row;
+    const [found] = await sql.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
     throw new OperatorError(found ? 'A revoked integration cannot be enabled again; create a new one.' : `No integration ${integrationId}.`);
-  }
-  await integrationChanged(deps, integrationId);
-  return row;
+  });
 }
 
 /** What an operator sees of an integration: its settings, origins, coverage and members' links; never a key. */
@@ -366,9 +396,11 @@ export async function setWidgetDefaults(deps: OperatorDeps, integrationId: strin
   if (change.language !== undefined && change.language !== PAGE_LANGUAGE && !(LANGUAGE_TAG.test(change.language) && change.language.length <= 16)) {
     throw new OperatorError(`Not a language tag (such as en, fr or fr-CA) nor ${PAGE_LANGUAGE}: ${change.language}`);
   }
-  await assertChangeable(deps.db, integrationId);
-  const [row] = await deps.db.query<Pick<IntegrationRow, 'widget_defaults'>>('SELECT widget_defaults FROM integrations WHERE id = $1', [integrationId]);
-  const widget: WidgetDefaults = { ...widgetDefaults(row!.widget_defaults), ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) };
-  const updated = await update(deps, integrationId, policyColumns({ widget }));
+  const updated = await changeIntegration(deps, integrationId, async (sql) => {
+    // read and written under the lock: a language and a corner set at once are both kept
+    const row = await lockChangeable(sql, integrationId);
+    const widget: WidgetDefaults = { ...widgetDefaults(row.widget_defaults), ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) };
+    return updateIn(sql, integrationId, policyColumns({ widget }));
+  });
   return widgetDefaults(updated.widget_defaults);
 }
