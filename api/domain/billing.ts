@@ -15,14 +15,16 @@ export async function findRate(sql: Sql, e164: string): Promise<number | null> {
 }
 
 /**
- * Seconds of talk the wallet pays for when `callsPlanning` calls share it, each at its own rate,
- * and calls already dialed have set `setAsideMicros` aside for their time limits (calls/wallet.ts).
- * A free destination (rate 0) is limited only by the caps.
+ * Seconds of talk the wallet pays for a call, at its own rate, when `wallet.planning` calls share
+ * it and the calls already dialed have set `wallet.setAsideMicros` aside for their time limits; what
+ * is not set aside is shared by the `wallet.undialed` calls not dialed yet, this one among them
+ * (calls/wallet.ts). A free destination (rate 0) is limited only by the caps.
  */
-export function affordableSeconds(balanceMicros: number, perMinuteMicros: number, callsPlanning: number, setAsideMicros = 0): number {
+export function affordableSeconds(balanceMicros: number, perMinuteMicros: number, wallet: { planning: number; undialed?: number; setAsideMicros?: number }): number {
   if (perMinuteMicros <= 0) return Number.POSITIVE_INFINITY;
   const balance = Math.max(0, balanceMicros);
-  const share = Math.min(balance / Math.max(1, callsPlanning), Math.max(0, balance - setAsideMicros));
+  const free = Math.max(0, balance - (wallet.setAsideMicros ?? 0));
+  const share = Math.min(balance / Math.max(1, wallet.planning), free / Math.max(1, wallet.undialed ?? 1));
   return Math.floor((share * 60) / perMinuteMicros);
 }
 

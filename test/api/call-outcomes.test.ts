@@ -326,6 +326,46 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       });
     }
 
+    it('calls requested beside one dialed earlier share what it did not set aside: each is dialed for the minimum at least, or refused when requested', async () => {
+      // 50,000 micros pay for 300 s alone; the policy caps a call at 100 s. The first call, dialed
+      // alone, sets 100 s (16,667) aside: more than an equal share once others join it.
+      const { t, id } = await dialed(US_NUMBER, { balanceMicros: 50_000, maxCallSeconds: 100 });
+      await talking(t, id);
+      const others: Array<{ agent: Agent; email: string }> = [];
+      for (const name of ['cy', 'di', 'ed', 'fo']) {
+        const email = await salesMember(t, name);
+        others.push({ agent: await readyAgent(api, t, email), email });
+      }
+      const requests = [];
+      for (const [index, { email }] of others.entries()) requests.push(await requestCall(api, t, { agent: { type: 'email', value: email }, phone_number: `+1202555013${index}` }));
+      // The three first plan for 150, 100 and 66 s; the fourth would have 50 s of what is left (33,333 among four): refused now.
+      expect(requests.map((request) => request.status)).toEqual([202, 202, 202, 402]);
+      expect(requests[3]!.body.error).toBe('insufficient_balance');
+      for (const [index, request] of requests.slice(0, 3).entries()) {
+        expect((await api.post('/engine/claim', { request_id: request.body.request_id }, { auth: others[index]!.agent.engineToken })).status).toBe(200);
+      }
+      const dialedCalls = await h.services.db.query<{ time_limit_seconds: number }>(
+        `SELECT time_limit_seconds FROM call_intents WHERE account_id = $1 AND id <> $2 AND time_limit_seconds IS NOT NULL ORDER BY created_at`,
+        [t.accountId, id],
+      );
+      // Each gets at least the minimum (the last one dialed used to be left 20 s); together with the first, never more than the balance.
+      expect(dialedCalls.map((row) => row.time_limit_seconds).sort()).toEqual([66, 66, 67]);
+      const setAside = [100, ...dialedCalls.map((row) => row.time_limit_seconds)].reduce((sum, seconds) => sum + Math.ceil((seconds * US_RATE) / 60), 0);
+      expect(setAside).toBeLessThanOrEqual(50_000);
+    });
+
+    it('a call the wallet pays for less than the minimum when it is dialed fails at once rather than be cut off seconds in', async () => {
+      const t = await seedTenant(h.services, { balanceMicros: 30_000 });
+      const agent = await readyAgent(api, t);
+      const requested = await requestCall(api, t);
+      expect(requested.status).toBe(202);
+      // spent elsewhere between the request and the dial: 30 s are left
+      await h.services.db.query('UPDATE accounts SET balance_micros = 5000 WHERE id = $1', [t.accountId]);
+      expect((await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: agent.engineToken })).status).toBe(200);
+      expect(await getCall(t, requested.body.request_id)).toMatchObject({ status: 'failed', error: 'insufficient_balance' });
+      expect(await balance(t)).toBe(5000);
+    });
+
     it('a call the wallet can no longer pay for when it is dialed fails at once, saying why, not a minute later', async () => {
       const t = await seedTenant(h.services, { balanceMicros: 30_000 });
       const agent = await readyAgent(api, t);

@@ -3,6 +3,7 @@
  * intent exactly once and plan the dial: the real number (from the store, never the browser), the
  * frozen caller ID, and the time limit from the caps and the wallet's share.
  */
+import { LIMITS } from '../../../shared/limits.js';
 import { engineIdentity } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
@@ -55,7 +56,10 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
     const affordable = await planOnWallet(sql, call.account_id, call.per_minute_micros, { callId: call.id, lock: true });
     const limit = timeLimitSeconds(call.policy.max_call_seconds, affordable);
     const now = clock.now();
-    if (limit <= 0) {
+    // As POST /calls asked: enough for the minimum a call is placed for (or the policy's cap, if
+    // lower). Calls requested together on two integrations of the account did not see each other
+    // there; one left less is not put through to be cut off after a few seconds.
+    if (limit < Math.min(LIMITS.minAffordableCallSeconds, timeLimitSeconds(call.policy.max_call_seconds, Number.POSITIVE_INFINITY))) {
       // Said now, not by the connect timeout a minute later: the agent and the backend learn why.
       await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'insufficient_balance', error: 'insufficient_balance' });
       return { reject: 'no balance' };
