@@ -74,6 +74,8 @@ const EnvSchema = z.object({
     .default(false),
   /** delete widget command records older than this many days (api/domain/retention.ts); unset keeps them all */
   COMMAND_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
+  /** delete call records ended longer ago than this many days (api/domain/retention.ts); unset keeps them all */
+  CALL_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
   C2C_ALLOW_UWS_FALLBACK: flag.default(false),
   /** Chromium extension ids of this installation's extension (comma-separated) */
   C2C_EXTENSION_IDS: z
@@ -115,6 +117,8 @@ export interface Config {
   trustProxy: TrustProxy;
   /** widget command records older than this are deleted; undefined keeps them all */
   commandRetentionDays: number | undefined;
+  /** call records ended longer ago than this are deleted; undefined keeps them all */
+  callRetentionDays: number | undefined;
   allowUwsFallback: boolean;
   /** chrome-extension://<id> origins allowed to run an engine */
   extensionOrigins: string[];
@@ -165,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     widgetTokenTtlSeconds: e.WIDGET_TOKEN_TTL_SECONDS,
     trustProxy: e.TRUST_PROXY,
     commandRetentionDays: e.COMMAND_RETENTION_DAYS,
+    callRetentionDays: e.CALL_RETENTION_DAYS,
     allowUwsFallback: e.C2C_ALLOW_UWS_FALLBACK,
     extensionOrigins: (e.C2C_EXTENSION_IDS?.split(',') ?? []).map((id) => `chrome-extension://${id}`),
     gatewayConfigured: e.PUBLIC_GATEWAY_URL !== undefined,

@@ -48,7 +48,8 @@ export function createServices(infra: Infra) {
   const commands = createCommands({ db, bus, clock, providers, widgetStates });
   const engines = createEngines({ db, bus, clock, config, providers, commands, directory, log: infra.log });
   const commandRetentionMs = config.commandRetentionDays === undefined ? undefined : config.commandRetentionDays * 24 * 3600 * 1000;
-  const reaper = createReaper({ db, bus, clock, providers, commandRetentionMs, log: infra.log });
+  const callRetentionMs = config.callRetentionDays === undefined ? undefined : config.callRetentionDays * 24 * 3600 * 1000;
+  const reaper = createReaper({ db, bus, clock, providers, commandRetentionMs, callRetentionMs, log: infra.log });
   const metrics = createMetrics(bus, db);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   engines.onAcks = (via, count) => metrics.acks.inc({ via }, count);

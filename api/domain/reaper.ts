@@ -29,7 +29,7 @@ import { ON_ENGINE_STATUS_LIST } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { endStatusFor, finishCall } from './calls/lifecycle.js';
 import { loadProviderAccount } from '../providers/index.js';
-import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCommands, pruneDeadCredentials } from './retention.js';
+import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCalls, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
 
 /**
@@ -74,6 +74,8 @@ export interface ReaperDeps {
   providers: Providers;
   /** COMMAND_RETENTION_DAYS in ms; undefined keeps every command record */
   commandRetentionMs?: number;
+  /** CALL_RETENTION_DAYS in ms; undefined keeps every call record */
+  callRetentionMs?: number;
   log?: (message: string, error?: unknown) => void;
 }
 
@@ -266,8 +268,9 @@ export function createReaper(deps: ReaperDeps) {
     if (now >= credentialsDueAt) {
       // a pass that fails (the store) comes back as soon as a backlog's would
       credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
-      const { more } = await pruneDeadCredentials(db, now);
-      if (!more) credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
+      const credentials = await pruneDeadCredentials(db, now);
+      const calls = deps.callRetentionMs === undefined ? { more: false } : await pruneCalls(db, now, deps.callRetentionMs);
+      if (!credentials.more && !calls.more) credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
     }
   }
 

@@ -14,8 +14,17 @@
  * the statements that end every session of an integration or an agent. A page load makes a widget
  * session and every 30 minutes it lives makes a token, so a call centre writes hundreds of thousands
  * a day. The day left after expiry keeps a recent refusal explainable from the store. Once an hour.
+ *
+ * Retention of call records (CALL_RETENTION_DAYS; off unless set). A call's row holds the number
+ * called or calling, the contact's name and company and the integrator's metadata: an operator
+ * bound to delete such data after a time sets a window, and calls that ended longer ago than it are
+ * deleted, once an hour with the dead credentials. The ledger keeps each debit (its call_id set to
+ * null), as widget command records keep theirs. A call's row is also what makes its
+ * Idempotency-Key answer with it: a key older than the window is new again. A live call is kept
+ * whatever its age.
  */
 import type { Db } from '../store/index.js';
+import { LIVE_STATUS_LIST } from './calls/checks.js';
 
 export const PRUNE_EVERY_MS = 60_000;
 /** rows looked at per statement, and statements per pass: up to 200,000 rows a minute, 3,333 a second */
@@ -113,4 +122,25 @@ export async function pruneDeadCredentials(db: Db, now: number): Promise<{ prune
     }
   }
   return { pruned, more };
+}
+
+/**
+ * Calls ended before $1. No index on ended_at: the table is scanned once an hour, as the dead
+ * credentials' are, rather than one more index kept up on every call's every change.
+ */
+const PRUNE_CALLS = `/* scans by design: once an hour */ WITH gone AS (
+    DELETE FROM call_intents WHERE id IN (
+      SELECT id FROM call_intents WHERE status NOT IN (${LIVE_STATUS_LIST}) AND coalesce(ended_at, created_at) < $1 LIMIT ${CREDENTIAL_BATCH}
+    ) RETURNING 1
+  ) SELECT count(*)::int AS deleted FROM gone`;
+
+/** Deletes the calls that ended longer ago than the retention window, a bounded number per pass; `more` says a pass stopped at that bound. */
+export async function pruneCalls(db: Db, now: number, retentionMs: number): Promise<{ pruned: number; more: boolean }> {
+  let pruned = 0;
+  for (let batch = 0; batch < CREDENTIAL_BATCHES_PER_PASS; batch += 1) {
+    const [row] = await db.tx((sql) => sql.query<{ deleted: number }>(PRUNE_CALLS, [now - retentionMs]), { lock: 'c2c:prune-calls' });
+    pruned += row?.deleted ?? 0;
+    if (!row || row.deleted < CREDENTIAL_BATCH) return { pruned, more: false };
+  }
+  return { pruned, more: true };
 }
