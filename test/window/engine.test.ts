@@ -1,7 +1,8 @@
 /**
- * The call window's engine with every outside piece faked (fetch, socket, voice driver, microphone)
- * and fake timers: exactly-once commands over push + heartbeat, heartbeat periods, claims, final
- * socket ends, the microphone report, hang-up and unload.
+ * The call window's engine with every outside piece scripted (fetch, socket, voice driver,
+ * microphone) and fake timers, to reach each timing corner: exactly-once commands over push +
+ * heartbeat, heartbeat periods, claims, final socket ends, the microphone report, hang-up and
+ * unload. engine-live.test.ts runs the same engine against the real service.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWork, SocketEnd } from '../../shared/events.js';
