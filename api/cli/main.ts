@@ -66,8 +66,8 @@ async function operate(argv: string[], config: Config): Promise<CliResult> {
     }
   }
   let services: Services | undefined;
-  const opened = async () => {
-    assertStoreHere(config);
+  const opened = async (use?: 'reading') => {
+    assertStoreHere(config, use);
     return (services ??= await openServices(config));
   };
   try {
@@ -84,12 +84,13 @@ async function operate(argv: string[], config: Config): Promise<CliResult> {
  *
  * On a shared PostgreSQL, nodes hear of a change on the bus, and keep what they cached (the platform
  * switch, integrations, tokens' checks, origins) until they do. Without REDIS_URL the step's bus is
- * in-process: no node would hear, and a platform disabled "successfully" would go on serving. So it
- * runs only with Redis, or when the operator says no node is running on the database.
+ * in-process: no node would hear, and a platform disabled "successfully" would go on serving. So a
+ * step that changes anything runs only with Redis, or when the operator says no node is running on
+ * the database; one that only reads (a list, a show, the platform's status) runs anyway.
  */
-function assertStoreHere(config: Config, env: NodeJS.ProcessEnv = process.env): void {
+function assertStoreHere(config: Config, use?: 'reading', env: NodeJS.ProcessEnv = process.env): void {
   if (config.databaseUrl) {
-    if (config.redisUrl || env[NO_NODES_RUNNING] === '1') return;
+    if (use === 'reading' || config.redisUrl || env[NO_NODES_RUNNING] === '1') return;
     throw new Error(
       `no server running for C2C_DATA_DIR (${resolve(config.dataDir)}) to run this in, and without REDIS_URL a change made on DATABASE_URL directly reaches no running node ` +
         `(they keep the old settings until they restart). Run c2c with the server's C2C_DATA_DIR, or with REDIS_URL as the nodes have it; ` +

@@ -42,7 +42,11 @@ import type { CoverageMode, WindowMode } from '../domain/integrations/model.js';
 import { attachedText, type AttachedFiles } from './files.js';
 import type { Output } from './output.js';
 
-export type ServicesProvider = () => Promise<Services>;
+/**
+ * The services a command runs on. `reading`: the command only reads (a store opened directly
+ * then needs no bus to tell running nodes of a change: main.ts).
+ */
+export type ServicesProvider = (use?: 'reading') => Promise<Services>;
 
 const onOff = (value: string): boolean => {
   if (['on', 'true', 'yes', '1'].includes(value)) return true;
@@ -135,8 +139,8 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .option('--json', 'print JSON')
     .exitOverride()
     .configureOutput({ writeOut: (s) => out.lines.push(s.trimEnd()), writeErr: (s) => out.errors.push(s.trimEnd()) });
-  const deps = async () => {
-    const s = await services();
+  const deps = async (use?: 'reading') => {
+    const s = await services(use);
     return { db: s.db, bus: s.bus, clock: s.clock };
   };
 
@@ -218,7 +222,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .description("an account's members: id, e-mail, stable UUID, department, and whether calls are enabled")
     .requiredOption('--account <accountId>')
     .action(async (o: { account: string }) => {
-      const members = await listMembers(await deps(), o.account);
+      const members = await listMembers(await deps('reading'), o.account);
       const line = (m: (typeof members)[number]) =>
         `${m.id}  ${m.email}  uuid ${m.uuid}  ${m.name}${m.department_name ? `  (${m.department_name})` : ''}${m.removed ? '  removed' : m.enabled ? '' : '  calls disabled'}`;
       out.result(members, members.length ? members.map(line).join('\n') : `account ${o.account} has no members`);
@@ -256,7 +260,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .command('show <integrationId>')
     .description('its settings, origins, policy, coverage and members\' UUIDs and overrides (never a key)')
     .action(async (id: string) => {
-      const shown = await describeIntegration(await deps(), id);
+      const shown = await describeIntegration(await deps('reading'), id);
       out.result(
         shown,
         [
@@ -419,7 +423,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     });
   }
   platform.command('status').action(async () => {
-    const disabled = await (await services()).platform.isDisabled();
+    const disabled = await (await services('reading')).platform.isDisabled();
     out.result({ disabled }, disabled ? 'platform: disabled' : 'platform: enabled');
   });
 

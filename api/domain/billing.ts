@@ -14,18 +14,10 @@ export async function findRate(sql: Sql, e164: string): Promise<number | null> {
   return row ? row.per_minute_micros : null;
 }
 
-/**
- * Seconds of talk the wallet pays for a call, at its own rate, when `wallet.planning` calls share
- * it and the calls already dialed have set `wallet.setAsideMicros` aside for their time limits; what
- * is not set aside is shared by the `wallet.undialed` calls not dialed yet, this one among them
- * (calls/wallet.ts). A free destination (rate 0) is limited only by the caps.
- */
-export function affordableSeconds(balanceMicros: number, perMinuteMicros: number, wallet: { planning: number; undialed?: number; setAsideMicros?: number }): number {
+/** Seconds of talk `shareMicros` pays for at a rate; a free destination (rate 0) is limited only by the caps. */
+export function affordableSeconds(shareMicros: number, perMinuteMicros: number): number {
   if (perMinuteMicros <= 0) return Number.POSITIVE_INFINITY;
-  const balance = Math.max(0, balanceMicros);
-  const free = Math.max(0, balance - (wallet.setAsideMicros ?? 0));
-  const share = Math.min(balance / Math.max(1, wallet.planning), free / Math.max(1, wallet.undialed ?? 1));
-  return Math.floor((share * 60) / perMinuteMicros);
+  return Math.floor((Math.max(0, shareMicros) * 60) / perMinuteMicros);
 }
 
 /** The provider time limit: the smallest of the platform cap, the policy cap and the affordable share. */

@@ -269,7 +269,9 @@ export function createReaper(deps: ReaperDeps) {
       // a pass that fails (the store) comes back as soon as a backlog's would
       credentialsDueAt = now + PRUNE_CREDENTIALS_BACKLOG_MS;
       const credentials = await pruneDeadCredentials(db, now);
-      const calls = deps.callRetentionMs === undefined ? { more: false } : await pruneCalls(db, now, deps.callRetentionMs);
+      let calls = { more: false };
+      const retentionMs = deps.callRetentionMs;
+      if (retentionMs !== undefined) await apply(async (changes) => void (calls = await pruneCalls(db, changes, now, retentionMs)), now);
       if (!credentials.more && !calls.more) credentialsDueAt = now + PRUNE_CREDENTIALS_EVERY_MS;
     }
   }

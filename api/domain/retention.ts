@@ -19,12 +19,16 @@
  * called or calling, the contact's name and company and the integrator's metadata: an operator
  * bound to delete such data after a time sets a window, and calls that ended longer ago than it are
  * deleted, once an hour with the dead credentials. The ledger keeps each debit (its call_id set to
- * null), as widget command records keep theirs. A call's row is also what makes its
- * Idempotency-Key answer with it: a key older than the window is new again. A live call is kept
- * whatever its age.
+ * null), and widget command records keep the call's id (migration 013). A call's row is also what
+ * makes its Idempotency-Key answer with it: a key older than the window is new again. A live call
+ * is kept whatever its age. The agents whose calls went have their WidgetState version bumped, as
+ * the last call it shows may be one of them: every node then reads it again (the ETag would
+ * otherwise stay while what it tags changed).
  */
 import type { Db } from '../store/index.js';
+import { agentVersionBump } from './agent-state.js';
 import { LIVE_STATUS_LIST } from './calls/checks.js';
+import type { Changes } from './changes.js';
 
 export const PRUNE_EVERY_MS = 60_000;
 /** rows looked at per statement, and statements per pass: up to 200,000 rows a minute, 3,333 a second */
@@ -128,19 +132,36 @@ export async function pruneDeadCredentials(db: Db, now: number): Promise<{ prune
  * Calls ended before $1. No index on ended_at: the table is scanned once an hour, as the dead
  * credentials' are, rather than one more index kept up on every call's every change.
  */
-const PRUNE_CALLS = `/* scans by design: once an hour */ WITH gone AS (
-    DELETE FROM call_intents WHERE id IN (
-      SELECT id FROM call_intents WHERE status NOT IN (${LIVE_STATUS_LIST}) AND coalesce(ended_at, created_at) < $1 LIMIT ${CREDENTIAL_BATCH}
-    ) RETURNING 1
-  ) SELECT count(*)::int AS deleted FROM gone`;
+const PRUNE_CALLS = `/* scans by design: once an hour */
+  DELETE FROM call_intents WHERE id IN (
+    SELECT id FROM call_intents WHERE status NOT IN (${LIVE_STATUS_LIST}) AND coalesce(ended_at, created_at) < $1 LIMIT ${CREDENTIAL_BATCH}
+  ) RETURNING integration_id, member_id`;
 
-/** Deletes the calls that ended longer ago than the retention window, a bounded number per pass; `more` says a pass stopped at that bound. */
-export async function pruneCalls(db: Db, now: number, retentionMs: number): Promise<{ pruned: number; more: boolean }> {
+/**
+ * Deletes the calls that ended longer ago than the retention window, a bounded number per pass, and
+ * bumps their agents' versions (recorded in `changes`, published by the caller); `more` says a pass
+ * stopped at that bound.
+ */
+export async function pruneCalls(db: Db, changes: Changes, now: number, retentionMs: number): Promise<{ pruned: number; more: boolean }> {
   let pruned = 0;
   for (let batch = 0; batch < CREDENTIAL_BATCHES_PER_PASS; batch += 1) {
-    const [row] = await db.tx((sql) => sql.query<{ deleted: number }>(PRUNE_CALLS, [now - retentionMs]), { lock: 'c2c:prune-calls' });
-    pruned += row?.deleted ?? 0;
-    if (!row || row.deleted < CREDENTIAL_BATCH) return { pruned, more: false };
+    const deleted = await db.tx(
+      async (sql) => {
+        const gone = await sql.query<{ integration_id: string; member_id: string }>(PRUNE_CALLS, [now - retentionMs]);
+        const agents = [...new Map(gone.map((row) => [`${row.integration_id}:${row.member_id}`, row])).values()];
+        if (agents.length > 0) {
+          const bumped = await sql.query<{ integration_id: string; member_id: string; version: number }>(
+            agentVersionBump('SELECT * FROM unnest($1::text[], $2::text[])'),
+            [agents.map((agent) => agent.integration_id), agents.map((agent) => agent.member_id)],
+          );
+          for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, row.version);
+        }
+        return gone.length;
+      },
+      { lock: 'c2c:prune-calls' },
+    );
+    pruned += deleted;
+    if (deleted < CREDENTIAL_BATCH) return { pruned, more: false };
   }
   return { pruned, more: true };
 }

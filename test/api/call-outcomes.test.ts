@@ -15,11 +15,12 @@ import { engineIdentity } from '../../shared/prefixes.js';
 import { waitFor } from '../helpers/processes.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { setRate } from '../../api/domain/operator/telephony.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
-import { seedTenant, US_NUMBER, type Tenant } from '../helpers/tenant.js';
+import { seedTenant, UK_NUMBER, US_NUMBER, type Tenant } from '../helpers/tenant.js';
 
 const BUSY = '+12025550101';
 const NO_ANSWER = '+12025550102';
@@ -352,6 +353,28 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       expect(dialedCalls.map((row) => row.time_limit_seconds).sort()).toEqual([66, 66, 67]);
       const setAside = [100, ...dialedCalls.map((row) => row.time_limit_seconds)].reduce((sum, seconds) => sum + Math.ceil((seconds * US_RATE) / 60), 0);
       expect(setAside).toBeLessThanOrEqual(50_000);
+    });
+
+    it('a share is money: a cheaper call asked for after a dearer one waiting to be dialed is refused rather than leave it short; a free one takes no share', async () => {
+      // 30,000 micros: 90 s to the UK (20,000 a minute) alone, 45 s if it had to share
+      const t = await seedTenant(h.services, { balanceMicros: 30_000 });
+      await setRate(deps(), '+1800', 0);
+      const ana = await readyAgent(api, t);
+      const bob = await salesMember(t, 'bob');
+      await readyAgent(api, t, bob);
+      const cy = await salesMember(t, 'cy');
+      await readyAgent(api, t, cy);
+      const dearer = await requestCall(api, t, { phone_number: UK_NUMBER });
+      expect(dearer.status, JSON.stringify(dearer.body)).toBe(202);
+      // a US call would have 15,000 (90 s at its rate), but the UK call's minute would no longer be paid for
+      await expectError(requestCall(api, t, { agent: { type: 'email', value: bob }, phone_number: '+12025550124' }), 402, 'insufficient_balance');
+      // a free destination costs nothing and plans for nothing
+      const free = await requestCall(api, t, { agent: { type: 'email', value: cy }, phone_number: '+18002752273' });
+      expect(free.status, JSON.stringify(free.body)).toBe(202);
+      expect((await api.post('/engine/claim', { request_id: dearer.body.request_id }, { auth: ana.engineToken })).status).toBe(200);
+      expect(await getCall(t, dearer.body.request_id)).toMatchObject({ status: 'dialing' });
+      const [row] = await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE id = $1', [dearer.body.request_id]);
+      expect(row!.time_limit_seconds).toBe(90);
     });
 
     it('a call the wallet pays for less than the minimum when it is dialed fails at once rather than be cut off seconds in', async () => {

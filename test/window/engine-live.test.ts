@@ -73,6 +73,8 @@ describe.each(storeDrivers().slice(0, 1))('the call window engine against the se
     const device = new SimulatedDriver();
     const effects = { mute: vi.spyOn(device, 'mute'), sendDigits: vi.spyOn(device, 'sendDigits'), disconnect: vi.spyOn(device, 'disconnect') };
     const focus = vi.fn();
+    /** the command ids that came by push (the socket's `work`), not in a heartbeat's answer */
+    const pushed: number[] = [];
     const engine = new Engine(paired.paired, {
       api: engineApi,
       storage: memoryStorage(),
@@ -80,7 +82,13 @@ describe.each(storeDrivers().slice(0, 1))('the call window engine against the se
       ticker: new TimerTicker(),
       // Node's socket.io-client sends no Origin by itself; the window's page always does.
       connectSocket: (p, handlers) =>
-        new EngineSocket((url, options) => io(url, { ...options, transports: ['websocket'], extraHeaders: { origin: h.config.siteUrl } }) as EngineSocketIo, p.realtime, p.engine_token, handlers),
+        new EngineSocket((url, options) => io(url, { ...options, transports: ['websocket'], extraHeaders: { origin: h.config.siteUrl } }) as EngineSocketIo, p.realtime, p.engine_token, {
+          ...handlers,
+          onWork: (work) => {
+            pushed.push(...work.commands.map((command) => command.command_id));
+            handlers.onWork(work);
+          },
+        }),
       askMic: async () => 'ready',
       focus,
       now: () => Date.now(),
@@ -89,7 +97,7 @@ describe.each(storeDrivers().slice(0, 1))('the call window engine against the se
     const models: ViewModel[] = [];
     engine.onChange((model) => models.push(model));
     await engine.start(paired.first);
-    return { widgetToken, engine, effects, focus, models, engineId: paired.paired.engine.id };
+    return { widgetToken, engine, effects, focus, models, pushed, engineId: paired.paired.engine.id };
   }
 
   beforeAll(async () => {
@@ -111,10 +119,10 @@ describe.each(storeDrivers().slice(0, 1))('the call window engine against the se
     const window = await openWindow();
     await vi.waitFor(() => expect(window.engine.model()).toMatchObject({ state: 'ready', connection: 'live' }), SETTLE);
     await vi.waitFor(async () => expect((await widgetState(api, window.widgetToken)).body.engine).toMatchObject({ state: 'ready', mic_ready: true, live: true }), POLL);
-    // Heartbeats come every 15 s: a command done within moments came by push.
     const sent = await command(api, window.widgetToken, { kind: 'focus', request_id: 'live-focus' });
     expect(sent.body).toMatchObject({ ok: true, status: 'queued' });
     await vi.waitFor(() => expect(window.focus).toHaveBeenCalledTimes(1), SETTLE);
+    expect(window.pushed).toContain(sent.body.command_id);
     await vi.waitFor(async () => {
       const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM widget_commands WHERE id = $1', [sent.body.command_id]);
       expect(row).toMatchObject({ status: 'done' });
@@ -163,6 +171,7 @@ describe.each(storeDrivers().slice(0, 1))('the call window engine against the se
     await vi.waitFor(() => expect(newer.engine.model()).toMatchObject({ state: 'ready', connection: 'live' }), SETTLE);
     const sent = await command(api, newer.widgetToken, { kind: 'focus', request_id: 'after-replace' });
     await vi.waitFor(() => expect(newer.focus).toHaveBeenCalledTimes(1), SETTLE);
+    expect(newer.pushed).toContain(sent.body.command_id);
     expect(older.focus).not.toHaveBeenCalled();
     expect(sent.body).toMatchObject({ ok: true });
   });

@@ -9,7 +9,7 @@ import { resolveAgent, type ResolvedAgent } from '../agents.js';
 import { findRate } from '../billing.js';
 import { assertIntegrationUsable, type IntegrationWithAccount } from '../integrations/repo.js';
 import { parseE164, type ParsedNumber } from '../phone.js';
-import { planOnWallet } from './wallet.js';
+import { walletAdmits } from './wallet.js';
 import { LIMITS } from '../../../shared/limits.js';
 
 /** Everything the intent will freeze, once the request passed the checks. */
@@ -63,8 +63,8 @@ export async function checkCallRequest(sql: Sql, integration: IntegrationWithAcc
   if (!callerId) throw new C2CError('no_caller_id');
   const perMinuteMicros = await findRate(sql, number.e164);
   if (perMinuteMicros === null) throw new C2CError('destination_not_allowed', 'No calling rate covers this destination.');
-  // The plan the dial will make (calls/wallet.ts), had it been made now.
-  if ((await planOnWallet(sql, integration.account_id, perMinuteMicros)) < LIMITS.minAffordableCallSeconds) {
+  // The plans the dials will make (calls/wallet.ts), had they been made now.
+  if (!(await walletAdmits(sql, integration.account_id, perMinuteMicros, agent.effective.policy.max_call_seconds))) {
     throw new C2CError('insufficient_balance');
   }
   const [concurrent] = await sql.query<{ n: number }>(

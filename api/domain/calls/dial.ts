@@ -3,7 +3,6 @@
  * intent exactly once and plan the dial: the real number (from the store, never the browser), the
  * frozen caller ID, and the time limit from the caps and the wallet's share.
  */
-import { LIMITS } from '../../../shared/limits.js';
 import { engineIdentity } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
@@ -11,7 +10,7 @@ import { timeLimitSeconds } from '../billing.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { finishCall } from './lifecycle.js';
-import { planOnWallet } from './wallet.js';
+import { lockWallet, minimumSeconds, planDial } from './wallet.js';
 
 export interface DialWebhook {
   callSid: string;
@@ -53,13 +52,14 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
       await finishCall(sql, changes, clock.now(), call.id, { status: 'failed', reason: 'integration_disabled', error: 'integration_disabled' });
       return { reject: 'integration disabled or account suspended' };
     }
-    const affordable = await planOnWallet(sql, call.account_id, call.per_minute_micros, { callId: call.id, lock: true });
-    const limit = timeLimitSeconds(call.policy.max_call_seconds, affordable);
+    await lockWallet(sql, call.account_id);
+    const limit = timeLimitSeconds(call.policy.max_call_seconds, await planDial(sql, call.account_id, call.id, call.per_minute_micros));
     const now = clock.now();
-    // As POST /calls asked: enough for the minimum a call is placed for (or the policy's cap, if
-    // lower). Calls requested together on two integrations of the account did not see each other
-    // there; one left less is not put through to be cut off after a few seconds.
-    if (limit < Math.min(LIMITS.minAffordableCallSeconds, timeLimitSeconds(call.policy.max_call_seconds, Number.POSITIVE_INFINITY))) {
+    // As POST /calls asked: enough for the minimum a call is placed for. The wallet may have less
+    // for it now (spent meanwhile, or calls requested at the same moment on two integrations of the
+    // account, which did not see each other there): one left less is not put through to be cut off
+    // a few seconds in.
+    if (limit < minimumSeconds(call.policy.max_call_seconds)) {
       // Said now, not by the connect timeout a minute later: the agent and the backend learn why.
       await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'insufficient_balance', error: 'insufficient_balance' });
       return { reject: 'no balance' };

@@ -307,7 +307,7 @@ export async function mapIntegratorUuid(deps: OperatorDeps, integrationId: strin
 export async function rotateServerKey(deps: OperatorDeps, integrationId: string): Promise<string> {
   return deps.db.tx(async (sql) => {
     // locked as a revoke locks it: a key issued either before the revoke (which then revokes it too) or not at all
-    const [row] = await sql.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1 FOR UPDATE', [integrationId]);
+    const [row] = await sql.query<{ status: string }>('SELECT status FROM integrations WHERE id = $1 FOR NO KEY UPDATE', [integrationId]);
     if (!row) throw new OperatorError(`No integration ${integrationId}.`);
     if (row.status === 'revoked') throw new OperatorError('A revoked integration gets no new key; create a new integration.');
     return (await issueServerKey(sql, deps.clock, integrationId)).token;
@@ -318,15 +318,19 @@ export async function rotateServerKey(deps: OperatorDeps, integrationId: string)
 export async function revokeServerKey(deps: OperatorDeps, integrationId: string): Promise<number> {
   return deps.db.tx(async (sql) => {
     // locked as a rotation locks it: a key a rotation under way issues is revoked too, not missed
-    const [found] = await sql.query('SELECT 1 FROM integrations WHERE id = $1 FOR UPDATE', [integrationId]);
+    const [found] = await sql.query('SELECT 1 FROM integrations WHERE id = $1 FOR NO KEY UPDATE', [integrationId]);
     if (!found) throw new OperatorError(`No integration ${integrationId}.`);
     return revokeServerKeys(sql, deps.clock, integrationId);
   });
 }
 
-/** Locks an integration for a change made in steps; refuses one that does not exist or was revoked. */
+/**
+ * Locks an integration for a change made in steps; refuses one that does not exist or was revoked.
+ * NO KEY UPDATE, as every operator step locks it: rows that reference the integration (sessions,
+ * calls, commands) are still inserted meanwhile.
+ */
 async function lockChangeable(sql: Sql, integrationId: string): Promise<IntegrationRow> {
-  const [row] = await sql.query<IntegrationRow>('SELECT * FROM integrations WHERE id = $1 FOR UPDATE', [integrationId]);
+  const [row] = await sql.query<IntegrationRow>('SELECT * FROM integrations WHERE id = $1 FOR NO KEY UPDATE', [integrationId]);
   if (!row || row.status === 'revoked') throw await missingOrRevoked(sql, integrationId);
   return row;
 }
