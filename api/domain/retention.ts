@@ -21,9 +21,8 @@
  * deleted, once an hour with the dead credentials. The ledger keeps each debit (its call_id set to
  * null), and widget command records keep the call's id (migration 013). A call's row is also what
  * makes its Idempotency-Key answer with it: a key older than the window is new again. A live call
- * is kept whatever its age. The agents whose calls went have their WidgetState version bumped, as
- * the last call it shows may be one of them: every node then reads it again (the ETag would
- * otherwise stay while what it tags changed).
+ * is kept whatever its age. An agent whose last shown call went has its WidgetState version
+ * bumped: every node then reads it again (the ETag would otherwise stay while what it tags changed).
  */
 import type { Db } from '../store/index.js';
 import { agentVersionBump } from './agent-state.js';
@@ -135,7 +134,15 @@ export async function pruneDeadCredentials(db: Db, now: number): Promise<{ prune
 const PRUNE_CALLS = `/* scans by design: once an hour */
   DELETE FROM call_intents WHERE id IN (
     SELECT id FROM call_intents WHERE status NOT IN (${LIVE_STATUS_LIST}) AND coalesce(ended_at, created_at) < $1 LIMIT ${CREDENTIAL_BATCH}
-  ) RETURNING integration_id, member_id`;
+  ) RETURNING integration_id, member_id, created_at`;
+
+/**
+ * Of the agents whose calls went (each with the newest one that went), those left with no call as
+ * new: the last call their WidgetState showed was one of them. An agent with a newer call shows
+ * that one still, and is not bumped (a pass deletes thousands of calls an hour).
+ */
+const SHOWN_CALL_GONE = `SELECT g.i, g.m FROM unnest($1::text[], $2::text[], $3::bigint[]) AS g(i, m, newest)
+  WHERE NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = g.i AND c.member_id = g.m AND c.created_at >= g.newest)`;
 
 /**
  * Deletes the calls that ended longer ago than the retention window, a bounded number per pass, and
@@ -147,13 +154,19 @@ export async function pruneCalls(db: Db, changes: Changes, now: number, retentio
   for (let batch = 0; batch < CREDENTIAL_BATCHES_PER_PASS; batch += 1) {
     const deleted = await db.tx(
       async (sql) => {
-        const gone = await sql.query<{ integration_id: string; member_id: string }>(PRUNE_CALLS, [now - retentionMs]);
-        const agents = [...new Map(gone.map((row) => [`${row.integration_id}:${row.member_id}`, row])).values()];
+        const gone = await sql.query<{ integration_id: string; member_id: string; created_at: number }>(PRUNE_CALLS, [now - retentionMs]);
+        const newestGone = new Map<string, { integration_id: string; member_id: string; created_at: number }>();
+        for (const row of gone) {
+          const key = `${row.integration_id}:${row.member_id}`;
+          if (Number(row.created_at) > Number(newestGone.get(key)?.created_at ?? -Infinity)) newestGone.set(key, row);
+        }
+        const agents = [...newestGone.values()];
         if (agents.length > 0) {
-          const bumped = await sql.query<{ integration_id: string; member_id: string; version: number }>(
-            agentVersionBump('SELECT * FROM unnest($1::text[], $2::text[])'),
-            [agents.map((agent) => agent.integration_id), agents.map((agent) => agent.member_id)],
-          );
+          const bumped = await sql.query<{ integration_id: string; member_id: string; version: number }>(agentVersionBump(SHOWN_CALL_GONE), [
+            agents.map((agent) => agent.integration_id),
+            agents.map((agent) => agent.member_id),
+            agents.map((agent) => Number(agent.created_at)),
+          ]);
           for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, row.version);
         }
         return gone.length;

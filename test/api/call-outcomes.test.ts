@@ -14,7 +14,7 @@ import type { Db } from '../../api/store/index.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { waitFor } from '../helpers/processes.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
-import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { setMemberOverrides, setPolicy } from '../../api/domain/operator/integrations.js';
 import { setRate } from '../../api/domain/operator/telephony.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -272,7 +272,7 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
 
     // PGlite runs one statement at a time, so only PostgreSQL can dial two calls of one account at once.
     if (driver === 'pg') {
-      it('a dial that waited for another dial of its account plans on what that one set aside', async () => {
+      it('a call asked for while a dial of its account plans waits for that dial, and is refused when it set everything aside, not accepted to fail', async () => {
         const t = await seedTenant(h.services, { balanceMicros: 30_000 });
         const bob = await salesMember(t, 'bob');
         const ana = await pairOnly(t, t.agent.email, false);
@@ -285,10 +285,9 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
         expect((await api.post('/engine/claim', { request_id: first }, { auth: ana.engineToken })).status).toBe(200);
         const webhook = (agent: Agent, id: string) => ({ callSid: `CA-${id}`, from: `client:${engineIdentity(agent.engineId)}`, to: id, biz: t.accountId, callerId: '+12025550100' });
         const db = h.services.db;
-        let second: Promise<unknown> | undefined;
-        let secondId = '';
-        // The first dial plans alone (the whole balance); while it holds the account, the second call
-        // is requested and claimed, and its dial waits for the account.
+        let second: ReturnType<typeof requestCall> | undefined;
+        // The first dial plans alone (the whole balance); while it holds the account, the second
+        // call is asked for, and its request waits for the account.
         const racing: Db = {
           ...db,
           driver: db.driver,
@@ -300,12 +299,8 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
                   query: async (text, params) => {
                     const rows = await sql.query(text, params);
                     if (text.includes('set_aside_micros') && !second) {
-                      const requested = await requestCall(api, t, { agent: { type: 'email', value: bob } });
-                      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
-                      secondId = requested.body.request_id;
-                      expect((await api.post('/engine/claim', { request_id: secondId }, { auth: bobs.engineToken })).status).toBe(200);
-                      second = consumeForDial(db, h.clock, webhook(bobs, secondId));
-                      await waitFor(async () => ((await lockWaits()) > 0 ? true : undefined), 'the second dial to wait for the account');
+                      second = requestCall(api, t, { agent: { type: 'email', value: bob } });
+                      await waitFor(async () => ((await lockWaits()) > 0 ? true : undefined), 'the request to wait for the account');
                     }
                     return rows as never;
                   },
@@ -320,10 +315,9 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
           (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))[0]!.n;
         const dialed = await consumeForDial(racing, h.clock, webhook(ana, first));
         expect(dialed.decision).toMatchObject({ dial: { timeLimitSeconds: 180 } });
-        const refused = (await second) as Awaited<ReturnType<typeof consumeForDial>>;
-        // All 30,000 is set aside for the first call's 180 s: nothing is left for the second.
-        expect(refused.decision).toEqual({ reject: 'no balance' });
-        expect(await getCall(t, secondId)).toMatchObject({ status: 'failed', error: 'insufficient_balance' });
+        // All 30,000 is set aside for the first call's 180 s: the second is refused when asked for
+        // (read before the dial committed, it was accepted, and then failed at its own dial).
+        await expectError(second!, 402, 'insufficient_balance');
       });
     }
 
@@ -375,6 +369,43 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       expect(await getCall(t, dearer.body.request_id)).toMatchObject({ status: 'dialing' });
       const [row] = await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE id = $1', [dearer.body.request_id]);
       expect(row!.time_limit_seconds).toBe(90);
+    });
+
+    it('a call keeps its minimum at its dial when an equal share fell below it but what is not set aside pays for it', async () => {
+      // 60,000 micros, UK calls at 20,000 a minute
+      const t = await seedTenant(h.services, { balanceMicros: 60_000 });
+      const [dee, yan] = [await salesMember(t, 'dee'), await salesMember(t, 'yan')];
+      const agents = [await readyAgent(api, t), await readyAgent(api, t, dee), await readyAgent(api, t, yan)];
+      const members = await h.services.db.query<{ id: string; email: string }>('SELECT id, email FROM members WHERE account_id = $1', [t.accountId]);
+      const idOf = (email: string) => members.find((member) => member.email === email)!.id;
+      await setMemberOverrides(deps(), t.integrationId, idOf(t.agent.email), { max_call_seconds: 75 });
+      await setMemberOverrides(deps(), t.integrationId, idOf(dee), { max_call_seconds: 30 });
+      const call = async (index: number, email: string) => {
+        const requested = await requestCall(api, t, { agent: { type: 'email', value: email }, phone_number: `+4420794601${20 + index}` });
+        expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+        expect((await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: agents[index]!.engineToken })).status).toBe(200);
+        return requested.body.request_id as string;
+      };
+      const limitOf = async (id: string) => (await h.services.db.query<{ time_limit_seconds: number }>('SELECT time_limit_seconds FROM call_intents WHERE id = $1', [id]))[0]!.time_limit_seconds;
+      // X alone: 75 s (25,000 set aside), talking from 3 s to 78 s; D at 60 s: 30 s (10,000), talking
+      // from 63 s to 93 s; Y asked for at 61 s, accepted on 20,000 of the 25,000 not set aside
+      const x = await call(0, t.agent.email);
+      expect(await limitOf(x)).toBe(75);
+      await h.clock.advanceSeconds(60);
+      const d = await call(1, dee);
+      expect(await limitOf(d)).toBe(30);
+      await h.clock.advanceSeconds(1);
+      const requested = await requestCall(api, t, { agent: { type: 'email', value: yan }, phone_number: '+442079460199' });
+      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+      // X talks to its limit and is billed 25,000: the balance is 35,000, and an equal share of it (17,500) is 52 s
+      await h.clock.advanceSeconds(19);
+      expect(await getCall(t, x)).toMatchObject({ status: 'completed', duration: 75 });
+      expect(await getCall(t, d)).toMatchObject({ status: 'connected' });
+      expect(await balance(t)).toBe(35_000);
+      // Y is dialed for its minute all the same: 25,000 is not set aside, and Y is the only call waiting for it
+      expect((await api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: agents[2]!.engineToken })).status).toBe(200);
+      expect(await getCall(t, requested.body.request_id)).toMatchObject({ status: 'dialing' });
+      expect(await limitOf(requested.body.request_id)).toBe(60);
     });
 
     it('a call the wallet pays for less than the minimum when it is dialed fails at once rather than be cut off seconds in', async () => {

@@ -6,7 +6,6 @@
 import { engineIdentity } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import type { Db } from '../../store/index.js';
-import { timeLimitSeconds } from '../billing.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { finishCall } from './lifecycle.js';
@@ -53,12 +52,11 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
       return { reject: 'integration disabled or account suspended' };
     }
     await lockWallet(sql, call.account_id);
-    const limit = timeLimitSeconds(call.policy.max_call_seconds, await planDial(sql, call.account_id, call.id, call.per_minute_micros));
+    const limit = await planDial(sql, call.account_id, call.id, call.per_minute_micros, call.policy.max_call_seconds);
     const now = clock.now();
     // As POST /calls asked: enough for the minimum a call is placed for. The wallet may have less
-    // for it now (spent meanwhile, or calls requested at the same moment on two integrations of the
-    // account, which did not see each other there): one left less is not put through to be cut off
-    // a few seconds in.
+    // for it now (spent elsewhere meanwhile): one left less is not put through to be cut off a few
+    // seconds in.
     if (limit < minimumSeconds(call.policy.max_call_seconds)) {
       // Said now, not by the connect timeout a minute later: the agent and the backend learn why.
       await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'insufficient_balance', error: 'insufficient_balance' });

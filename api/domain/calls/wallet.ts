@@ -66,6 +66,10 @@ function shareMicros(wallet: Wallet, planning: number, undialed: number): number
  */
 export async function walletAdmits(sql: Sql, accountId: string, perMinuteMicros: number, policyCap: number): Promise<boolean> {
   if (perMinuteMicros <= 0) return true;
+  // Locked as a dial locks it (until the request's transaction ends): a dial under way would
+  // otherwise set aside what this request counts on, and the call accepted here fail at its own
+  // dial. Requests on two integrations of the account see each other the same way.
+  await lockWallet(sql, accountId);
   const wallet = await readWallet(sql, accountId, null);
   if (!wallet) return false;
   const before = shareMicros(wallet, wallet.paidLive, wallet.needs.length);
@@ -76,16 +80,22 @@ export async function walletAdmits(sql: Sql, accountId: string, perMinuteMicros:
 }
 
 /**
- * Plans the call being dialed at `perMinuteMicros` on the account's wallet: the seconds of talk it
- * pays for. Call it with the account locked (lockWallet), so that two dials of one account plan
- * one after the other.
+ * Plans the call being dialed at `perMinuteMicros` (its policy capping it at `policyCap` seconds)
+ * on the account's wallet: its time limit in seconds. Call it with the account locked (lockWallet),
+ * so that two dials of one account plan one after the other.
  */
-export async function planDial(sql: Sql, accountId: string, callId: string, perMinuteMicros: number): Promise<number> {
-  if (perMinuteMicros <= 0) return Number.POSITIVE_INFINITY;
+export async function planDial(sql: Sql, accountId: string, callId: string, perMinuteMicros: number, policyCap: number): Promise<number> {
+  if (perMinuteMicros <= 0) return timeLimitSeconds(policyCap, Number.POSITIVE_INFINITY);
   const wallet = await readWallet(sql, accountId, callId);
   if (!wallet) return 0;
   // the call being dialed is live and not dialed yet: among both counts
-  return affordableSeconds(shareMicros(wallet, Math.max(1, wallet.paidLive), wallet.needs.length + 1), perMinuteMicros);
+  const undialed = wallet.needs.length + 1;
+  const planned = timeLimitSeconds(policyCap, affordableSeconds(shareMicros(wallet, Math.max(1, wallet.paidLive), undialed), perMinuteMicros));
+  // The equal share of the balance can fall below what the call was accepted for (a call billed
+  // more than an equal share since): the minimum is still kept when what is not set aside, split
+  // among the calls not dialed yet, pays for it, which keeps what is set aside within the balance.
+  const free = Math.max(0, Math.max(0, wallet.balanceMicros) - wallet.setAsideMicros) / undialed;
+  return Math.max(planned, Math.min(minimumSeconds(policyCap), affordableSeconds(free, perMinuteMicros)));
 }
 
 /**
