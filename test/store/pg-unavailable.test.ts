@@ -310,8 +310,9 @@ describe.skipIf(!storeDrivers().includes('pg'))('a PostgreSQL that takes no chan
 
 describe.skipIf(!storeDrivers().includes('pg'))('a store that keeps failing now and then', () => {
   it('puts off judging silent windows for at most five minutes, then ends the calls of the dead ones', async () => {
-    // two connections, given up on after 100 ms: holding both makes the next statement fail at once
-    const database = await openTestDatabase('pg', { pg: { max: 2, connectTimeoutMs: 100 } });
+    // two connections, given up on after 400 ms: holding both makes the next statement fail soon
+    // (100 ms was too short for a new connection on a loaded machine, the set-up's own included)
+    const database = await openTestDatabase('pg', { pg: { max: 2, connectTimeoutMs: 400 } });
     const h = await createHarness('pg', {}, { database });
     try {
       const api = client(h.app);
@@ -326,7 +327,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('a store that keeps failing now 
       expect(await status()).toBe('connected');
 
       // The window dies; the store fails a statement every 15 s, and answers the rest.
-      /** Holds one of the pool's connections in a transaction; a connect the busy machine made take over 100 ms is tried again. */
+      /** Holds one of the pool's connections in a transaction; a connect the busy machine made take over 400 ms is tried again. */
       const holdConnection = async (): Promise<{ release: () => void; done: Promise<void> }> => {
         for (;;) {
           const held = await new Promise<{ release: () => void; done: Promise<void> } | null>((resolve) => {
@@ -356,7 +357,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('a store that keeps failing now 
       await h.close();
       await database.drop();
     }
-  });
+  }, 90_000);
 });
 
 describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stuck', () => {
