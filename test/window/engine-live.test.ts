@@ -9,7 +9,6 @@
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { API_PREFIX } from '../../api/config.js';
-import { startGateway, type Gateway } from '../../gateway/server.js';
 import { EngineApi } from '../../window/src/api.js';
 import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
 import { Engine } from '../../window/src/engine.js';
@@ -21,33 +20,21 @@ import type { ViewModel } from '../../window/src/ui.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, launchTicket, openSession, requestCall, widgetState } from '../helpers/flows.js';
-import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
+import { client, type Client, type Harness } from '../helpers/harness.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
+import { memoryStorage } from '../helpers/storage.js';
 
 /** A step through the real gateway and store may take longer than vi.waitFor's 1 s default on a busy machine. */
 const SETTLE = { timeout: 10_000, interval: 20 };
 /** for waits that read the REST API: its rate limits' windows move with the test's clock, which stands still */
 const POLL = { timeout: 10_000, interval: 500 };
 
-function memoryStorage(): Storage {
-  const map = new Map<string, string>();
-  return {
-    get length() {
-      return map.size;
-    },
-    clear: () => map.clear(),
-    key: (index) => [...map.keys()][index] ?? null,
-    getItem: (key) => map.get(key) ?? null,
-    setItem: (key, value) => void map.set(key, value),
-    removeItem: (key) => void map.delete(key),
-  };
-}
-
 describe.each(storeDrivers().slice(0, 1))('the call window engine against the service on %s', (driver) => {
   let h: Harness;
   let t: Tenant;
   let api: Client;
-  let gateway: Gateway;
+  let live: GatewayHarness;
   const engines: Engine[] = [];
 
   /** fetch for the window: the engine API through inject, from the service's own page (the window's origin). */
@@ -101,18 +88,16 @@ describe.each(storeDrivers().slice(0, 1))('the call window engine against the se
   }
 
   beforeAll(async () => {
-    h = await createHarness(driver);
-    h.services.pusher.start();
-    gateway = await startGateway(h.services, { port: 0, host: '127.0.0.1' });
-    h.services.realtime.available = true;
-    h.services.realtime.url = `http://127.0.0.1:${gateway.port}`;
+    live = await createGatewayHarness(driver);
+    h = live.h;
+    // where the pairing answer sends the window's socket
+    h.services.realtime.url = live.url;
     t = await seedTenant(h.services);
     api = client(h.app);
   });
   afterAll(async () => {
     for (const engine of engines) engine.unload();
-    await gateway?.close();
-    await h?.close();
+    await live?.close();
   });
 
   it('gets ready, live on its socket, and the widget sees it; a command pushed to it is carried out once and acked', async () => {

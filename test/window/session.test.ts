@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { EngineApi, type Paired } from '../../window/src/api.js';
 import { MESSAGES, useLanguage } from '../../window/src/messages.js';
 import { STORAGE_KEY, establish, loadPairing } from '../../window/src/session.js';
+import { memoryStorage } from '../helpers/storage.js';
 
 const BASE = 'http://127.0.0.1:8080/api/v1/click2call';
 
@@ -19,20 +20,6 @@ const paired = (token = 'c2ce_one'): Paired => ({
   heartbeat_fallback_ms: 3000,
   realtime: { url: 'http://127.0.0.1:8081', path: '/socket.io', available: true },
 });
-
-function memoryStorage(): Storage {
-  const map = new Map<string, string>();
-  return {
-    get length() {
-      return map.size;
-    },
-    clear: () => map.clear(),
-    getItem: (key) => map.get(key) ?? null,
-    key: (index) => [...map.keys()][index] ?? null,
-    removeItem: (key) => void map.delete(key),
-    setItem: (key, value) => void map.set(key, value),
-  };
-}
 
 type Route = (body: any, headers: Record<string, string>) => { status: number; body: unknown };
 
