@@ -498,7 +498,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     const launching = this.launch.isActive();
     this.noticeCallEnd(call);
     // hasSnapshot: one was ever applied (a new agent's session drops the held one, but the widget is not starting over)
-    const moved = this.machine.update({ session: this.session.status, transport: this.transport.status, hasSnapshot: this.snapshots.seen, engine, call, launching });
+    const inbound = (st?.policy ?? this.session.session?.policy)?.inbound ?? true;
+    const moved = this.machine.update({ session: this.session.status, transport: this.transport.status, hasSnapshot: this.snapshots.seen, engine, call, launching, inbound });
     const key = call ? `${call.request_id}:${call.status}:${call.orphaned}` : '';
     if ((moved && !moved.refused) || key !== this.callKey) {
       this.callKey = key;

@@ -56,6 +56,10 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
   let reasked = false;
   // Once the socket left an attempt unanswered, the retries go over REST (the same request_id).
   let socketUnanswered = false;
+  // An attempt went unanswered: the service may have carried it out. A hangup given up after that
+  // (a retry refused before it was looked at) is uncertain, not refused.
+  let mayHaveRun = false;
+  const giveUp = (error: SdkError) => (command.kind === 'hangup' && mayHaveRun ? uncertain() : error);
   for (let attempt = 0; ; attempt++) {
     let error: SdkError;
     try {
@@ -86,12 +90,14 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
         attempt -= 1;
         continue;
       }
-      throw error;
+      throw giveUp(error);
     }
+    if (isRejection(error)) throw giveUp(error);
     if (!isTransient(error)) throw error;
+    if (error.status === 0) mayHaveRun = true;
     const retryAfterMs = (error.retryAfter ?? 0) * 1000;
-    // refused before anything was done (a hangup too): nothing is uncertain about it
-    if (retryAfterMs > COMMAND_RETRY_AFTER_MAX_MS) throw error;
+    // refused before anything was done: nothing is uncertain about it, unless an attempt before went unanswered
+    if (retryAfterMs > COMMAND_RETRY_AFTER_MAX_MS) throw giveUp(error);
     if (attempt + 1 >= COMMAND_ATTEMPTS) throw command.kind === 'hangup' ? uncertain() : error;
     // spread out, so that the widgets one limit held back (a call centre behind one address) do not all come back at once
     const wait = retryAfterMs > 0 ? retryAfterMs + Math.floor((d.random ?? Math.random)() * (retryAfterMs / 2)) : 200 + fullJitter(attempt, 400, 4000, d.random);

@@ -102,20 +102,34 @@ async function exchange<T>(fetchFn: FetchLike, url: string, init: RequestInit): 
  */
 export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => string | null, clock: Clock) {
   const base = baseUrl.replace(/\/+$/, '');
-  return <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS) =>
-    sendWithToken<T>(fetchFn, base + path, {
-      method,
-      mode: 'cors',
-      credentials: 'omit',
-      // A conditional GET must reach the server, and its 304 must reach us.
-      cache: 'no-store',
-      headers: {
-        authorization: `Bearer ${token() ?? ''}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...headers,
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }, { clock, ms: timeoutMs });
+  return async <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS) => {
+    const sendWith = (bearer: string | null) =>
+      sendWithToken<T>(fetchFn, base + path, {
+        method,
+        mode: 'cors',
+        credentials: 'omit',
+        // A conditional GET must reach the server, and its 304 must reach us.
+        cache: 'no-store',
+        headers: {
+          authorization: `Bearer ${bearer ?? ''}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }, { clock, ms: timeoutMs });
+    const sent = token();
+    try {
+      return await sendWith(sent);
+    } catch (error) {
+      // Refused for a token a new session replaced while the request was on its way: the refusal
+      // is not about the current token, and counting it would end a session that had just been
+      // renewed (a second refusal is final). It goes once more, with the current token; a
+      // command's body keeps its request_id, so the service dedupes it.
+      const current = token();
+      if (isRejection(error) && current !== null && current !== sent) return sendWith(current);
+      throw error;
+    }
+  };
 }
 
 /** POSTs JSON to one of the integrator's endpoints, with same-origin cookies and its extra headers. */

@@ -65,6 +65,12 @@ export interface MachineInputs {
   call: Call | null;
   /** enableCalls() opened a window that has not become ready yet */
   launching: boolean;
+  /**
+   * The policy allows incoming calls. Availability is about receiving them: without them, a
+   * window left not Available (an operator turned incoming off meanwhile) is simply ready, and the
+   * widget, which hides the Available toggle then, never shows a state the agent cannot leave.
+   */
+  inbound: boolean;
 }
 
 /** The state the inputs call for, in priority order (first match wins; see docs/sdk.md). */
@@ -78,7 +84,7 @@ export function deriveState(i: MachineInputs): WidgetStateName {
   const engine = i.engine;
   if (!engine || engine.state === 'offline' || engine.state === 'closed') return i.launching ? 'enabling' : 'offline';
   if (engine.state === 'enabling' || !engine.mic_ready) return i.launching ? 'enabling' : 'no_mic';
-  return engine.available ? 'ready' : 'unavailable';
+  return engine.available || !i.inbound ? 'ready' : 'unavailable';
 }
 
 export interface Transition {

@@ -136,6 +136,9 @@ export class Transport {
     this.reconnectTimer = undefined;
     this.planned = true;
     this.socket.disconnect();
+    // Polled until the new handshake is accepted (connect stops it): a slow or stalled handshake
+    // (socket.io-client has no limit of its own on it) must not leave the widget with neither.
+    this.pollAfterDrop();
     const wait = this.notBefore - this.d.clock.now();
     if (wait <= 0) return this.connectSocket();
     this.planned = false;
@@ -355,8 +358,13 @@ export class Transport {
         }
       }
     } catch (error) {
-      // anything else thrown (a defect applying the snapshot) ends the session as an error, as before
-      const e = error instanceof SdkError ? error : new SdkError('internal_error', (error as Error)?.message ?? String(error));
+      // Anything else thrown (a defect applying the snapshot) ends the session as an error: taken
+      // for no answer, it would say reconnecting, and the next poll's 304 would hide it.
+      if (!(error instanceof SdkError)) {
+        this.d.session.abort(new SdkError('internal_error', (error as Error)?.message ?? String(error)));
+        return;
+      }
+      const e = error;
       if (isRejection(e) || isFatal(e)) {
         this.polling = false;
         if (await this.d.session.rejected(e)) next = 0;

@@ -13,6 +13,7 @@ import { ACK_TIMEOUT_MS, COMMAND_ATTEMPTS, ORDERED_WAIT_MS, SESSION_WAIT_MS } fr
 import { REQUEST_TIMEOUT_MS } from '../../sdk/src/http.js';
 import { SOCKET_HEALTHY_MS } from '../../sdk/src/transport.js';
 import { PAIRED_WAIT_MS } from '../../sdk/src/launcher.js';
+import { Snapshots } from '../../sdk/src/snapshots.js';
 import { SOCKET_SILENT_MS } from '../../shared/events.js';
 import { T0, call, engine } from './fixtures.js';
 
@@ -570,6 +571,21 @@ describe('answers that are not the service\'s', () => {
     expect(last.headers.authorization).toBe('Bearer c2cw_2');
   });
 
+  it('a defect applying a polled state ends the session as an error: it is not taken for no answer, and not polled on', async () => {
+    service.realtimeAvailable = false;
+    vi.spyOn(Snapshots.prototype, 'offer').mockImplementationOnce(() => {
+      throw new TypeError('a defect');
+    });
+    const states: string[] = [];
+    start().on('statechange', (e) => states.push(e.state));
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(states).not.toContain('reconnecting');
+    const polls = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(service.count('/widget/state')).toBe(polls);
+  });
+
   it('a poll answered 429 is an answer: the widget waits out Retry-After without saying reconnecting', async () => {
     await startPolling();
     service.script.set('/widget/state', [{ status: 429, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' }, headers: { 'retry-after': '10' } }]);
@@ -620,6 +636,40 @@ describe('endings and tokens', () => {
     next.fire('connect_error', Object.assign(new Error('refused'), { data: { code: 'unauthorized', final: true, message: refused.body.message } }));
     await vi.advanceTimersByTimeAsync(5000);
     expect(q('c2c-state').dataset.state).toBe('unauthorized');
+    expect(service.count('/crm/session')).toBe(2);
+  });
+
+  it('a refusal of the old token that comes after the new session is not a second refusal: the command goes again with the new token', async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const refused = { ok: false, error: 'unauthorized', message: 'The credential is missing, unknown, expired or revoked.' };
+    // The command sent with the first token is answered (refused) only once the new session came.
+    let answerOldCommand!: () => void;
+    const oldCommandHeld = new Promise<void>((resolve) => (answerOldCommand = resolve));
+    const send = async (input: string, init: RequestInit = {}) => {
+      const auth = (init.headers as Record<string, string> | undefined)?.authorization;
+      if (input.endsWith('/widget/commands') && auth === 'Bearer c2cw_1') {
+        await oldCommandHeld;
+        return new Response(JSON.stringify(refused), { status: 401, headers: { 'content-type': 'application/json' } });
+      }
+      return service.fetch(input, init);
+    };
+    start({}, { fetch: send });
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    service.sockets[0]!.drop();
+    const muted = outcome(widget.setMuted(true));
+    await flush();
+    // The token is revoked: the next poll is refused, and the session endpoint gives a new one.
+    service.script.set('/widget/state', [{ status: 401, body: refused }]);
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.count('/crm/session')).toBe(2);
+    answerOldCommand();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(muted.value).toMatchObject({ ok: true });
+    const retried = service.requests.filter((r) => r.path === '/widget/commands');
+    expect(retried.map((r) => r.headers.authorization)).toEqual(['Bearer c2cw_2']);
+    expect(retried[0]!.body).toMatchObject({ kind: 'mute' });
+    expect(widget.getState().state).toBe('call');
     expect(service.count('/crm/session')).toBe(2);
   });
 
@@ -761,6 +811,26 @@ describe('endings and tokens', () => {
     socket.accept();
     expect(socket.tokens).toEqual(['c2cw_1', 'c2cw_2']);
     expect(widget.getState().session.expires_at).toBe(T0 + 1740 + 1800);
+  });
+
+  it('polls while the socket reconnects with a new token until the gateway accepts it: a slow handshake leaves no gap', async () => {
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    service.serverTime = T0 + 1740;
+    await vi.advanceTimersByTimeAsync(1740_000);
+    expect(service.count('/widget/refresh')).toBe(1);
+    const polls = service.count('/widget/state');
+    // the gateway has not accepted the new handshake yet: an incoming call comes meanwhile
+    service.set({ call: call('incoming', { direction: 'inbound' }) });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.count('/widget/state')).toBe(polls + 1);
+    expect(widget.getState().state).toBe('call');
+    // accepted: push again, and the polls stop
+    socket.accept(service.state());
+    await vi.advanceTimersByTimeAsync(9000);
+    expect(service.count('/widget/state')).toBe(polls + 1);
   });
 });
 
@@ -1715,6 +1785,18 @@ describe('the widget', () => {
     expect(visible('c2c-dtmf')).toBe(true);
     expect(visible('c2c-keypad')).toBe(false);
     expect(q('c2c-dtmf').getAttribute('aria-expanded')).toBe('false');
+  });
+
+  it('shows a window left not Available as ready once incoming calls are turned off: no state the agent cannot leave', async () => {
+    service.engine = engine({ available: false });
+    const socket = await ready();
+    expect(q('c2c-state').dataset.state).toBe('unavailable');
+    expect(visible('c2c-available')).toBe(true);
+    service.set({ policy: policy(['mute', 'dtmf'], { inbound: false }) });
+    service.push(socket);
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    expect(visible('c2c-available')).toBe(false);
   });
 
   it('answers and declines incoming calls from its buttons', async () => {

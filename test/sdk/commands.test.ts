@@ -156,6 +156,19 @@ describe('sendCommand', () => {
     expect(viaRest.mock.calls.map(([c]) => c.request_id)).toEqual(Array(COMMAND_ATTEMPTS).fill('r-10'));
   });
 
+  it('reports a hangup as hangup_uncertain when an attempt went unanswered and the retry is refused before it is looked at', async () => {
+    for (const refusal of [new SdkError('rate_limited', 'slow down', 429, COMMAND_RETRY_AFTER_MAX_MS / 1000 + 1), new SdkError('unauthorized', 'refused', 401)]) {
+      const viaRest = vi.fn(async (_c: Command) => {
+        if (viaRest.mock.calls.length === 1) throw new SdkError('unreachable', 'The service did not answer in time.', 0);
+        throw refusal;
+      });
+      const settled = sendCommand({ kind: 'hangup', request_id: `r-${refusal.code}` }, deps({ viaRest })).catch((e) => e);
+      await vi.runAllTimersAsync();
+      expect(await settled).toMatchObject({ code: 'hangup_uncertain' });
+      expect(viaRest).toHaveBeenCalledTimes(2);
+    }
+  });
+
   it('asks for a new session once when the token is refused, then resends the same command', async () => {
     let token = 'old';
     const viaRest = vi.fn(async (c: Command) => {

@@ -5,7 +5,7 @@ import { OPERATIONAL, StateMachine, TRANSITIONS, WIDGET_STATES, canTransition, d
 
 
 
-const base: MachineInputs = { session: 'active', transport: 'push', hasSnapshot: true, engine: engine(), call: null, launching: false };
+const base: MachineInputs = { session: 'active', transport: 'push', hasSnapshot: true, engine: engine(), call: null, launching: false, inbound: true };
 const derive = (over: Partial<MachineInputs>) => deriveState({ ...base, ...over });
 
 /** Inputs that derive each state (used to drive the machine through every allowed edge). */
@@ -52,6 +52,11 @@ describe('deriveState', () => {
     }
     expect(derive({ engine: engine({ state: 'enabling', mic_ready: false }), launching: true })).toBe('enabling');
     expect(derive({ launching: true })).toBe('ready');
+  });
+
+  it('says unavailable for a window not Available only while incoming calls are allowed: without them it is ready', () => {
+    expect(derive({ engine: engine({ available: false }) })).toBe('unavailable');
+    expect(derive({ engine: engine({ available: false }), inbound: false })).toBe('ready');
   });
 });
 
