@@ -59,6 +59,12 @@ export const HeartbeatRequest = z
     muted: z.boolean().default(false),
     call_id: z.string().max(64).nullable(),
     acks: z.array(CommandAck).max(100).default([]),
+    /**
+     * Registered with the voice provider for incoming calls now (a registration that failed, or was
+     * lost, is false): only a registered window is rung. Absent from windows of an earlier release,
+     * for which fetching a voice token counts as registered.
+     */
+    registered: z.boolean().optional(),
   })
   .meta({ id: 'HeartbeatRequest' });
 export type HeartbeatRequest = z.infer<typeof HeartbeatRequest>;
@@ -99,6 +105,11 @@ export const HeartbeatResponse = z
      * an earlier release: the pairing's policy holds.
      */
     controls: Policy.shape.controls.optional(),
+    /**
+     * Whether the agent's policy allows incoming calls now: the window registers for them, or lets
+     * its registration go, without a new pairing. Absent from nodes of an earlier release.
+     */
+    inbound: Policy.shape.inbound.optional(),
   })
   .meta({ id: 'HeartbeatResponse' });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;

@@ -415,6 +415,29 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect(ringing.body.status).toBe('incoming');
   });
 
+  it('does not ring a window that reports its device not registered (a registration that failed or was lost), and rings it once it reports it is again', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const lost = await heartbeat(api, agent.engineToken, { registered: false });
+    expect(lost.status, JSON.stringify(lost.body)).toBe(200);
+    expect(lost.body.inbound).toBe(true);
+    await expectError(inbound(t), 409, 'agent_offline');
+    // a report that says nothing of it (a window of an earlier release) keeps what was known
+    await heartbeat(api, agent.engineToken);
+    await expectError(inbound(t), 409, 'agent_offline');
+    await heartbeat(api, agent.engineToken, { registered: true });
+    const ringing = await inbound(t);
+    expect(ringing.status, JSON.stringify(ringing.body)).toBe(201);
+  });
+
+  it('tells the window in each heartbeat answer whether incoming calls are allowed, as an operator changes it', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    expect((await heartbeat(api, agent.engineToken)).body.inbound).toBe(true);
+    await setPolicy({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.integrationId, { inbound: false });
+    expect((await heartbeat(api, agent.engineToken)).body.inbound).toBe(false);
+  });
+
   it('gives an agent one call of two incoming calls and an outgoing one arriving together; the others are refused and ring no leg', async () => {
     const t = await seedTenant(h.services);
     await readyAgent(api, t);

@@ -271,7 +271,7 @@ describe('Engine', () => {
     const { server, instance } = await engine();
     expect(server.requests[0]!.path).toBe('/engine/heartbeat');
     expect(server.requests.some((r) => r.path === '/engine/voice-token' && r.headers.authorization === 'Bearer c2ce_token')).toBe(true);
-    expect(server.heartbeats().at(-1)).toEqual({ state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [] });
+    expect(server.heartbeats().at(-1)).toEqual({ state: 'ready', mic_ready: true, busy: false, muted: false, call_id: null, acks: [], registered: true });
     expect(instance.model()).toMatchObject({ state: 'ready', agent: 'Ana Agent', message: null });
   });
 
@@ -710,6 +710,22 @@ describe('Engine', () => {
     instance.toggleMute();
     await vi.advanceTimersByTimeAsync(0);
     expect(instance.model()).toMatchObject({ muted: false, muteAllowed: false });
+  });
+
+  it('reports whether its device is registered for incoming calls, and registers it or lets it go as each heartbeat answer says they are allowed', async () => {
+    const driver = new SimulatedDriver();
+    const registered = vi.spyOn(driver, 'registered', 'get').mockReturnValue(false);
+    const wanted = vi.spyOn(driver, 'setRegistration');
+    const { server } = await engine({ realtime: false, driver });
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'ready', registered: false });
+    registered.mockReturnValue(true);
+    server.queue.push({ inbound: false });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)).toMatchObject({ registered: true });
+    expect(wanted).toHaveBeenLastCalledWith(false);
+    server.queue.push({ inbound: true });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(wanted).toHaveBeenLastCalledWith(true);
   });
 
   it('starts the next call unmuted when it follows a muted one at once (the held call goes from one to the other)', async () => {

@@ -35,6 +35,7 @@ class FakeCall extends FakeEmitter implements TwilioCallLike {
 class FakeDevice extends FakeEmitter implements TwilioDeviceLike {
   readonly placed: FakeCall[] = [];
   register = vi.fn(async () => {});
+  unregister = vi.fn(async () => {});
   updateToken = vi.fn();
   destroy = vi.fn();
   connect = vi.fn(async (_options: { params: Record<string, string> }) => {
@@ -105,6 +106,47 @@ describe('TwilioDriver', () => {
     // registered: later tokens only update the Device
     twilio.updateToken('jwt-3');
     expect(device().register).toHaveBeenCalledTimes(2);
+  });
+
+  it('reports whether it is registered now: not before start, not after a failed registration, nor once the Device lost it; again once it is back', async () => {
+    const { twilio, device } = driver(true, true);
+    expect(twilio.registered).toBe(false);
+    await twilio.start('jwt-1');
+    expect(twilio.registered).toBe(false);
+    twilio.updateToken('jwt-2');
+    await vi.waitFor(() => expect(twilio.registered).toBe(true));
+    device().emit('unregistered');
+    expect(twilio.registered).toBe(false);
+    device().emit('registered');
+    expect(twilio.registered).toBe(true);
+    const quiet = driver(false);
+    await quiet.twilio.start('jwt');
+    expect(quiet.twilio.registered).toBe(false);
+  });
+
+  it('registers when incoming calls are turned on after it started, and lets the registration go when they are turned off', async () => {
+    const { twilio, device } = driver(false);
+    await twilio.start('jwt');
+    expect(device().register).not.toHaveBeenCalled();
+    twilio.setRegistration(true);
+    twilio.setRegistration(true);
+    await vi.waitFor(() => expect(twilio.registered).toBe(true));
+    expect(device().register).toHaveBeenCalledTimes(1);
+    twilio.setRegistration(false);
+    await vi.waitFor(() => expect(twilio.registered).toBe(false));
+    expect(device().unregister).toHaveBeenCalledTimes(1);
+    // a Device that registers again by itself (its signalling back) while not wanted is not counted
+    device().emit('registered');
+    expect(twilio.registered).toBe(false);
+  });
+
+  it('a failed registration no longer wanted stops being said', async () => {
+    const { twilio, events } = driver(true, true);
+    await twilio.start('jwt');
+    expect(events.at(-1)).toMatchObject({ type: 'error', lasting: true });
+    twilio.setRegistration(false);
+    expect(events.at(-1)).toEqual({ type: 'registered' });
+    expect(twilio.registered).toBe(false);
   });
 
   it('passes fresh tokens to Device.updateToken and forwards tokenWillExpire', async () => {

@@ -354,6 +354,7 @@ export class Engine {
       muted: this.#muted,
       call_id: this.#calls.reportId,
       acks,
+      registered: this.#driver?.registered ?? false,
     };
     let answer: HeartbeatResponse;
     try {
@@ -395,6 +396,8 @@ export class Engine {
     }
     this.#scheduler.setHeartbeatMs(answer.heartbeat_ms);
     if (answer.controls) this.#controls = answer.controls;
+    // an operator turned incoming calls on or off: the device registers, or lets its registration go
+    if (answer.inbound !== undefined) this.#driver?.setRegistration(answer.inbound);
     const hangupDoubt = this.#callProblem?.kind === 'hangup' ? this.#callProblem.callId : undefined;
     // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
     if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);

@@ -65,19 +65,20 @@ interface Reported extends WorkColumns {
  * call recorded for the engine meanwhile (whose foreign key check shares the row) does not wait.
  */
 const report = (input: string) => `WITH input AS (
-    SELECT id, state, mic_ready, busy, muted FROM ${input}
+    SELECT id, state, mic_ready, busy, muted, registered FROM ${input}
   ), before AS (
     SELECT id, state, mic_ready, busy, muted FROM engines WHERE id IN (SELECT id FROM input) AND state <> 'closed' ORDER BY id FOR NO KEY UPDATE
   ), engine AS (
-    UPDATE engines e SET state = i.state, mic_ready = i.mic_ready, busy = i.busy, muted = i.muted, last_seen_at = $6,
+    UPDATE engines e SET state = i.state, mic_ready = i.mic_ready, busy = i.busy, muted = i.muted, last_seen_at = $7,
+      registered = coalesce(i.registered, e.registered),
       version = e.version + CASE WHEN (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM (i.state, i.mic_ready, i.busy, i.muted) THEN 1 ELSE 0 END
     FROM before b JOIN input i ON i.id = b.id WHERE e.id = b.id
     RETURNING e.*, (b.state, b.mic_ready, b.busy, b.muted) IS DISTINCT FROM (i.state, i.mic_ready, i.busy, i.muted) AS changed
   ), bumped AS (
     ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM engine WHERE changed')}
   ), acked AS (
-    ${ackUpdate('unnest($7::text[], $8::bigint[], $9::text[], $10::text[]) AS a(engine_id, id, result, error)', '$6::bigint', 'AND c.engine_id IN (SELECT id FROM engine)')}
-  ), ${workCtes('SELECT id FROM engine', '$6::bigint', 'due', 'AND NOT EXISTS (SELECT 1 FROM unnest($7::text[], $8::bigint[]) AS x(engine_id, id) WHERE x.engine_id = widget_commands.engine_id AND x.id = widget_commands.id)', 'SELECT unnest($11::text[])')},
+    ${ackUpdate('unnest($8::text[], $9::bigint[], $10::text[], $11::text[]) AS a(engine_id, id, result, error)', '$7::bigint', 'AND c.engine_id IN (SELECT id FROM engine)')}
+  ), ${workCtes('SELECT id FROM engine', '$7::bigint', 'due', 'AND NOT EXISTS (SELECT 1 FROM unnest($8::text[], $9::bigint[]) AS x(engine_id, id) WHERE x.engine_id = widget_commands.engine_id AND x.id = widget_commands.id)', 'SELECT unnest($12::text[])')},
   calls AS (
     SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${LIVE_STATUS_LIST})
     UNION ALL
@@ -111,12 +112,14 @@ async function reportAll(db: Db, reports: Report[], at: number): Promise<Reporte
     ['mic_ready', 'boolean', reports.map((r) => r.report.mic_ready)],
     ['busy', 'boolean', reports.map((r) => r.report.busy)],
     ['muted', 'boolean', reports.map((r) => r.report.muted)],
+    // null (a window of an earlier release says nothing): the voice token's fetch stands
+    ['registered', 'boolean', reports.map((r) => r.report.registered ?? null)],
   ]);
   const [rows] = await db.query<ReportRows>(reportText(input.from), [
     ...input.params,
     at,
     ...ackParams(reports.map((r) => ({ engineId: r.engineId, acks: r.report.acks }))),
-    // $11: the engines whose report came over REST, handed every unacked command (HeartbeatVia)
+    // $12: the engines whose report came over REST, handed every unacked command (HeartbeatVia)
     reports.filter((r) => r.via === 'rest').map((r) => r.engineId),
   ]);
   const { engines, bumped, acked, calls } = rows!;

@@ -16,5 +16,6 @@ export function heartbeatBody(result: HeartbeatResult, context: EngineContext, n
     heartbeat_ms: LIMITS.heartbeatMs,
     server_time: seconds(nowMs),
     controls: context.agent.effective.policy.controls,
+    inbound: context.agent.effective.policy.inbound,
   };
 }

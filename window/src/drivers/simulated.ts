@@ -14,6 +14,13 @@ export class SimulatedDriver implements VoiceDriver {
     return this.#ready;
   }
 
+  /** The simulator rings any started window the server routes to: nothing to register with. */
+  get registered(): boolean {
+    return this.#ready;
+  }
+
+  setRegistration(_wanted: boolean): void {}
+
   async start(_token: string): Promise<void> {
     this.#ready = true;
   }

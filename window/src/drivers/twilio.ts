@@ -25,6 +25,7 @@ export interface TwilioCallLike {
 /** The part of @twilio/voice-sdk's Device this driver uses. */
 export interface TwilioDeviceLike {
   register(): Promise<void>;
+  unregister(): Promise<void>;
   updateToken(token: string): void;
   connect(options: { params: Record<string, string> }): Promise<TwilioCallLike>;
   destroy(): void;
@@ -45,7 +46,7 @@ export type DeviceFactory = (token: string, options: TwilioDeviceOptions) => Twi
 
 export interface TwilioDriverOptions {
   createDevice: DeviceFactory;
-  /** register for incoming calls (when the agent's policy allows them) */
+  /** register for incoming calls (when the agent's policy allows them at pairing; setRegistration changes it) */
   register: boolean;
 }
 
@@ -61,15 +62,38 @@ export class TwilioDriver implements VoiceDriver {
   #call: TwilioCallLike | null = null;
   /** the call ringing this device, not yet answered */
   #incoming: TwilioCallLike | null = null;
-  /** null: not tried yet; false: the last registration failed */
+  /** null: not tried yet; false: the last registration failed, or was let go or lost */
   #registered: boolean | null = null;
+  /** whether the agent's policy wants the device registered for incoming calls */
+  #wanted: boolean;
+  /** a register() or unregister() on its way: one at a time */
+  #registering: Promise<void> | null = null;
 
   constructor(options: TwilioDriverOptions) {
     this.#options = options;
+    this.#wanted = options.register;
   }
 
   get ready(): boolean {
     return this.#device !== null;
+  }
+
+  get registered(): boolean {
+    return this.#device !== null && this.#registered === true;
+  }
+
+  setRegistration(wanted: boolean): void {
+    if (wanted === this.#wanted) return;
+    this.#wanted = wanted;
+    const device = this.#device;
+    if (!device) return;
+    if (wanted) return void this.#register(device);
+    // A registration that failed is no longer wanted: what the window says of it is over.
+    if (this.#registered === false) {
+      this.#registered = null;
+      this.#events.emit({ type: 'registered' });
+    }
+    void this.#unregister(device);
   }
 
   async start(token: string): Promise<void> {
@@ -79,13 +103,27 @@ export class TwilioDriver implements VoiceDriver {
     device.on('incoming', (call: TwilioCallLike) => this.#ring(call));
     device.on('tokenWillExpire', () => this.#events.emit({ type: 'token-expiring' }));
     device.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
-    if (this.#options.register) await this.#register(device);
+    // The Device drops its registration when its signalling connection is lost, and registers
+    // again once it is back: the heartbeat reports what holds now.
+    device.on('unregistered', () => {
+      if (this.#device === device && !this.#registering) this.#registered = false;
+    });
+    device.on('registered', () => {
+      if (this.#device !== device || this.#registering || !this.#wanted) return;
+      if (this.#registered === false) this.#events.emit({ type: 'registered' });
+      this.#registered = true;
+    });
+    if (this.#wanted) await this.#register(device);
   }
 
   /** Registers for incoming calls; one that failed is tried again with each new voice token. */
   async #register(device: TwilioDeviceLike): Promise<void> {
+    await this.#registering;
+    if (!this.#wanted || this.#device !== device || this.#registered === true) return;
+    const registering = device.register();
+    this.#registering = registering.catch(() => {});
     try {
-      await device.register();
+      await registering;
       // a first registration that worked is nothing to tell; one after a failure ends what was said
       if (this.#registered === false) this.#events.emit({ type: 'registered' });
       this.#registered = true;
@@ -94,13 +132,35 @@ export class TwilioDriver implements VoiceDriver {
       // Outgoing calls still work without registration; only incoming ones need it, so this is
       // said until a registration succeeds, not only until the next call shows the device works.
       this.#events.emit({ type: 'error', message: `Could not register for incoming calls: ${describe(error)}`, lasting: true });
+    } finally {
+      this.#registering = null;
     }
+    // incoming calls were turned off meanwhile
+    if (!this.#wanted && this.#registered) await this.#unregister(device);
+  }
+
+  /** Lets the registration go (the agent's incoming calls were turned off); nothing to say when it fails. */
+  async #unregister(device: TwilioDeviceLike): Promise<void> {
+    await this.#registering;
+    if (this.#wanted || this.#device !== device || this.#registered !== true) return;
+    const unregistering = device.unregister();
+    this.#registering = unregistering.catch(() => {});
+    try {
+      await unregistering;
+      this.#registered = false;
+    } catch {
+      // still registered: the server does not route to it while the policy says no
+    } finally {
+      this.#registering = null;
+    }
+    // turned on again meanwhile
+    if (this.#wanted && !this.#registered) await this.#register(device);
   }
 
   updateToken(token: string): void {
     const device = this.#device;
     device?.updateToken(token);
-    if (device && this.#options.register && this.#registered === false) void this.#register(device);
+    if (device && this.#wanted && this.#registered === false) void this.#register(device);
   }
 
   async connect(params: ConnectParams): Promise<void> {

@@ -24,7 +24,7 @@ export type DriverEvent =
   | { type: 'muted'; muted: boolean }
   /** the provider token is about to expire: fetch a new one and pass it to updateToken */
   | { type: 'token-expiring' }
-  /** registered for incoming calls (after a registration that failed: it is said until this) */
+  /** registered for incoming calls, or no longer asked to be (after a registration that failed: it is said until this) */
   | { type: 'registered' }
   /** `lasting`: not a passing hiccup but a state (not registered), said until the driver reports it over */
   | { type: 'error'; message: string; lasting?: boolean };
@@ -35,6 +35,10 @@ export interface VoiceDriver {
   readonly kind: 'simulated' | 'twilio';
   /** true once the driver can place and take calls */
   readonly ready: boolean;
+  /** registered with the provider for incoming calls now (reported in every heartbeat: only a registered window is rung) */
+  readonly registered: boolean;
+  /** The agent's policy allows incoming calls, or no longer does: register for them, or let the registration go. */
+  setRegistration(wanted: boolean): void;
   /** Starts the device with the first provider token (registers it for incoming calls when asked). */
   start(token: string): Promise<void>;
   /** Hands the device a fresh token before the old one expires. */
