@@ -204,6 +204,49 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     expect((await state(agent.widgetToken)).engine.id).toBe(paired.body.engine.id);
   });
 
+  it('a window closed in the store cannot claim a call, whatever its token\'s cached check says: 401, and the call stays queued', async () => {
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t);
+    const id: string = requested.body.request_id;
+    expect((await heartbeat(api, agent.engineToken)).body.dial_requests).toHaveLength(1);
+    // closed by a pairing whose bus message has not reached this node's cache yet
+    await h.services.db.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'replaced' WHERE id = $1`, [agent.engineId, h.clock.now()]);
+    await expectError(api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken }), 401, 'unauthorized');
+    expect((await callStatus(id)).status).toBe('queued');
+  });
+
+  // PGlite runs one transaction at a time: only PostgreSQL can interleave these.
+  if (driver === 'pg') {
+    it('a new window pairing while the old one claims a call waits for the claim, and is then refused agent_busy: the call is never left to a closed window', async () => {
+      const agent = await readyAgent(api, t);
+      const requested = await requestCall(api, t);
+      const id: string = requested.body.request_id;
+      expect((await heartbeat(api, agent.engineToken)).body.dial_requests).toHaveLength(1);
+      const ticket = await launchTicket(api, agent.widgetToken);
+      const lockWaits = async () =>
+        (await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))[0]!.n;
+      // the claim is held up on its call's row, after it has read its window
+      let release: () => void = () => {};
+      const holding = h.services.db.tx(async (sql) => {
+        await sql.query('SELECT 1 FROM call_intents WHERE id = $1 FOR UPDATE', [id]);
+        await new Promise<void>((resolve) => (release = resolve));
+      });
+      const claiming = api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+      await vi.waitFor(async () => expect(await lockWaits()).toBe(1), { timeout: 10_000 });
+      const pairing = pair(ticket);
+      let paired: Reply | undefined;
+      void pairing.then((reply) => (paired = reply));
+      // the pairing waits for the claim (before the fix it closed the old window at once)
+      await vi.waitFor(async () => expect((await lockWaits()) === 2 || paired !== undefined).toBe(true), { timeout: 10_000 });
+      expect(paired).toBeUndefined();
+      release();
+      await holding;
+      expect((await claiming).status).toBe(200);
+      await expectError(pairing, 409, 'agent_busy');
+      expect((await heartbeat(api, agent.engineToken, { call_id: id })).status).toBe(200);
+    });
+  }
+
   it('voice-token answers a provider token for c2c_<engine_id>, and 503 when the provider is down', async () => {
     const widgetToken = await openSession(api, t);
     const paired = await pair(await launchTicket(api, widgetToken));

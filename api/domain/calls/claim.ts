@@ -8,13 +8,19 @@
  * not started, a claim answers the same claim again (claimed_at unchanged, so the reaper's connect
  * timeout still counts from the first). Once the leg started it is 404 like any other: a second
  * connect would place a second leg.
+ *
+ * Only an open window claims: its row is read FOR SHARE first, which waits for a pairing closing it
+ * (engines/pair.ts locks the window it replaces before it checks that window's calls), and a pairing
+ * that comes later waits for this claim, and then finds the window on a call (agent_busy). Without
+ * it, a window being replaced could claim a call that the new window never sees, and drop it when
+ * it learns it was closed. The token's cached check may be up to a minute old; the row is not.
  */
 import { C2CError } from '../../../shared/errors.js';
 import type { Clock } from '../../clock.js';
 import type { ProviderName } from '../../providers/index.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
-import type { EngineContext } from '../engines/auth.js';
+import { CLOSED_WINDOW_MESSAGE, type EngineContext } from '../engines/auth.js';
 import type { CallRow } from '../views.js';
 
 export interface ClaimResult {
@@ -28,6 +34,8 @@ export async function claimIntent(db: Db, clock: Clock, context: EngineContext, 
   const changes = new Changes();
   const { engine } = context;
   return db.tx(async (sql) => {
+    const [open] = await sql.query(`SELECT 1 FROM engines WHERE id = $1 AND state <> 'closed' FOR SHARE`, [engine.id]);
+    if (!open) throw new C2CError('unauthorized', CLOSED_WINDOW_MESSAGE);
     const now = clock.now();
     const [claimed] = await sql.query<CallRow>(
       `UPDATE call_intents SET status = 'claimed', engine_id = $2, claimed_at = $3, provider = $6

@@ -37,6 +37,8 @@ interface CachedEngineAuth {
 
 const CACHE_MS = 60_000;
 
+export const CLOSED_WINDOW_MESSAGE = 'This call window was closed or replaced by a newer one.';
+
 export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Directory) {
   const cache = createBusCache<CachedEngineAuth>(
     bus,
@@ -75,7 +77,7 @@ export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Dire
     const fresh = cached && clock.now() - cached.loadedAt < CACHE_MS ? cached : undefined;
     const entry = fresh ?? (await cache.load(presented.lookup, () => load(presented.lookup)));
     if (!entry || !secretMatches(entry.secretHash, presented)) throw new C2CError('unauthorized');
-    if (entry.engine.state === 'closed') throw new C2CError('unauthorized', 'This call window was closed or replaced by a newer one.');
+    if (entry.engine.state === 'closed') throw new C2CError('unauthorized', CLOSED_WINDOW_MESSAGE);
     if (entry.engine.last_seen_at + LIMITS.engineTokenIdleSeconds * 1000 <= clock.now()) {
       throw new C2CError('unauthorized', 'The engine token expired after a day without heartbeats; open the call window again.');
     }

@@ -59,8 +59,10 @@ export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; 
     const agent = await reloadAgent(sql, integration, ticket.member_id);
     await sql.query('SELECT pg_advisory_xact_lock(hashtext($1))', [agentLock(integration.id, agent.member.id)]);
 
+    // Locked before its calls are checked: a claim of that window (which holds its row FOR SHARE)
+    // either committed before, and the check finds the call, or waits, and then finds it closed.
     const [previous] = await sql.query<EngineRow>(
-      `SELECT * FROM engines WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed'`,
+      `SELECT * FROM engines WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed' FOR NO KEY UPDATE`,
       [integration.id, agent.member.id],
     );
     const now = clock.now();
