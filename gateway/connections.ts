@@ -116,36 +116,38 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
 
   /**
    * A widget gets its agent's whole state at once, then every change (pushed to the agent's room).
-   * The state is read once the room receives pushes: a change in between reaches it either way. The
-   * credential is checked again then: a revocation while the handshake was checked reached no socket.
+   * The credential is checked again first: a revocation while the handshake was checked reached no
+   * socket, and a socket in the room before its re-check (which a struggling store may take seconds
+   * to answer) would meanwhile get the agent's pushes. From here on the socket is on the node's
+   * list (server.ts), so an ending after the re-check reaches it. The state is read once the room
+   * receives pushes: a change in between reaches it either way.
    */
   function widget(socket: Socket, data: WidgetSocketData): void {
-    void socket.join(rooms.agent(data.integrationId, data.memberId));
-    void services.bus
-      .roomsJoined()
-      .then(() => widgetContext(data))
-      .then(async (context) => {
-        const state: PushedState = await services.widgetStates.forWidget(context);
-        socket.emit('state', state);
-      })
-      .catch((error: unknown) => endWithError(socket, error));
+    void (async () => {
+      const context = await widgetContext(data);
+      // (a socket that left meanwhile joins nothing: Socket.IO makes join a no-op once it left)
+      void socket.join(rooms.agent(data.integrationId, data.memberId));
+      await services.bus.roomsJoined();
+      const state: PushedState = await services.widgetStates.forWidget(context);
+      socket.emit('state', state);
+    })().catch((error: unknown) => endWithError(socket, error));
     socket.on('command', command);
   }
 
   /**
    * An engine gets its unacked commands and dial requests at once (once its room receives pushes),
-   * then every new one. Its credential is checked again first, as a widget's is: an engine closed,
-   * replaced or disabled while its handshake was being checked was told nobody (the node's endings
-   * reach only sockets it holds), and would otherwise stay connected until its next heartbeat.
+   * then every new one. Its credential is checked again first, before it joins its room, as a
+   * widget's is: an engine closed, replaced or disabled while its handshake was being checked was
+   * told nobody (the node's endings reach only sockets it holds), and would otherwise stay
+   * connected until its next heartbeat, and be pushed commands meanwhile.
    */
   function engine(socket: Socket, data: EngineSocketData): void {
-    void socket.join(rooms.engine(data.engineId));
-    void services.bus
-      .roomsJoined()
-      .then(() => engineContext(data))
-      .then(() => services.pusher.engineWork(data.engineId, 'unacked'))
-      .then((work) => socket.emit('work', work))
-      .catch((error: unknown) => endWithError(socket, error));
+    void (async () => {
+      await engineContext(data);
+      void socket.join(rooms.engine(data.engineId));
+      await services.bus.roomsJoined();
+      socket.emit('work', await services.pusher.engineWork(data.engineId, 'unacked'));
+    })().catch((error: unknown) => endWithError(socket, error));
     socket.on('heartbeat', heartbeat);
     socket.on('ack', ack);
   }

@@ -17,7 +17,7 @@ import { setCoverage } from '../../api/domain/operator/integrations.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { rooms } from '../../api/domain/push.js';
 import { storeDrivers } from '../helpers/env.js';
-import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
+import { command, heartbeat, openSession, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, type Client, type Harness } from '../helpers/harness.js';
 import { freePort, waitFor } from '../helpers/processes.js';
@@ -462,6 +462,52 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const ended = engine.next('ended');
     await readyAgent(api, t);
     expect(await ended).toMatchObject({ code: 'replaced', final: true });
+  });
+
+  it("pushes nothing to a widget whose session was revoked while its handshake was being checked, however long its re-check takes", async () => {
+    const agent = await readyAgent(api, t);
+    const watcher = open(await openSession(api, t));
+    const sessions = h.services.sessions;
+    const authenticate = sessions.authenticate;
+    let hold: 'handshake' | 'recheck' | null = 'handshake';
+    let handshakeChecked!: () => void;
+    let recheckStarted!: () => void;
+    let releaseHandshake!: () => void;
+    let releaseRecheck!: () => void;
+    const checked = new Promise<void>((resolve) => (handshakeChecked = resolve));
+    const rechecking = new Promise<void>((resolve) => (recheckStarted = resolve));
+    sessions.authenticate = async (...args) => {
+      if (args[0] !== agent.widgetToken || hold === null) return authenticate.apply(sessions, args);
+      if (hold === 'handshake') {
+        const context = await authenticate.apply(sessions, args);
+        handshakeChecked();
+        await new Promise<void>((go) => (releaseHandshake = go));
+        return context;
+      }
+      recheckStarted();
+      await new Promise<void>((go) => (releaseRecheck = go));
+      return authenticate.apply(sessions, args);
+    };
+    try {
+      const first = await watcher.next('state');
+      const widget = open(agent.widgetToken);
+      await checked;
+      hold = null;
+      expect((await api.post('/widget/revoke', undefined, { auth: agent.widgetToken, origin: ORIGIN })).status).toBe(200);
+      hold = 'recheck';
+      releaseHandshake();
+      await rechecking;
+      // the agent's state changes while the re-check waits on the store: the agent's other widget hears it
+      const changed = watcher.next('state', { where: (state) => state.version > first.version });
+      expect((await heartbeat(api, agent.engineToken, { muted: true })).status).toBe(200);
+      await changed;
+      const ended = widget.next('ended');
+      releaseRecheck();
+      expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
+      expect(widget.events.map((e) => e.event)).not.toContain('state');
+    } finally {
+      sessions.authenticate = authenticate;
+    }
   });
 
   it("ends a window closed while its socket's handshake was being checked, rather than keep it connected unseen", async () => {
