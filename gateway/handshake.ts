@@ -135,9 +135,12 @@ async function credentialOf(services: Services, socket: Socket, ip: string): Pro
     } satisfies WidgetSocketData;
   }
   if (typeof token === 'string' && token.startsWith(CREDENTIAL_PREFIX.engineToken)) {
-    // A browser always sends Origin with a WebSocket upgrade or a long-polling request.
-    if (origin === undefined) throw new C2CError('origin_not_allowed', "An engine connects only from the service's own pages or an allowed extension.");
-    assertEngineOrigin(services.config, origin);
+    // Checked when named, as REST checks it (engines/origins.ts). A browser names it on every
+    // cross-origin request, so a page elsewhere cannot leave it out; it is missing from a
+    // same-origin long-polling GET (the call window, with the gateway behind the site's own
+    // address, where WebSockets are blocked) and from a client that is no browser, which holds the
+    // token, the credential, either way.
+    if (origin !== undefined) assertEngineOrigin(services.config, origin);
     const context = await services.engines.authenticate(token);
     return { kind: 'engine', token, engineId: context.engine.id, integrationId: context.integration.id, memberId: context.agent.member.id } satisfies EngineSocketData;
   }

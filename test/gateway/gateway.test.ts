@@ -277,6 +277,13 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     expect(await open(agent.engineToken, ORIGIN).next('connect_error')).toMatchObject({ code: 'origin_not_allowed', final: true });
   });
 
+  it('takes an engine handshake that names no Origin, as REST does: a same-origin long-polling request (no WebSockets, the gateway behind the site) or no browser', async () => {
+    const agent = await readyAgent(api, t);
+    const polling = openSocket(url, agent.engineToken, undefined, { transports: ['polling'], headers: { 'sec-fetch-site': 'same-origin' } });
+    sockets.push(polling);
+    expect(await polling.next('work')).toEqual({ commands: [], dial_requests: [] });
+  });
+
   it('holds a bounded number of sockets per credential on a node: one more is refused rate_limited (retry later), a closed one frees its place', async () => {
     const agent = await readyAgent(api, t);
     const cap = h.services.config.socketsPerCredential;
