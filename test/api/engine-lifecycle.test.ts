@@ -13,6 +13,7 @@
  * reaper.tick().
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { C2CError } from '../../shared/errors.js';
 import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -246,6 +247,61 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
       expect((await heartbeat(api, agent.engineToken, { call_id: id })).status).toBe(200);
     });
   }
+
+  it('a report that committed keeps its first acks when a later report of the same window in its batch fails: the widget hears of the failed command', async () => {
+    const agent = await readyAgent(api, t);
+    const focus = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'batch-focus' });
+    expect(focus.status, JSON.stringify(focus.body)).toBe(200);
+    const commandId: number = focus.body.command_id;
+    const context = await h.services.engines.authenticate(agent.engineToken);
+    const report = { state: 'ready' as const, mic_ready: true, busy: false, muted: false, call_id: null, acks: [{ command_id: commandId, result: 'failed' as const, error: 'No voice device.' }] };
+    // The same report twice (a socket heartbeat timed out and went again over REST) lands in one
+    // batch, in two rounds; the second round's statement times out on a lock.
+    const db = h.services.db;
+    const query = db.query;
+    let reports = 0;
+    db.query = (async (text: string, params?: readonly unknown[]) => {
+      if (text.startsWith('WITH input AS') && ++reports === 2) throw new C2CError('service_unavailable', 'canceling statement due to statement timeout');
+      return query.call(db, text, params);
+    }) as typeof db.query;
+    let outcomes: PromiseSettledResult<unknown>[];
+    try {
+      outcomes = await Promise.allSettled([h.services.engines.heartbeat(context, report, 'rest'), h.services.engines.heartbeat(context, report, 'rest')]);
+    } finally {
+      db.query = query;
+    }
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected']);
+    const [row] = await db.query<{ acks: number }>('SELECT acks FROM widget_commands WHERE id = $1', [commandId]);
+    expect(row!.acks).toBe(1);
+    expect((await state(agent.widgetToken)).failed_command).toMatchObject({ request_id: 'batch-focus', kind: 'focus', message: 'No voice device.' });
+  });
+
+  it('answers a heartbeat whose report committed even when flagging a call it left out fails: its first acks are acted on, and the next heartbeat flags the call', async () => {
+    const agent = await readyAgent(api, t);
+    const { id } = await connectedCall(agent);
+    const focus = await command(api, agent.widgetToken, { kind: 'focus', request_id: 'reconcile-focus' });
+    const commandId: number = focus.body.command_id;
+    await h.clock.advanceSeconds(10);
+    const db = h.services.db;
+    const tx = db.tx;
+    let failed = 0;
+    db.tx = (async (...args: Parameters<typeof tx>) => {
+      if (failed++ === 0) throw new C2CError('service_unavailable', 'canceling statement due to statement timeout');
+      return tx.apply(db, args);
+    }) as typeof db.tx;
+    let beat: Reply;
+    try {
+      // the window no longer reports the call, and could not carry out the focus
+      beat = await heartbeat(api, agent.engineToken, { call_id: null, acks: [{ command_id: commandId, result: 'failed', error: 'No voice device.' }] });
+    } finally {
+      db.tx = tx;
+    }
+    expect(failed).toBeGreaterThan(0);
+    expect(beat.status, JSON.stringify(beat.body)).toBe(200);
+    expect(beat.body.call).toMatchObject({ request_id: id, orphaned: false });
+    expect((await state(agent.widgetToken)).failed_command).toMatchObject({ request_id: 'reconcile-focus', message: 'No voice device.' });
+    expect((await heartbeat(api, agent.engineToken, { call_id: null })).body.call).toMatchObject({ request_id: id, orphaned: true });
+  });
 
   it('voice-token answers a provider token for c2c_<engine_id>, and 503 when the provider is down', async () => {
     const widgetToken = await openSession(api, t);

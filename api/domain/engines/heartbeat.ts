@@ -9,6 +9,7 @@ import type { DialRequest, EngineCommand, HeartbeatRequest } from '../../../shar
 import type { Clock } from '../../clock.js';
 import { batchRows } from '../../store/batch-rows.js';
 import { coalesce } from '../../store/coalesce.js';
+import { isStoreOutOfReach } from '../../store/db.js';
 import type { Db } from '../../store/index.js';
 import { agentVersionBump } from '../agent-state.js';
 import { Changes } from '../changes.js';
@@ -147,63 +148,125 @@ function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
   return groups;
 }
 
+/** One report's outcome in its batch: a report that committed is never run again for a later round's failure. */
+type Outcome = { reported: Reported } | { failed: unknown };
+
 /**
  * Reports of a busy node go to the store together (store/coalesce.ts). Two reports of the same
  * engine never share a statement: the later one goes in a later round, in order.
+ *
+ * Each round commits on its own, so a round that fails must not fail, or run again, the rounds
+ * before it: run again, a report's acks would no longer be first acks (what follows a first ack,
+ * a failure told to the widget or a simulated answer, would never happen) and its commands would be
+ * handed over twice. A round of several that fails is tried report by report, so that one bad
+ * report (a row lock its statement timed out on) fails only its own caller. Only when nothing has
+ * committed yet does a store out of reach fail the whole batch (and, in coalesce, the reports
+ * queued behind it) at once.
  */
 function reportTogether(db: Db, clock: Clock) {
-  return coalesce<Report, Reported>(
-    async (reports) => {
-      // an engine's k-th report of the batch goes in round k
-      const rounds: Array<Array<{ report: Report; index: number }>> = [];
-      const reportsOf = new Map<string, number>();
-      reports.forEach((report, index) => {
-        const round = reportsOf.get(report.engineId) ?? 0;
-        reportsOf.set(report.engineId, round + 1);
-        (rounds[round] ??= []).push({ report, index });
-      });
-      const results: Reported[] = new Array(reports.length);
-      for (const round of rounds) {
-        const done = await reportAll(db, round.map((entry) => entry.report), clock.now());
-        round.forEach((entry, i) => (results[entry.index] = done[i]!));
+  const together = coalesce<Report, Outcome>(async (reports) => {
+    // an engine's k-th report of the batch goes in round k
+    const rounds: Array<Array<{ report: Report; index: number }>> = [];
+    const reportsOf = new Map<string, number>();
+    reports.forEach((report, index) => {
+      const round = reportsOf.get(report.engineId) ?? 0;
+      reportsOf.set(report.engineId, round + 1);
+      (rounds[round] ??= []).push({ report, index });
+    });
+    const outcomes: Outcome[] = new Array(reports.length);
+    let committed = false;
+    let outOfReach: unknown;
+    for (const round of rounds) {
+      if (outOfReach !== undefined) {
+        for (const entry of round) outcomes[entry.index] = { failed: outOfReach };
+        continue;
       }
-      return results;
-    },
-    { isolate: true },
-  );
+      try {
+        const done = await reportAll(db, round.map((entry) => entry.report), clock.now());
+        round.forEach((entry, i) => (outcomes[entry.index] = { reported: done[i]! }));
+        committed = true;
+      } catch (error) {
+        if (isStoreOutOfReach(error)) {
+          if (!committed) throw error;
+          outOfReach = error;
+          for (const entry of round) outcomes[entry.index] = { failed: error };
+        } else if (round.length === 1) {
+          outcomes[round[0]!.index] = { failed: error };
+        } else {
+          for (const entry of round) {
+            if (outOfReach !== undefined) {
+              outcomes[entry.index] = { failed: outOfReach };
+              continue;
+            }
+            try {
+              const [alone] = await reportAll(db, [entry.report], clock.now());
+              outcomes[entry.index] = { reported: alone! };
+              committed = true;
+            } catch (failure) {
+              if (isStoreOutOfReach(failure)) outOfReach = failure;
+              outcomes[entry.index] = { failed: failure };
+            }
+          }
+        }
+      }
+    }
+    return outcomes;
+  });
+  return async (report: Report): Promise<Reported> => {
+    const outcome = await together(report);
+    if ('failed' in outcome) throw outcome.failed;
+    return outcome.reported;
+  };
 }
 
 /**
  * Reconciles the engine's live calls with the one the report says it holds, flagging or clearing
  * `orphaned`, and returns the call the window is told about: its live call, else its latest, so
  * it also learns how a call ended. The report read both; a flag that changes is written here.
+ *
+ * The report has committed by then (its acks recorded, its commands handed over): a failure to
+ * write a flag is logged and the heartbeat answered, with the flags as they are stored. Failed,
+ * the window would send the same report again, and its acks would no longer be first acks.
+ * The next heartbeat writes the flag.
  */
-async function reconcileCalls(db: Db, changes: Changes, rows: Array<CallRow & { latest: boolean }>, heldCallId: string | null, at: number): Promise<CallRow | null> {
+async function reconcileCalls(
+  db: Db,
+  changes: Changes,
+  rows: Array<CallRow & { latest: boolean }>,
+  heldCallId: string | null,
+  at: number,
+  log?: (message: string, error?: unknown) => void,
+): Promise<CallRow | null> {
   const isLive = (call: CallRow) => (LIVE_STATUSES as readonly string[]).includes(call.status);
   const live = rows.filter((call, index) => isLive(call) && rows.findIndex((other) => other.id === call.id) === index);
   const flips = live.filter((call) => {
     const since = call.claimed_at ?? call.created_at;
     const orphaned = heldCallId !== call.id && at - since > LIMITS.orphanGraceSeconds * 1000;
-    if (orphaned === call.orphaned) return false;
-    call.orphaned = orphaned;
-    return true;
+    return orphaned !== call.orphaned;
   });
   if (flips.length > 0) {
-    await db.tx(async (sql) => {
-      for (const call of flips) {
-        // Only while the call is still live and not flagged so already: one that ended since the
-        // report read it keeps its flag, and its agent's version is not bumped for nothing.
-        const [changed] = await sql.query(`UPDATE call_intents SET orphaned = $2 WHERE id = $1 AND ended_at IS NULL AND orphaned <> $2 RETURNING id`, [call.id, call.orphaned]);
-        if (changed) await changes.touchAgent(sql, call.integration_id, call.member_id);
-      }
-    });
+    try {
+      const touched = new Changes();
+      await db.tx(async (sql) => {
+        for (const call of flips) {
+          // Only while the call is still live and not flagged so already: one that ended since the
+          // report read it keeps its flag, and its agent's version is not bumped for nothing.
+          const [changed] = await sql.query(`UPDATE call_intents SET orphaned = $2 WHERE id = $1 AND ended_at IS NULL AND orphaned <> $2 RETURNING id`, [call.id, !call.orphaned]);
+          if (changed) await touched.touchAgent(sql, call.integration_id, call.member_id);
+        }
+      });
+      for (const call of flips) call.orphaned = !call.orphaned;
+      changes.merge(touched);
+    } catch (error) {
+      log?.('flagging the calls a heartbeat did not report failed; the next heartbeat flags them', error);
+    }
   }
   const newestLive = live.sort((a, b) => b.created_at - a.created_at)[0];
   return newestLive ?? rows.find((call) => call.latest) ?? null;
 }
 
 /** The heartbeat of the engine service: one engine's report, in a statement shared with the reports arriving meanwhile. */
-export function createHeartbeats(deps: { db: Db; clock: Clock; commands: Commands }) {
+export function createHeartbeats(deps: { db: Db; clock: Clock; commands: Commands; log?: (message: string, error?: unknown) => void }) {
   const report = reportTogether(deps.db, deps.clock);
   return async function engineHeartbeat(context: EngineContext, request: HeartbeatRequest, via: HeartbeatVia): Promise<HeartbeatResult> {
     const changes = new Changes();
@@ -213,7 +276,7 @@ export function createHeartbeats(deps: { db: Db; clock: Clock; commands: Command
     if (!engine) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
     if (version !== null) changes.agentTouched(engine.integration_id, engine.member_id, version);
     const { at } = row;
-    const call = await reconcileCalls(deps.db, changes, calls, request.call_id, at);
+    const call = await reconcileCalls(deps.db, changes, calls, request.call_id, at, deps.log);
     const work = toWork(row, at, () => deps.commands.onRedelivery?.());
     return { engine, commands: work.commands, dialRequests: work.dial_requests, call, firstAcks: firstAcks(acked), changes };
   };
