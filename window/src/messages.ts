@@ -19,7 +19,9 @@ const EN = {
     unreachable: 'The click-to-call service could not be reached. Check your connection, then click Try again.',
     bootFailed: 'This page cannot start the call window. Open the call window again from the widget.',
     replaced: 'This call window was replaced by a newer one. You can close it.',
-    unauthorized: 'This call window is no longer signed in. Open the call window again from the widget.',
+    // Said too when a newer window replaced this one but the window learnt it over REST, which can
+    // only say unauthorized: reopening from the widget would then take over from that newer window.
+    unauthorized: 'This call window is no longer signed in: a newer call window may have replaced it. Use that one, or open the call window again from the widget.',
     platformDisabled: 'Calling is switched off on this service right now.',
     integrationDisabled: 'Calling is switched off for this integration.',
     agentDisabled: 'Calls are not enabled for you on this integration.',
@@ -101,7 +103,7 @@ const FR: WindowTexts = {
     unreachable: 'Le service d’appel est injoignable. Vérifiez votre connexion, puis cliquez sur Réessayer.',
     bootFailed: 'Cette page ne peut pas démarrer la fenêtre d’appel. Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
     replaced: 'Cette fenêtre d’appel a été remplacée par une plus récente. Vous pouvez la fermer.',
-    unauthorized: 'Cette fenêtre d’appel n’est plus connectée. Ouvrez à nouveau la fenêtre d’appel depuis le widget.',
+    unauthorized: 'Cette fenêtre d’appel n’est plus connectée : une fenêtre d’appel plus récente l’a peut-être remplacée. Utilisez celle-là, ou ouvrez à nouveau la fenêtre d’appel depuis le widget.',
     platformDisabled: 'Les appels sont désactivés sur ce service pour le moment.',
     integrationDisabled: 'Les appels sont désactivés pour cette intégration.',
     agentDisabled: 'Les appels ne sont pas activés pour vous dans cette intégration.',
