@@ -15,6 +15,8 @@ import { allowAllWarning, warnOfAllowAll } from '../api/domain/operator/integrat
 import { buildApp } from '../api/app.js';
 import { loadConfig } from '../api/config.js';
 import { startNode, type RunningNode } from '../api/serve.js';
+import { openPglite } from '../api/store/pglite.js';
+import { migrate } from '../api/store/migrate.js';
 import { createHarness, type Harness } from './helpers/harness.js';
 
 const run = promisify(execFile);
@@ -515,6 +517,24 @@ describe('the c2c binary', () => {
       expect(failed.stderr).not.toContain('    at ');
     } finally {
       rmSync(staleDir, { recursive: true, force: true });
+    }
+  });
+
+  it('does not open the embedded store while a server holds it without its bridge up (starting, or stopping), and says to try again', async () => {
+    const busyDir = mkdtempSync(join(tmpdir(), 'c2c-cli-busy-'));
+    // this process holds the store, as a server does before it listens and after its bridge is down
+    const held = await openPglite(join(busyDir, 'pglite'));
+    await migrate(held);
+    try {
+      const failed = await run(process.execPath, [BIN, 'account', 'create', '--name', 'Lost Co'], { env: { ...env, C2C_DATA_DIR: busyDir } }).catch((e) => e);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain(`is open in process ${process.pid}`);
+      expect(failed.stderr).toContain('Try again in a moment');
+      expect(failed.stderr).not.toContain('    at ');
+      expect(await held.query<{ name: string }>('SELECT name FROM accounts WHERE name = $1', ['Lost Co'])).toEqual([]);
+    } finally {
+      await held.close();
+      rmSync(busyDir, { recursive: true, force: true });
     }
   });
 

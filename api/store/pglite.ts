@@ -5,18 +5,27 @@
  */
 import { chmodSync, mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
+import { lockDataDir } from './data-dir-lock.js';
 import type { Db, Sql } from './db.js';
 
-/** dataDir undefined = in memory (tests). */
+/** dataDir undefined = in memory (tests). A directory is locked while open (data-dir-lock.ts). */
 export async function openPglite(dataDir?: string): Promise<Db> {
+  let release = () => {};
   if (dataDir) {
     // PGlite writes its files world-readable and world-writable (0666, whatever the umask), and
     // they hold provider auth tokens and credential hashes: the directory keeps other users out.
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     chmodSync(dataDir, 0o700);
+    release = lockDataDir(dataDir);
   }
-  const pglite = dataDir ? new PGlite(dataDir) : new PGlite();
-  await pglite.waitReady;
+  let pglite: PGlite;
+  try {
+    pglite = dataDir ? new PGlite(dataDir) : new PGlite();
+    await pglite.waitReady;
+  } catch (error) {
+    release();
+    throw error;
+  }
 
   const asSql = (target: Pick<PGlite, 'query'>): Sql => ({
     async query<T>(text: string, params?: readonly unknown[]) {
@@ -39,7 +48,11 @@ export async function openPglite(dataDir?: string): Promise<Db> {
       await pglite.exec(script);
     },
     async close() {
-      await pglite.close();
+      try {
+        await pglite.close();
+      } finally {
+        release();
+      }
     },
   };
 }

@@ -1,14 +1,17 @@
 /**
  * The store driver suite: the same assertions on PGlite and on PostgreSQL (DESIGN, convention 3).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError } from '../../api/config.js';
 import { isUniqueViolation, type Db } from '../../api/store/index.js';
 import { batchRows } from '../../api/store/batch-rows.js';
 import { migrate } from '../../api/store/migrate.js';
 import { openPglite } from '../../api/store/pglite.js';
+import { startOf } from '../../api/store/data-dir-lock.js';
 import { postgresUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 
@@ -149,5 +152,39 @@ describe('PGlite persistence', () => {
     expect(await migrate(second)).toEqual([]);
     expect(await second.query('SELECT prefix, per_minute_micros FROM rates')).toEqual([{ prefix: '+44', per_minute_micros: 123 }]);
     await second.close();
+  });
+
+  describe('is opened by one process at a time', () => {
+    const locked = () => join(dir, 'locked');
+    const lockFile = () => `${locked()}.lock`;
+    /** a process that has exited: its pid names nobody (for now) */
+    const deadPid = () => new Promise<number>((resolve) => {
+      const child = spawn(process.execPath, ['-e', '']);
+      child.on('exit', () => resolve(child.pid!));
+    });
+
+    it('refuses a directory open already, naming the process that holds it, and opens it once that has closed', async () => {
+      const first = await openPglite(locked());
+      await expect(openPglite(locked())).rejects.toThrow(new RegExp(`embedded store in ${locked()} is open in process ${process.pid} \\(this one\\)`));
+      await expect(openPglite(locked())).rejects.toBeInstanceOf(ConfigError);
+      await first.close();
+      expect(existsSync(lockFile())).toBe(false);
+      const again = await openPglite(locked());
+      await again.close();
+    });
+
+    it("refuses a directory another live process holds, and takes over the lock of one that is gone, or whose pid another process now has", async () => {
+      // the vitest process that runs this worker is alive, and started at the time its lock says
+      writeFileSync(lockFile(), JSON.stringify({ pid: process.ppid, start: startOf(process.ppid) }));
+      await expect(openPglite(locked())).rejects.toThrow(`open in process ${process.ppid}:`);
+      // the same pid, started at another time: reused since, by a process that holds nothing
+      writeFileSync(lockFile(), JSON.stringify({ pid: process.ppid, start: '1' }));
+      const reused = await openPglite(locked());
+      await reused.close();
+      writeFileSync(lockFile(), JSON.stringify({ pid: await deadPid(), start: null }));
+      const gone = await openPglite(locked());
+      expect(JSON.parse(readFileSync(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+      await gone.close();
+    });
   });
 });
