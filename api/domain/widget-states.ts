@@ -23,6 +23,11 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
    * have an entry (every node hears every agent's changes: a map of all would only grow).
    */
   const loading = new Map<string, { count: number; newest: number }>();
+  /**
+   * Resyncs so far: the bus reconnected, and the messages of the outage are lost. A load that began
+   * before one may have read a change whose message was lost, or missed one: it is not cached.
+   */
+  let resyncs = 0;
   const key = (integrationId: string, memberId: string) => `${integrationId}:${memberId}`;
   // Loads of a busy node (a reconnect storm's snapshots, polls after a deploy) share a statement.
   const loadTogether = coalesce((agents: Array<{ integrationId: string; memberId: string }>) => loadAgentStates(db, agents), { isolate: true });
@@ -35,6 +40,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
       const cached = cache.get(k);
       if (cached && cached.version < message.version) cache.delete(k);
     } else if (message.type === 'resync') {
+      resyncs += 1;
       cache.clear();
     }
   });
@@ -43,6 +49,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     const k = key(integrationId, memberId);
     const cached = bus.state() === 'up' ? cache.get(k) : undefined;
     if (cached) return cached;
+    const startedAt = resyncs;
     const underWay = loading.get(k) ?? { count: 0, newest: 0 };
     underWay.count += 1;
     loading.set(k, underWay);
@@ -53,7 +60,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
       underWay.count -= 1;
       if (underWay.count === 0) loading.delete(k);
     }
-    if (bus.state() === 'up' && data.version >= underWay.newest) {
+    if (bus.state() === 'up' && resyncs === startedAt && data.version >= underWay.newest) {
       if (cache.size >= MAX_CACHED_AGENTS) cache.clear();
       cache.set(k, data);
     }

@@ -10,7 +10,7 @@ import type { Bus } from '../../api/bus/index.js';
 import { createRedisBus } from '../../api/bus/redis.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
-import { command, readyAgent } from '../helpers/flows.js';
+import { command, readyAgent, requestCall } from '../helpers/flows.js';
 import { client, createHarness } from '../helpers/harness.js';
 import { seedTenant } from '../helpers/tenant.js';
 
@@ -37,6 +37,31 @@ describe.each(storeDrivers())('widget commands decided on the agent\'s state (%s
       expect(rows.map((row) => row.request_id)).toEqual(['f1', 'f2']);
     } finally {
       await h.close();
+    }
+  });
+});
+
+describe.each(storeDrivers())('a command naming a call its node has not heard of yet (%s)', (store) => {
+  it('is decided on the store, not refused on the cached state: a hang up of a call made on another node whose message is late', async () => {
+    const database = await openTestDatabase(store);
+    // two nodes on one store whose buses do not reach each other: node A never hears of the call
+    const a = await createHarness(store, {}, { database });
+    const b = await createHarness(store, {}, { database, clock: a.clock });
+    try {
+      const t = await seedTenant(a.services);
+      const agent = await readyAgent(client(a.app), t);
+      // node A has the agent's state in hand: a window, no call
+      expect((await command(client(a.app), agent.widgetToken, { kind: 'focus', request_id: 'n1' })).body).toMatchObject({ ok: true });
+      const requested = await requestCall(client(b.app), t);
+      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+      const id: string = requested.body.request_id;
+      const hangup = await command(client(a.app), agent.widgetToken, { kind: 'hangup', request_id: 'n2', ref: id });
+      expect(hangup.body).toMatchObject({ ok: true, status: 'done' });
+      expect((await client(b.app).get(`/calls/${id}`, { auth: t.serverKey })).body.status).toBe('canceled');
+    } finally {
+      await a.close();
+      await b.close();
+      await database.drop();
     }
   });
 });

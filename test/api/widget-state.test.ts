@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
-import { command, launchTicket, openSession, readyAgent, requestCall } from '../helpers/flows.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall } from '../helpers/flows.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { setPolicy, setWindowMode } from '../../api/domain/operator/integrations.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
@@ -123,4 +123,52 @@ describe.each(storeDrivers())('the poll path of a node that hears of a change la
       await database.drop();
     }
   });
+
+  it('does not keep a state read before a resync of the bus: a change whose message the outage lost is seen on the next poll', async () => {
+    const database = await openTestDatabase(driver);
+    const x = await createHarness(driver, {}, { database });
+    const y = await createHarness(driver, {}, { database, clock: x.clock });
+    try {
+      const t = await seedTenant(y.services);
+      const agent = await readyAgent(client(y.app), t);
+      const onX = client(x.app);
+      // Node X's read of the agent's state has its rows, and is slow to come back with them.
+      const db = x.services.db;
+      const query = db.query;
+      let release!: () => void;
+      let read!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const hasRead = new Promise<void>((resolve) => (read = resolve));
+      let holding = true;
+      db.query = (async (text: string, params?: readonly unknown[]) => {
+        const rows = await query.call(db, text, params);
+        if (holding && text.includes('agent_versions')) {
+          holding = false;
+          read();
+          await held;
+        }
+        return rows;
+      }) as typeof db.query;
+      let first: Promise<{ status: number; body: any }>;
+      try {
+        first = poll(onX, agent.widgetToken);
+        await hasRead;
+      } finally {
+        db.query = query;
+      }
+      // Meanwhile node Y mutes the window, and its message to X is lost in a bus outage, after
+      // which X's bus reconnects and says so (resync).
+      expect((await heartbeat(client(y.app), agent.engineToken, { muted: true })).status).toBe(200);
+      x.services.bus.publish({ type: 'resync' });
+      release();
+      expect((await first).body.engine.muted).toBe(false);
+      expect((await poll(onX, agent.widgetToken)).body.engine.muted).toBe(true);
+    } finally {
+      await y.close();
+      await x.close();
+      await database.drop();
+    }
+  });
 });
+
+const poll = (api: Client, token: string) => api.get('/widget/state', { auth: token, origin: ORIGIN });

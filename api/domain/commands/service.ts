@@ -95,14 +95,17 @@ export function createCommands(deps: CommandsDeps) {
    * and dropped by the bus with every version bump (widget-states.ts), which every change of an
    * engine's state or a call's status makes. A command then costs the store one statement, its
    * recording, which also finds a replay (the request_id's unique constraint). Undefined where the
-   * cached state cannot tell: a command naming an older call, a call neither live nor ended.
+   * cached state cannot tell: a command naming another call than the cached one (an older call, or
+   * a newer one this node has not heard of yet: its widget saw it on another node), a call neither
+   * live nor ended.
    */
   async function situation(widget: WidgetContext, ref: string | null | undefined): Promise<{ engine: EngineRow | null; call: CallRow | null } | undefined> {
     const { engine, call } = await deps.widgetStates.load(widget.integration.id, widget.agent.member.id);
     const open = engine && engine.state !== 'closed' ? engine : null;
+    if (ref != null && ref !== call?.id) return undefined;
     // the newest unended call; none unended means none live
     if (!call || call.ended_at !== null) return { engine: open, call: null };
-    if (!(LIVE_STATUSES as readonly string[]).includes(call.status) || (ref != null && ref !== call.id)) return undefined;
+    if (!(LIVE_STATUSES as readonly string[]).includes(call.status)) return undefined;
     return { engine: open, call };
   }
 
