@@ -27,6 +27,12 @@ const urlWithScheme = (schemes: string[]) =>
     { message: `must be a ${schemes.join(' or ')} URL` },
   );
 
+/**
+ * The longest time limit a variable may set: an hour. Node runs a timer of more than 2^31-1 ms
+ * after 1 ms instead (with a warning), so "effectively never" would fail everything at once.
+ */
+const MAX_TIMEOUT_MS = 3_600_000;
+
 const EnvSchema = z.object({
   PORT: port.default(8080),
   GATEWAY_PORT: port.default(8081),
@@ -35,9 +41,9 @@ const EnvSchema = z.object({
   C2C_DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),
   /** PostgreSQL cancels a statement running (or waiting on a lock) longer than this: the caller gets 503 */
-  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_DEFAULTS.statementTimeoutMs),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_TIMEOUT_MS).default(PG_DEFAULTS.statementTimeoutMs),
   /** waiting longer than this for a PostgreSQL connection fails with 503 */
-  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).default(PG_DEFAULTS.connectTimeoutMs),
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_TIMEOUT_MS).default(PG_DEFAULTS.connectTimeoutMs),
   /** PostgreSQL connections a node holds at most (nodes × this must stay under the server's max_connections) */
   DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(PG_DEFAULTS.poolSize),
   REDIS_URL: urlWithScheme(['redis:', 'rediss:']).optional(),
@@ -83,7 +89,7 @@ const EnvSchema = z.object({
     .regex(/^[a-p]{32}(,[a-p]{32})*$/, 'must be comma-separated Chromium extension ids (32 letters a–p)')
     .optional(),
   /** shed load (503 service_unavailable) when the event loop lags more than this; 0 = off */
-  C2C_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).default(0),
+  C2C_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(MAX_TIMEOUT_MS).default(0),
   /** benchmarks only: multiplies every rate limit */
   C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
   /** sockets one credential may hold on a gateway node (benchmarks hold thousands on one token) */

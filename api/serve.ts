@@ -52,10 +52,14 @@ export interface StartOptions {
   clock?: Clock;
 }
 
-/** A connection URL as it may be shown: its password replaced. */
+/**
+ * A connection URL as it may be shown: its password replaced, in the user part and in the query
+ * too (both drivers take `?password=`, and pg `?sslpassword=` and the like).
+ */
 function shownUrl(url: string): string {
   const parsed = new URL(url);
   if (parsed.password) parsed.password = '***';
+  for (const name of [...parsed.searchParams.keys()]) if (/pass|secret|token|key/i.test(name)) parsed.searchParams.set(name, '***');
   return parsed.toString();
 }
 

@@ -14,3 +14,11 @@ describe('docs/errors.md', () => {
     }
   });
 });
+
+describe('deploy/c2c.service', () => {
+  it("lets the API list the machine's addresses, which it does on start with HOST=0.0.0.0 (over netlink)", () => {
+    const unit = readFileSync(join(root, 'deploy', 'c2c.service'), 'utf8');
+    const families = /^RestrictAddressFamilies=(.*)$/m.exec(unit)?.[1]?.split(/\s+/) ?? [];
+    expect(families).toEqual(expect.arrayContaining(['AF_INET', 'AF_INET6', 'AF_NETLINK']));
+  });
+});

@@ -40,6 +40,10 @@ describe('c2c serve that cannot start', () => {
           env: { REDIS_URL: `redis://:hunter2@127.0.0.1:${nothingThere}` },
           says: /^c2c: Redis at REDIS_URL \(redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/?\) cannot be reached: connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
         },
+        {
+          env: { REDIS_URL: `redis://127.0.0.1:${nothingThere}/?password=hunter2` },
+          says: /^c2c: Redis at REDIS_URL \(redis:\/\/127\.0\.0\.1:\d+\/\?password=\*\*\*\) cannot be reached: connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
+        },
         { env: { PORT: String(same), GATEWAY_PORT: String(same) }, says: /^c2c: PORT and GATEWAY_PORT are both \d+: the API and the gateway each need a port of their own\.$/ },
         { env: { GATEWAY_PORT: String(taken) }, says: /^c2c: the gateway cannot listen on 127\.0\.0\.1:\d+ \(HOST, GATEWAY_PORT\): the port is taken/ },
         { env: { PORT: String(taken) }, says: /^c2c: the API cannot listen on 127\.0\.0\.1:\d+ \(HOST, PORT\): listen EADDRINUSE/ },

@@ -221,6 +221,13 @@ describe('configuration', () => {
     }
   });
 
+  it('refuses a time limit longer than an hour, which Node would run after 1 ms, naming the variable', () => {
+    for (const name of ['DATABASE_STATEMENT_TIMEOUT_MS', 'DATABASE_CONNECT_TIMEOUT_MS', 'C2C_MAX_EVENT_LOOP_DELAY_MS']) {
+      expect(() => loadConfig({ [name]: '9999999999' }), name).toThrow(new RegExp(name));
+      expect(() => loadConfig({ [name]: '3600000' }), name).not.toThrow();
+    }
+  });
+
   it('refuses to run one role of a deployment without the PostgreSQL and Redis its nodes share', async () => {
     for (const role of ['api', 'gateway'] as const) {
       for (const env of [{}, { DATABASE_URL: 'postgres://db.example/c2c' }, { REDIS_URL: 'redis://redis.example:6379' }]) {
