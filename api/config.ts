@@ -185,3 +185,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   };
   return { ...config, ...overrides };
 }
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/**
+ * A public service whose gateway address was left at its loopback default: browsers (elsewhere,
+ * or on an https page that may not reach http) cannot reach it, and quietly fall back to polling,
+ * so push never works and nothing says why. Said at start, with what to set.
+ */
+export function loopbackGatewayWarning(config: Pick<Config, 'publicBaseUrl' | 'gatewayConfigured' | 'gatewayUrl'>): string | null {
+  if (config.gatewayConfigured) return null;
+  if (LOOPBACK_HOSTS.has(new URL(config.publicBaseUrl).hostname)) return null;
+  return `PUBLIC_BASE_URL (${config.publicBaseUrl}) is public but PUBLIC_GATEWAY_URL is not set: browsers are told to reach the gateway at ${config.gatewayUrl}, which they cannot, and will only poll. Set PUBLIC_GATEWAY_URL to where the proxy serves /socket.io.`;
+}

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import { freePort } from './helpers/processes.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
-import { ConfigError, loadConfig } from '../api/config.js';
+import { ConfigError, loadConfig, loopbackGatewayWarning } from '../api/config.js';
 import { localUrl, startNode, type RunningNode } from '../api/serve.js';
 
 describe('npm start with the demo flag', () => {
@@ -219,6 +219,12 @@ describe('configuration', () => {
       expect(message).toContain('DATABASE_URL');
       expect(message).toContain('PUBLIC_BASE_URL');
     }
+  });
+
+  it('warns of a public service whose gateway address is left at its loopback default, where browsers would only poll', () => {
+    expect(loopbackGatewayWarning(loadConfig({ PUBLIC_BASE_URL: 'https://c2c.example.com' }))).toContain('PUBLIC_GATEWAY_URL is not set');
+    expect(loopbackGatewayWarning(loadConfig({ PUBLIC_BASE_URL: 'https://c2c.example.com', PUBLIC_GATEWAY_URL: 'https://c2c.example.com' }))).toBeNull();
+    expect(loopbackGatewayWarning(loadConfig({}))).toBeNull();
   });
 
   it('refuses a time limit longer than an hour, which Node would run after 1 ms, naming the variable', () => {
