@@ -756,6 +756,8 @@ describe('Engine', () => {
     await vi.advanceTimersByTimeAsync(3000);
     // the voice token came meanwhile: the failure is still what is said
     expect(instance.model().message).toEqual({ text: MESSAGES.voiceScriptFailed, tone: 'warn' });
+    // the microphone is granted: the voice line is what the window waits for
+    expect(instance.model()).toMatchObject({ state: 'enabling', voiceStarting: true });
     expect(attempts).toBe(2);
     // each failure in a row doubles the wait (3, 6, 12 … s, at most 5 min), heartbeats every 3 s meanwhile
     await vi.advanceTimersByTimeAsync(6000);

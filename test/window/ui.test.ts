@@ -144,6 +144,32 @@ describe('WindowView', () => {
     expect(byId('w-message').hidden).toBe(true);
   });
 
+  it('keeps the keep-open note to the states that carry calls: not beside "You can close it", nor while pairing or asking', () => {
+    const { view, byId } = mount();
+    for (const state of ['enabling', 'no_mic', 'ready', 'call'] as const) {
+      view.render({ ...base, state });
+      expect(byId('w-keep-open').hidden, state).toBe(false);
+    }
+    for (const state of ['pairing', 'closed', 'error'] as const) {
+      view.render({ ...base, state, message: { text: MESSAGES.consentDeclined, tone: 'info' } });
+      expect(byId('w-keep-open').hidden, state).toBe(true);
+    }
+    view.render({ ...base, state: 'confirm', consent: 'Use this window for the calls of Ana?' });
+    expect(byId('w-keep-open').hidden).toBe(true);
+  });
+
+  it('says it waits for the microphone only while it does: granted, it says the voice line is starting, in either language', () => {
+    const { view, byId } = mount();
+    view.render({ ...base, state: 'enabling' });
+    expect(byId('w-state').textContent).toBe('Waiting for the microphone…');
+    view.render({ ...base, state: 'enabling', voiceStarting: true });
+    expect(byId('w-state').textContent).toBe('Starting the voice line…');
+    expect(document.title).toBe('Starting the voice line… · Call window');
+    useLanguage('fr');
+    view.render({ ...base, state: 'enabling', voiceStarting: true });
+    expect(byId('w-state').textContent).toBe('Démarrage de la ligne vocale…');
+  });
+
   it('shows the call as the server sent it (a hidden number stays hidden), its status, a running timer, Hang up and Mute', () => {
     vi.useFakeTimers();
     const { view, byId, actions, advance } = mount();
@@ -199,6 +225,9 @@ describe('timer', () => {
     expect(document.documentElement.lang).toBe('fr');
     expect(byId('w-state').textContent).toBe('En communication');
     expect(byId('w-call-direction').textContent).toBe('Appel entrant');
+    view.render({ ...base, state: 'call', call: { direction: 'inbound', status: 'incoming', display: timing.display, timing, receivedAt: 1_000_000, live: true } });
+    expect(byId('w-heard').textContent).toBe('Appel entrant : Jo Bloggs');
+    view.render({ ...base, state: 'call', muted: true, message: { text: MESSAGES.micDenied, tone: 'error' }, call: { direction: 'inbound', status: 'connected', display: timing.display, timing, receivedAt: 1_000_000, live: true } });
     expect(byId('w-call-status').textContent).toBe('En ligne');
     expect(byId('w-hangup').textContent).toBe('Raccrocher');
     expect(byId('w-mute').textContent).toBe('Réactiver le micro');

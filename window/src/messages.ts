@@ -84,7 +84,11 @@ const EN = {
     live: 'Live',
     polling: 'Polling',
     incoming: 'Incoming call',
+    /** the incoming call's caller, for screen readers ({who}: a name or number) */
+    incomingFrom: 'Incoming call: {who}',
     outgoing: 'Outgoing call',
+    /** the enabling state's label once the microphone is granted: the voice line is what it waits for */
+    voiceStarting: 'Starting the voice line…',
     title: 'Call window',
     consentYes: 'Use this window for my calls',
     consentNo: 'Not me',
@@ -160,7 +164,9 @@ const FR: WindowTexts = {
     live: 'En direct',
     polling: 'Par interrogation',
     incoming: 'Appel entrant',
+    incomingFrom: 'Appel entrant : {who}',
     outgoing: 'Appel sortant',
+    voiceStarting: 'Démarrage de la ligne vocale…',
     title: 'Fenêtre d’appel',
     consentYes: 'Utiliser cette fenêtre pour mes appels',
     consentNo: 'Ce n’est pas moi',

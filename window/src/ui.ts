@@ -33,6 +33,16 @@ export interface ViewModel {
   connection: 'live' | 'polling' | null;
   /** the question asked before carrying an agent's calls the first time (consent.ts), else null */
   consent: string | null;
+  /** enabling with the microphone granted: what it waits for is the voice line (its script, its token) */
+  voiceStarting?: boolean;
+}
+
+/** The states in which the window carries, or is about to carry, calls: closing it would drop them. */
+const CARRYING: ReadonlySet<WindowState> = new Set(['enabling', 'no_mic', 'ready', 'call']);
+
+/** What the state element says. */
+function stateLabel(model: ViewModel): string {
+  return model.state === 'enabling' && model.voiceStarting ? UI_TEXTS.voiceStarting : STATE_LABELS[model.state];
 }
 
 export interface ViewActions {
@@ -91,12 +101,12 @@ function show(node: HTMLElement, text: string | null): void {
 /** What the window says of itself for screen readers: its state, its call's status, a call ringing. */
 function announcement(model: ViewModel): string {
   const call = model.call;
-  if (!call) return STATE_LABELS[model.state];
+  if (!call) return stateLabel(model);
   if (call.live && call.status === 'incoming') {
     const who = call.display.name ?? call.display.number;
-    return who ? `${UI_TEXTS.incoming}: ${who}` : UI_TEXTS.incoming;
+    return who ? UI_TEXTS.incomingFrom.replace('{who}', () => who) : UI_TEXTS.incoming;
   }
-  return `${STATE_LABELS[model.state]}. ${CALL_STATUS_LABELS[call.status]}`;
+  return `${stateLabel(model)}. ${CALL_STATUS_LABELS[call.status]}`;
 }
 
 export class WindowView {
@@ -183,8 +193,10 @@ export class WindowView {
     this.#doc.documentElement.lang = LANGUAGE;
     n.hangup.textContent = UI_TEXTS.hangup;
     n.note.textContent = MESSAGES.keepOpen;
+    // not beside "You can close it" (closed, declined) nor while pairing: nothing to keep open for yet
+    n.note.hidden = !CARRYING.has(model.state) || model.consent !== null;
     show(n.connection, model.connection === 'live' ? UI_TEXTS.live : model.connection === 'polling' ? UI_TEXTS.polling : null);
-    setIfChanged(n.state, STATE_LABELS[model.state]);
+    setIfChanged(n.state, stateLabel(model));
     n.state.dataset.state = model.state;
     const call = model.call;
     setIfChanged(n.heard, announcement(model));
@@ -221,7 +233,7 @@ export class WindowView {
     // a control that had the focus and is now hidden would drop it to the page's body
     const focused = this.#doc.activeElement as HTMLElement | null;
     if (focused && focused !== n.state && n.state.parentElement?.contains(focused) && hiddenIn(focused)) n.state.focus();
-    this.#doc.title = `${STATE_LABELS[model.state]} · ${UI_TEXTS.title}`;
+    this.#doc.title = `${stateLabel(model)} · ${UI_TEXTS.title}`;
     this.#tick();
     const running = call !== null && call.live && call.timing.answered_at !== null;
     if (running && this.#timer === undefined) this.#timer = setInterval(() => this.#tick(), 1000);

@@ -83,5 +83,6 @@ export function viewModel(s: EngineSnapshot): ViewModel {
     retry: !s.stopped && micProblem(s.mic) ? UI_TEXTS.tryAgain : null,
     consent: null,
     connection: s.stopped || s.socketUp === null ? null : s.socketUp ? 'live' : 'polling',
+    voiceStarting: state === 'enabling' && s.mic === 'ready',
   };
 }
