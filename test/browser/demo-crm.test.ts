@@ -91,6 +91,9 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     const window = await enableCalls(context, page);
     expect(window.url()).toMatch(/\/click2call\/window$/); // the ticket left the address bar
     await expect.poll(() => window.locator('[data-testid=w-state]').textContent()).toBeTruthy();
+    // its style sheet ran under the page's CSP (allowed by its hash): the state is styled as ready
+    await expect.poll(() => windowState(window)).toBe('ready');
+    expect(await window.locator('[data-testid=w-state]').evaluate((node) => getComputedStyle(node).backgroundColor)).toBe('rgb(227, 245, 232)');
     await shoot(page, 'ready');
 
     await page.locator('[data-testid=call-crm-1002]').click();

@@ -3,9 +3,11 @@
  * ticket from the URL fragment, pairs, and runs the engine (window/src). Without ?embed= it may not
  * be framed at all (frame-ancestors 'none'); the framed variant arrives with frame-shell mode.
  */
+import { createHash } from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { C2CError } from '../../../shared/errors.js';
 import type { Services } from '../../services.js';
+import { WINDOW_STYLE } from '../../../window/src/style.js';
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -40,7 +42,8 @@ export const windowRoutes =
     const csp = [
       "default-src 'self'",
       "script-src 'self'",
-      "style-src 'self' 'unsafe-inline'",
+      // the one <style> the window adds, by its hash: no other inline style runs
+      `style-src 'self' 'sha256-${createHash('sha256').update(WINDOW_STYLE).digest('base64')}'`,
       `connect-src 'self' ${config.publicBaseUrl} ${gateway} ${wsGateway} https://*.twilio.com wss://*.twilio.com`,
       "media-src 'self' blob: https://*.twilio.com",
       "worker-src 'self'",
