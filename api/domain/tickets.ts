@@ -49,9 +49,15 @@ export async function issueTicket(sql: Sql, clock: Clock, siteUrl: string, widge
 }
 
 export interface ConsumedTicket {
+  id: string;
   integration_id: string;
   member_id: string;
   widget_session_id: string;
+  /**
+   * The engine the ticket paired already, when this is that pairing asked again (its answer was
+   * lost) with the same attempt id, while the ticket would still be good: it is answered again.
+   */
+  pairedEngineId: string | null;
 }
 
 /**
@@ -60,7 +66,7 @@ export interface ConsumedTicket {
  * revoke always writes it (sessions.ts): the token that minted the ticket may have been refreshed
  * away and expired before the revoke, which then leaves it unmarked.
  */
-export async function consumeTicket(sql: Sql, clock: Clock, ticket: string): Promise<ConsumedTicket> {
+export async function consumeTicket(sql: Sql, clock: Clock, ticket: string, attempt?: string): Promise<ConsumedTicket> {
   const presented = parseCredential('launchTicket', ticket);
   if (!presented) throw new C2CError('ticket_invalid');
   const [row] = await sql.query<ConsumedTicket & { id: string; secret_hash: Uint8Array }>(
@@ -72,10 +78,31 @@ export async function consumeTicket(sql: Sql, clock: Clock, ticket: string): Pro
     [presented.lookup],
   );
   if (!row || !secretMatches(row.secret_hash, presented)) throw new C2CError('ticket_invalid');
+  const now = clock.now();
   const consumed = await sql.query(
-    'UPDATE launch_tickets SET consumed_at = $2 WHERE id = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING id',
-    [row.id, clock.now()],
+    'UPDATE launch_tickets SET consumed_at = $2, pair_attempt = $3 WHERE id = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING id',
+    [row.id, now, attempt ?? null],
   );
-  if (consumed.length === 0) throw new C2CError('ticket_invalid');
-  return { integration_id: row.integration_id, member_id: row.member_id, widget_session_id: row.widget_session_id };
+  const ticketOf = (pairedEngineId: string | null): ConsumedTicket => ({
+    id: row.id,
+    integration_id: row.integration_id,
+    member_id: row.member_id,
+    widget_session_id: row.widget_session_id,
+    pairedEngineId,
+  });
+  if (consumed.length > 0) return ticketOf(null);
+  if (attempt !== undefined) {
+    // the same pairing asked again: locked, so that two repeats answer one after the other
+    const [again] = await sql.query<{ engine_id: string }>(
+      'SELECT engine_id FROM launch_tickets WHERE id = $1 AND pair_attempt = $2 AND engine_id IS NOT NULL AND expires_at > $3 FOR UPDATE',
+      [row.id, attempt, now],
+    );
+    if (again) return ticketOf(again.engine_id);
+  }
+  throw new C2CError('ticket_invalid');
+}
+
+/** Records the engine a ticket paired, so that the same pairing asked again is answered with it. */
+export async function recordPairedEngine(sql: Sql, ticketId: string, engineId: string): Promise<void> {
+  await sql.query('UPDATE launch_tickets SET engine_id = $2 WHERE id = $1', [ticketId, engineId]);
 }

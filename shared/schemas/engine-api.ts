@@ -11,6 +11,12 @@ export const PairRequest = z
     ticket: z.string().min(1).max(200),
     simulated: z.boolean().default(false),
     client: EngineClient.default('window'),
+    /**
+     * A random id the window makes once per ticket and sends with every try: a pairing whose
+     * answer was lost, asked again with the same ticket and attempt, gets the same engine under a
+     * new token instead of ticket_invalid (engines/pair.ts).
+     */
+    attempt: z.string().min(16).max(64).optional(),
   })
   .meta({ id: 'PairRequest' });
 

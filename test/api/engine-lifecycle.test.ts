@@ -126,6 +126,38 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     await expectError(pair(orphanTicket), 401, 'ticket_invalid');
   });
 
+  it('answers a pairing asked again with its ticket and attempt (the first answer was lost) with the same engine under a new token; any other reuse of the ticket is refused', async () => {
+    const widgetToken = await openSession(api, t);
+    const ticket = await launchTicket(api, widgetToken);
+    const attempt = 'a'.repeat(16) + '-first-try';
+    const first = await api.post('/engine/pair', { ticket, simulated: true, attempt });
+    expect(first.status, JSON.stringify(first.body)).toBe(201);
+    // the answer was lost: the window asks again
+    const again = await api.post('/engine/pair', { ticket, simulated: true, attempt });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body.engine.id).toBe(first.body.engine.id);
+    expect(again.body.engine_token).not.toBe(first.body.engine_token);
+    expect((await heartbeat(api, again.body.engine_token)).status).toBe(200);
+    // the lost answer's token is replaced
+    await expectError(heartbeat(api, first.body.engine_token), 401, 'unauthorized');
+    // a pairing without the attempt, or with another, is a reuse of a spent ticket
+    await expectError(api.post('/engine/pair', { ticket, simulated: true }), 401, 'ticket_invalid');
+    await expectError(api.post('/engine/pair', { ticket, simulated: true, attempt: 'b'.repeat(20) }), 401, 'ticket_invalid');
+    // nor once the ticket would have expired
+    await h.clock.advanceSeconds(601);
+    await expectError(api.post('/engine/pair', { ticket, simulated: true, attempt }), 401, 'ticket_invalid');
+  });
+
+  it('does not answer a pairing asked again once its engine was replaced or closed', async () => {
+    const widgetToken = await openSession(api, t);
+    const ticket = await launchTicket(api, widgetToken);
+    const attempt = 'c'.repeat(24);
+    const first = await api.post('/engine/pair', { ticket, simulated: true, attempt });
+    expect(first.status).toBe(201);
+    expect((await api.post('/engine/close', {}, { auth: first.body.engine_token })).status).toBe(200);
+    await expectError(api.post('/engine/pair', { ticket, simulated: true, attempt }), 401, 'ticket_invalid');
+  });
+
   it('a second window replaces an idle first one', async () => {
     const first = await readyAgent(api, t);
     expect((await state(first.widgetToken)).engine).toMatchObject({ id: first.engineId, state: 'ready', live: true });

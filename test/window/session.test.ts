@@ -42,11 +42,36 @@ describe('establish', () => {
     const api = new EngineApi(BASE, fakeFetch({ '/engine/pair': pair }));
     const storage = memoryStorage();
     const result = await establish(api, storage, 'c2cl_ticket', true);
-    expect(pair.mock.calls[0]![0]).toEqual({ ticket: 'c2cl_ticket', simulated: true, client: 'window' });
+    expect(pair.mock.calls[0]![0]).toEqual({ ticket: 'c2cl_ticket', simulated: true, client: 'window', attempt: expect.stringMatching(/^[0-9a-f]{32}$/) });
     expect(pair.mock.calls[0]![1]).not.toHaveProperty('authorization');
     expect(result).toMatchObject({ ok: true, first: null });
     expect(api.token).toBe('c2ce_one');
     expect(loadPairing(storage, BASE)?.engine_token).toBe('c2ce_one');
+  });
+
+  it('asks again with the same attempt id when the answer was lost, and pairs with the answer the service gives it; another ticket has its own', async () => {
+    const seen: string[] = [];
+    let lost = true;
+    const api = new EngineApi(
+      BASE,
+      fakeFetch({
+        '/engine/pair': (body) => {
+          seen.push(body.attempt);
+          if (lost) {
+            lost = false;
+            throw new TypeError('fetch failed'); // the service paired; the answer never came
+          }
+          return { status: 201, body: paired() };
+        },
+      }),
+    );
+    const storage = memoryStorage();
+    expect(await establish(api, storage, 'c2cl_lost', true)).toMatchObject({ ok: false, reason: 'unreachable', retry: true });
+    expect(await establish(api, storage, 'c2cl_lost', true)).toMatchObject({ ok: true });
+    expect(seen).toHaveLength(2);
+    expect(seen[1]).toBe(seen[0]);
+    await establish(api, storage, 'c2cl_next', true);
+    expect(seen[2]).not.toBe(seen[0]);
   });
 
   it('keeps a new pairing only once it is allowed (the consent question), so a reload meanwhile cannot carry it on; a no closes its engine', async () => {

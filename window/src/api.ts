@@ -75,8 +75,9 @@ export class EngineApi {
     private readonly fetcher: Fetch = (...args) => fetch(...args),
   ) {}
 
-  pair(ticket: string, simulated: boolean): Promise<Paired> {
-    return this.#post('/engine/pair', { ticket, simulated, client: 'window' }, false);
+  /** `attempt`: the same for every try with this ticket, so a try whose answer was lost is answered again (engines/pair.ts). */
+  pair(ticket: string, simulated: boolean, attempt: string): Promise<Paired> {
+    return this.#post('/engine/pair', { ticket, simulated, client: 'window', attempt }, false);
   }
 
   voiceToken(): Promise<VoiceToken> {

@@ -61,6 +61,25 @@ export function openerLanguage(storage: Storage | null, fromFragment: string | n
   return fromFragment;
 }
 
+/**
+ * The attempt id of each ticket this page has tried (memory only: it goes with the ticket, which is
+ * gone from the address once read). Every try with a ticket sends the same one, so a try whose
+ * answer was lost (the pairing done, the ticket spent) is answered with its engine when Try again
+ * asks again, not refused as a used ticket.
+ */
+const attempts = new Map<string, string>();
+
+function attemptFor(ticket: string): string {
+  let attempt = attempts.get(ticket);
+  if (!attempt) {
+    const bytes = new Uint8Array(16);
+    globalThis.crypto.getRandomValues(bytes);
+    attempt = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+    attempts.set(ticket, attempt);
+  }
+  return attempt;
+}
+
 /** The first report of a restored window: nothing held, nothing acked, no microphone yet. */
 const PROBE = { state: 'enabling', mic_ready: false, busy: false, muted: false, call_id: null, acks: [] } as const;
 
@@ -99,7 +118,7 @@ export async function establish(
   if (!ticket) return (await restore(api, storage)) ?? { ok: false, reason: 'no_ticket', message: MESSAGES.noTicket, retry: false };
   let paired: Paired;
   try {
-    paired = await api.pair(ticket, simulated);
+    paired = await api.pair(ticket, simulated, attemptFor(ticket));
     api.token = paired.engine_token;
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;

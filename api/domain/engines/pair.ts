@@ -3,6 +3,13 @@
  * engine. One engine per agent per integration: a second window replaces the first, unless the
  * first is on a call, in which case the second is refused (409 agent_busy) and its ticket stays
  * unused, so it can pair once the call ends.
+ *
+ * A window whose pairing answer was lost (a timeout, a dropped connection) cannot tell whether it
+ * paired, and its ticket is spent if it did. It asks again with the same ticket and the same
+ * `attempt` id (made once per ticket, sent with each try): while the ticket would still be good,
+ * that is answered with the engine the first try made, under a new token (the lost one's token is
+ * replaced). Without it the window would be told its ticket was used, and the widget, seeing that
+ * engine live, would only bring the window forward until the engine went offline.
  */
 import { C2CError } from '../../../shared/errors.js';
 import { ID_PREFIX } from '../../../shared/prefixes.js';
@@ -14,7 +21,7 @@ import { LIVE_STATUS_LIST } from '../calls/checks.js';
 import { mintCredential, newId } from '../credentials.js';
 import { agentLock } from '../locks.js';
 import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount } from '../integrations/repo.js';
-import { consumeTicket } from '../tickets.js';
+import { consumeTicket, recordPairedEngine } from '../tickets.js';
 import type { EngineRow } from '../views.js';
 
 export interface Pairing {
@@ -48,16 +55,31 @@ async function availabilityCarriedOver(sql: Sql, integrationId: string, memberId
   return live || reloaded ? latest.available : true;
 }
 
-export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }): Promise<Pairing> {
+const ENGINE_COLUMNS = 'id, integration_id, member_id, client, simulated, state, mic_ready, available, busy, muted, version, created_at, last_seen_at, closed_at, registered';
+
+export async function pairEngine(
+  db: Db,
+  clock: Clock,
+  input: { ticket: string; simulated: boolean; client: 'window' | 'extension'; attempt?: string | undefined },
+): Promise<Pairing> {
   const changes = new Changes();
   const credential = mintCredential('engineToken');
   const result = await db.tx(async (sql) => {
-    const ticket = await consumeTicket(sql, clock, input.ticket);
+    const ticket = await consumeTicket(sql, clock, input.ticket, input.attempt);
     const integration = await findIntegration(sql, ticket.integration_id);
     if (!integration) throw new C2CError('ticket_invalid');
     assertIntegrationUsable(integration);
     const agent = await reloadAgent(sql, integration, ticket.member_id);
     await sql.query('SELECT pg_advisory_xact_lock(hashtext($1))', [agentLock(integration.id, agent.member.id)]);
+    if (ticket.pairedEngineId !== null) {
+      // the same pairing asked again: its engine, if still open, under a new token
+      const [engine] = await sql.query<EngineRow>(
+        `UPDATE engines SET lookup = $2, secret_hash = $3 WHERE id = $1 AND state <> 'closed' RETURNING ${ENGINE_COLUMNS}`,
+        [ticket.pairedEngineId, credential.lookup, credential.secretHash],
+      );
+      if (!engine) throw new C2CError('ticket_invalid');
+      return { engine, integration, agent };
+    }
 
     // Locked before its calls are checked: a claim of that window (which holds its row FOR SHARE)
     // either committed before, and the check finds the call, or waits, and then finds it closed.
@@ -76,9 +98,10 @@ export async function pairEngine(db: Db, clock: Clock, input: { ticket: string; 
     const [engine] = await sql.query<EngineRow>(
       `INSERT INTO engines (id, integration_id, member_id, lookup, secret_hash, client, simulated, created_at, last_seen_at, available)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
-       RETURNING id, integration_id, member_id, client, simulated, state, mic_ready, available, busy, muted, version, created_at, last_seen_at, closed_at, registered`,
+       RETURNING ${ENGINE_COLUMNS}`,
       [newId(ID_PREFIX.engine), integration.id, agent.member.id, credential.lookup, credential.secretHash, input.client, input.simulated, now, available],
     );
+    await recordPairedEngine(sql, ticket.id, engine!.id);
     await changes.touchAgent(sql, integration.id, agent.member.id);
     return { engine: engine!, integration, agent };
   });

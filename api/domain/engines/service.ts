@@ -88,7 +88,7 @@ export function createEngines(deps: EnginesDeps) {
   const service = {
     authenticate: createEngineAuth(db, bus, clock, deps.directory),
 
-    async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension' }) {
+    async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension'; attempt?: string | undefined }) {
       const pairing = await pairEngine(db, clock, input);
       pairing.changes.publish(bus);
       return pairing;
