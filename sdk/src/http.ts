@@ -100,6 +100,9 @@ async function exchange<T>(fetchFn: FetchLike, url: string, init: RequestInit): 
  * A client for {apiBaseUrl}/widget/… with the current widget token. A request is given
  * REQUEST_TIMEOUT_MS unless the caller says otherwise (a command attempt has its own).
  */
+/** Requests that act on the token they carry (a refresh replaces it, a revoke ends it). */
+const ACTS_ON_ITS_TOKEN = new Set(['/widget/refresh', '/widget/revoke']);
+
 export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => string | null, clock: Clock) {
   const base = baseUrl.replace(/\/+$/, '');
   return async <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS) => {
@@ -124,9 +127,10 @@ export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => stri
       // Refused for a token a new session replaced while the request was on its way: the refusal
       // is not about the current token, and counting it would end a session that had just been
       // renewed (a second refusal is final). It goes once more, with the current token; a
-      // command's body keeps its request_id, so the service dedupes it.
+      // command's body keeps its request_id, so the service dedupes it. Not a refresh or a
+      // revoke: those act on the token they carry, and the new token is not theirs to act on.
       const current = token();
-      if (isRejection(error) && current !== null && current !== sent) return sendWith(current);
+      if (isRejection(error) && current !== null && current !== sent && !ACTS_ON_ITS_TOKEN.has(path)) return sendWith(current);
       throw error;
     }
   };

@@ -800,7 +800,8 @@ describe('endings and tokens', () => {
     expect(service.count('/widget/refresh')).toBe(0);
   });
 
-  it('refreshes before expiry and reconnects the socket with the new token', async () => {
+  /** A widget pushed to until its token's refresh, 60 s before expiry: its socket reconnects with the new token. */
+  async function refreshed() {
     start();
     await flush();
     const socket = service.sockets[0]!;
@@ -808,19 +809,18 @@ describe('endings and tokens', () => {
     service.serverTime = T0 + 1740;
     await vi.advanceTimersByTimeAsync(1740_000);
     expect(service.count('/widget/refresh')).toBe(1);
+    return socket;
+  }
+
+  it('refreshes before expiry and reconnects the socket with the new token', async () => {
+    const socket = await refreshed();
     socket.accept();
     expect(socket.tokens).toEqual(['c2cw_1', 'c2cw_2']);
     expect(widget.getState().session.expires_at).toBe(T0 + 1740 + 1800);
   });
 
   it('polls while the socket reconnects with a new token until the gateway accepts it: a slow handshake leaves no gap', async () => {
-    start();
-    await flush();
-    const socket = service.sockets[0]!;
-    socket.accept(service.state());
-    service.serverTime = T0 + 1740;
-    await vi.advanceTimersByTimeAsync(1740_000);
-    expect(service.count('/widget/refresh')).toBe(1);
+    const socket = await refreshed();
     const polls = service.count('/widget/state');
     // the gateway has not accepted the new handshake yet: an incoming call comes meanwhile
     service.set({ call: call('incoming', { direction: 'inbound' }) });

@@ -63,3 +63,35 @@ describe('answers without the envelope', () => {
     expect(await api(502)).toMatchObject({ code: 'unreachable', status: 502 });
   });
 });
+
+describe('a token replaced while its request was on its way', () => {
+  /** Refuses the first token, after the page moved to the second meanwhile; accepts the second. */
+  function replacedMeanwhile() {
+    let token = 'c2cw_1';
+    const sent: Array<{ path: string; bearer: string }> = [];
+    const fetchFn: FetchLike = async (url, init) => {
+      const bearer = (init!.headers as Record<string, string>).authorization!;
+      sent.push({ path: new URL(url).pathname, bearer });
+      if (bearer === 'Bearer c2cw_1') {
+        token = 'c2cw_2'; // a new session came while this was on its way
+        return new Response(JSON.stringify({ ok: false, error: 'unauthorized', message: 'refused' }), { status: 401 });
+      }
+      return new Response(JSON.stringify({ ok: true }), { status: 200 });
+    };
+    return { api: widgetApi(fetchFn, 'https://c2c.example/api/v1/click2call', () => token, systemClock), sent };
+  }
+
+  it('sends a request again with the new token, once', async () => {
+    const { api, sent } = replacedMeanwhile();
+    expect((await api('POST', '/widget/commands', { kind: 'mute', request_id: 'r1' })).body).toEqual({ ok: true });
+    expect(sent.map((s) => s.bearer)).toEqual(['Bearer c2cw_1', 'Bearer c2cw_2']);
+  });
+
+  it('not a refresh or a revoke, which act on the token they carry: the refusal is theirs', async () => {
+    for (const path of ['/widget/refresh', '/widget/revoke']) {
+      const { api, sent } = replacedMeanwhile();
+      expect(await api('POST', path).catch((e) => e)).toMatchObject({ code: 'unauthorized' });
+      expect(sent).toHaveLength(1);
+    }
+  });
+});

@@ -84,8 +84,12 @@ class FakeServer {
   /** how many heartbeats from now are never answered (their abort ignored: a proxy holding the connection) */
   hangHeartbeats = 0;
 
+  /** a node of the release before `registered` and `inbound`: it answers without `inbound`, and refuses a report naming `registered` */
+  earlierRelease = false;
+
   answer(extra: Partial<HeartbeatResponse> = {}): HeartbeatResponse {
-    return { ok: true, engine: this.engine ?? paired().engine, commands: [], dial_requests: [], call: this.current, heartbeat_ms: 15_000, server_time: Math.floor(Date.now() / 1000), ...extra };
+    const inbound = this.earlierRelease ? {} : { inbound: true };
+    return { ok: true, engine: this.engine ?? paired().engine, commands: [], dial_requests: [], call: this.current, heartbeat_ms: 15_000, server_time: Math.floor(Date.now() / 1000), ...inbound, ...extra };
   }
 
   heartbeats(): HeartbeatRequest[] {
@@ -98,6 +102,7 @@ class FakeServer {
         return { status: 429, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' }, headers: { 'retry-after': String(this.heartbeatRetryAfter) } };
       }
       if (this.heartbeatStatus !== 200) return { status: this.heartbeatStatus, body: { ok: false, error: 'unauthorized', message: 'This call window was closed or replaced by a newer one.' } };
+      if (this.earlierRelease && 'registered' in body) return { status: 422, body: { ok: false, error: 'invalid_request', message: 'registered: Unrecognized key' } };
       return { status: 200, body: this.answer(this.queue.shift()) };
     }
     if (path === '/engine/voice-token' && this.voiceDown) return { status: 503, body: { ok: false, error: 'provider_unavailable', message: 'The voice provider cannot issue a token right now.' } };
@@ -726,6 +731,21 @@ describe('Engine', () => {
     server.queue.push({ inbound: true });
     await vi.advanceTimersByTimeAsync(3000);
     expect(wanted).toHaveBeenLastCalledWith(true);
+  });
+
+  it('heartbeats in the shape a node of an earlier release takes: no `registered` until an answer shows a node that knows it, and a report refused for it goes again without it at once', async () => {
+    const { server, instance } = await engine({ realtime: false });
+    expect(server.heartbeats()[0]).not.toHaveProperty('registered');
+    expect(server.heartbeats().at(-1)).toHaveProperty('registered', true);
+    // a rolling upgrade: the next heartbeat reaches a node of the earlier release
+    server.earlierRelease = true;
+    const before = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(3000);
+    const sent = server.heartbeats().slice(before);
+    expect(sent.map((report) => 'registered' in report)).toEqual([true, false]);
+    expect(instance.model()).toMatchObject({ state: 'ready', message: null });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)).not.toHaveProperty('registered');
   });
 
   it('starts the next call unmuted when it follows a muted one at once (the held call goes from one to the other)', async () => {

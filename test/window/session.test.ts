@@ -74,6 +74,21 @@ describe('establish', () => {
     expect(seen[2]).not.toBe(seen[0]);
   });
 
+  it('pairs with a node of an earlier release, which refuses the attempt id it does not know, by asking again without it', async () => {
+    const bodies: any[] = [];
+    const api = new EngineApi(
+      BASE,
+      fakeFetch({
+        '/engine/pair': (body) => {
+          bodies.push(body);
+          return 'attempt' in body ? refusal(422, 'invalid_request', 'attempt: Unrecognized key') : { status: 201, body: paired() };
+        },
+      }),
+    );
+    expect(await establish(api, memoryStorage(), 'c2cl_old_node', true)).toMatchObject({ ok: true });
+    expect(bodies.map((b) => 'attempt' in b)).toEqual([true, false]);
+  });
+
   it('keeps a new pairing only once it is allowed (the consent question), so a reload meanwhile cannot carry it on; a no closes its engine', async () => {
     const close = vi.fn<Route>(() => ({ status: 200, body: { ok: true } }));
     const api = new EngineApi(BASE, fakeFetch({ '/engine/pair': () => ({ status: 201, body: paired() }), '/engine/close': close }));

@@ -76,8 +76,8 @@ export class EngineApi {
   ) {}
 
   /** `attempt`: the same for every try with this ticket, so a try whose answer was lost is answered again (engines/pair.ts). */
-  pair(ticket: string, simulated: boolean, attempt: string): Promise<Paired> {
-    return this.#post('/engine/pair', { ticket, simulated, client: 'window', attempt }, false);
+  pair(ticket: string, simulated: boolean, attempt?: string): Promise<Paired> {
+    return this.#post('/engine/pair', { ticket, simulated, client: 'window', ...(attempt === undefined ? {} : { attempt }) }, false);
   }
 
   voiceToken(): Promise<VoiceToken> {

@@ -84,6 +84,8 @@ export class Engine {
   #driverRetryAt = 0;
   /** the device's last passing error, while it is what the window says */
   #deviceError: string | null = null;
+  /** whether heartbeats report `registered`: once an answer came from a node that knows it (#exchange) */
+  #nodesTakeRegistered = false;
   /** why the device is not registered for incoming calls, until it is: said whenever nothing else is */
   #unregistered: string | null = null;
   /** the agent's in-call controls: the pairing's, then each heartbeat answer's (an operator may change them) */
@@ -354,7 +356,7 @@ export class Engine {
       muted: this.#muted,
       call_id: this.#calls.reportId,
       acks,
-      registered: this.#driver?.registered ?? false,
+      ...(this.#nodesTakeRegistered ? { registered: this.#driver?.registered ?? false } : {}),
     };
     let answer: HeartbeatResponse;
     try {
@@ -370,7 +372,24 @@ export class Engine {
     await this.#handle(answer, epoch, acks.some((ack) => ack.result === 'failed'));
   }
 
+  /**
+   * A report goes in the shape its node takes: a node of an earlier release refuses a field it does
+   * not know (`registered`) as invalid_request. A rolling upgrade serves the window from a new node
+   * while its requests may still reach old ones, so the field is sent only once an answer showed a
+   * node that knows it (`inbound`), and a report refused for it goes again at once without it.
+   */
   async #exchange(report: HeartbeatRequest): Promise<HeartbeatResponse> {
+    try {
+      return await this.#exchangeOnce(report);
+    } catch (error) {
+      if (report.registered === undefined || !(error instanceof ApiError) || error.code !== 'invalid_request') throw error;
+      this.#nodesTakeRegistered = false;
+      const { registered: _, ...earlier } = report;
+      return this.#exchangeOnce(earlier);
+    }
+  }
+
+  async #exchangeOnce(report: HeartbeatRequest): Promise<HeartbeatResponse> {
     const socket = this.#socket;
     if (socket?.connected) {
       try {
@@ -397,7 +416,10 @@ export class Engine {
     this.#scheduler.setHeartbeatMs(answer.heartbeat_ms);
     if (answer.controls) this.#controls = answer.controls;
     // an operator turned incoming calls on or off: the device registers, or lets its registration go
-    if (answer.inbound !== undefined) this.#driver?.setRegistration(answer.inbound);
+    if (answer.inbound !== undefined) {
+      this.#driver?.setRegistration(answer.inbound);
+      this.#nodesTakeRegistered = true;
+    }
     const hangupDoubt = this.#callProblem?.kind === 'hangup' ? this.#callProblem.callId : undefined;
     // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
     if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);

@@ -80,6 +80,20 @@ function attemptFor(ticket: string): string {
   return attempt;
 }
 
+/**
+ * Pairs with the ticket and its attempt id. A node of an earlier release (a rolling upgrade: the
+ * page came from a new one) refuses the field it does not know as invalid_request, before it
+ * looked at the ticket: asked again without it.
+ */
+async function pairWith(api: EngineApi, ticket: string, simulated: boolean): Promise<Paired> {
+  try {
+    return await api.pair(ticket, simulated, attemptFor(ticket));
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'invalid_request') return api.pair(ticket, simulated);
+    throw error;
+  }
+}
+
 /** The first report of a restored window: nothing held, nothing acked, no microphone yet. */
 const PROBE = { state: 'enabling', mic_ready: false, busy: false, muted: false, call_id: null, acks: [] } as const;
 
@@ -118,7 +132,7 @@ export async function establish(
   if (!ticket) return (await restore(api, storage)) ?? { ok: false, reason: 'no_ticket', message: MESSAGES.noTicket, retry: false };
   let paired: Paired;
   try {
-    paired = await api.pair(ticket, simulated, attemptFor(ticket));
+    paired = await pairWith(api, ticket, simulated);
     api.token = paired.engine_token;
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
