@@ -140,6 +140,30 @@ describe('TwilioDriver', () => {
     expect(twilio.registered).toBe(false);
   });
 
+  it('turned off and on again while its unregister is on its way: one register after it, never two at once, and it ends registered', async () => {
+    const { twilio, device } = driver(true);
+    await twilio.start('jwt');
+    let finishUnregister!: () => void;
+    device().unregister.mockImplementationOnce(() => new Promise<void>((resolve) => (finishUnregister = resolve)));
+    let inFlight = 0;
+    let most = 0;
+    device().register.mockImplementation(async () => {
+      most = Math.max(most, ++inFlight);
+      await Promise.resolve();
+      inFlight--;
+    });
+    twilio.setRegistration(false);
+    twilio.setRegistration(true);
+    twilio.setRegistration(false);
+    twilio.setRegistration(true);
+    finishUnregister();
+    // the start's registration, and one after the unregister
+    await vi.waitFor(() => expect(device().register).toHaveBeenCalledTimes(2));
+    await vi.waitFor(() => expect(twilio.registered).toBe(true));
+    expect(device().unregister).toHaveBeenCalledTimes(1);
+    expect(most).toBe(1);
+  });
+
   it('a failed registration no longer wanted stops being said', async () => {
     const { twilio, events } = driver(true, true);
     await twilio.start('jwt');

@@ -66,8 +66,8 @@ export class TwilioDriver implements VoiceDriver {
   #registered: boolean | null = null;
   /** whether the agent's policy wants the device registered for incoming calls */
   #wanted: boolean;
-  /** a register() or unregister() on its way: one at a time */
-  #registering: Promise<void> | null = null;
+  /** the register() and unregister() calls on their way, one at a time (#sync) */
+  #syncing: Promise<void> | null = null;
 
   constructor(options: TwilioDriverOptions) {
     this.#options = options;
@@ -87,13 +87,12 @@ export class TwilioDriver implements VoiceDriver {
     this.#wanted = wanted;
     const device = this.#device;
     if (!device) return;
-    if (wanted) return void this.#register(device);
     // A registration that failed is no longer wanted: what the window says of it is over.
-    if (this.#registered === false) {
+    if (!wanted && this.#registered === false) {
       this.#registered = null;
       this.#events.emit({ type: 'registered' });
     }
-    void this.#unregister(device);
+    void this.#sync(device);
   }
 
   async start(token: string): Promise<void> {
@@ -106,61 +105,72 @@ export class TwilioDriver implements VoiceDriver {
     // The Device drops its registration when its signalling connection is lost, and registers
     // again once it is back: the heartbeat reports what holds now.
     device.on('unregistered', () => {
-      if (this.#device === device && !this.#registering) this.#registered = false;
+      if (this.#device === device && !this.#syncing) this.#registered = false;
     });
     device.on('registered', () => {
-      if (this.#device !== device || this.#registering || !this.#wanted) return;
+      if (this.#device !== device || this.#syncing || !this.#wanted) return;
       if (this.#registered === false) this.#events.emit({ type: 'registered' });
       this.#registered = true;
     });
-    if (this.#wanted) await this.#register(device);
+    await this.#sync(device);
   }
 
-  /** Registers for incoming calls; one that failed is tried again with each new voice token. */
-  async #register(device: TwilioDeviceLike): Promise<void> {
-    await this.#registering;
-    if (!this.#wanted || this.#device !== device || this.#registered === true) return;
-    const registering = device.register();
-    this.#registering = registering.catch(() => {});
+  /**
+   * Brings the Device's registration to what the policy wants, one register() or unregister() at a
+   * time: a call made while one is on its way joins it, and the loop then looks again, so turning
+   * incoming calls off and on meanwhile ends where the policy now stands. A registration that
+   * fails stops the loop (it is tried again with the next voice token, not at once).
+   */
+  #sync(device: TwilioDeviceLike): Promise<void> {
+    if (this.#syncing) return this.#syncing;
+    const syncing = (async () => {
+      while (this.#device === device) {
+        if (this.#wanted && this.#registered !== true) {
+          if (!(await this.#register(device))) break;
+        } else if (!this.#wanted && this.#registered === true) {
+          if (!(await this.#unregister(device))) break;
+        } else break;
+      }
+    })().finally(() => {
+      if (this.#syncing === syncing) this.#syncing = null;
+    });
+    this.#syncing = syncing;
+    return syncing;
+  }
+
+  /** One registration for incoming calls; false when it failed. */
+  async #register(device: TwilioDeviceLike): Promise<boolean> {
     try {
-      await registering;
-      // a first registration that worked is nothing to tell; one after a failure ends what was said
-      if (this.#registered === false) this.#events.emit({ type: 'registered' });
-      this.#registered = true;
+      await device.register();
     } catch (error) {
       this.#registered = false;
       // Outgoing calls still work without registration; only incoming ones need it, so this is
       // said until a registration succeeds, not only until the next call shows the device works.
       this.#events.emit({ type: 'error', message: `Could not register for incoming calls: ${describe(error)}`, lasting: true });
-    } finally {
-      this.#registering = null;
+      return false;
     }
-    // incoming calls were turned off meanwhile
-    if (!this.#wanted && this.#registered) await this.#unregister(device);
+    // a first registration that worked is nothing to tell; one after a failure ends what was said
+    if (this.#registered === false) this.#events.emit({ type: 'registered' });
+    this.#registered = true;
+    return true;
   }
 
-  /** Lets the registration go (the agent's incoming calls were turned off); nothing to say when it fails. */
-  async #unregister(device: TwilioDeviceLike): Promise<void> {
-    await this.#registering;
-    if (this.#wanted || this.#device !== device || this.#registered !== true) return;
-    const unregistering = device.unregister();
-    this.#registering = unregistering.catch(() => {});
+  /** Lets the registration go (the agent's incoming calls were turned off); false when it failed, nothing said. */
+  async #unregister(device: TwilioDeviceLike): Promise<boolean> {
     try {
-      await unregistering;
-      this.#registered = false;
+      await device.unregister();
     } catch {
       // still registered: the server does not route to it while the policy says no
-    } finally {
-      this.#registering = null;
+      return false;
     }
-    // turned on again meanwhile
-    if (this.#wanted && !this.#registered) await this.#register(device);
+    this.#registered = false;
+    return true;
   }
 
   updateToken(token: string): void {
     const device = this.#device;
     device?.updateToken(token);
-    if (device && this.#wanted && this.#registered === false) void this.#register(device);
+    if (device && this.#wanted && this.#registered === false) void this.#sync(device);
   }
 
   async connect(params: ConnectParams): Promise<void> {
