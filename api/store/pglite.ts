@@ -16,7 +16,7 @@ export async function openPglite(dataDir?: string): Promise<Db> {
     // they hold provider auth tokens and credential hashes: the directory keeps other users out.
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     chmodSync(dataDir, 0o700);
-    release = lockDataDir(dataDir);
+    release = await lockDataDir(dataDir);
   }
   let pglite: PGlite;
   try {

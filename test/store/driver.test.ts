@@ -2,7 +2,7 @@
  * The store driver suite: the same assertions on PGlite and on PostgreSQL (DESIGN, convention 3).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,7 @@ import { isUniqueViolation, type Db } from '../../api/store/index.js';
 import { batchRows } from '../../api/store/batch-rows.js';
 import { migrate } from '../../api/store/migrate.js';
 import { openPglite } from '../../api/store/pglite.js';
-import { startOf } from '../../api/store/data-dir-lock.js';
+import { startOf, thisProcess } from '../../api/store/data-dir-lock.js';
 import { postgresUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 
@@ -173,18 +173,48 @@ describe('PGlite persistence', () => {
       await again.close();
     });
 
-    it("refuses a directory another live process holds, and takes over the lock of one that is gone, or whose pid another process now has", async () => {
+    it("refuses a directory another live process holds, or a process on another host, and takes over the lock of one that is gone, rebooted away, or whose pid another process now has", async () => {
+      const holder = (over: Record<string, unknown>) => writeFileSync(lockFile(), JSON.stringify({ ...thisProcess(), ...over }));
       // the vitest process that runs this worker is alive, and started at the time its lock says
-      writeFileSync(lockFile(), JSON.stringify({ pid: process.ppid, start: startOf(process.ppid) }));
+      holder({ pid: process.ppid, start: startOf(process.ppid) });
       await expect(openPglite(locked())).rejects.toThrow(`open in process ${process.ppid}:`);
-      // the same pid, started at another time: reused since, by a process that holds nothing
-      writeFileSync(lockFile(), JSON.stringify({ pid: process.ppid, start: '1' }));
-      const reused = await openPglite(locked());
-      await reused.close();
-      writeFileSync(lockFile(), JSON.stringify({ pid: await deadPid(), start: null }));
-      const gone = await openPglite(locked());
-      expect(JSON.parse(readFileSync(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
-      await gone.close();
+      holder({ host: 'other-host.example', pid: 1 });
+      await expect(openPglite(locked())).rejects.toThrow('open in process 1 on host other-host.example');
+      for (const gone of [{ pid: process.ppid, start: '1' }, { pid: await deadPid(), start: null }, { pid: process.ppid, boot: 'a-boot-before-a-reboot' }]) {
+        holder(gone);
+        const opened = await openPglite(locked());
+        expect(JSON.parse(readFileSync(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+        await opened.close();
+      }
+      // a file that names nobody (written by hand, or cut short), left for a while
+      writeFileSync(lockFile(), '{"pid":');
+      const past = new Date(Date.now() - 60_000);
+      utimesSync(lockFile(), past, past);
+      const opened = await openPglite(locked());
+      await opened.close();
+      expect(existsSync(lockFile())).toBe(false);
     });
+
+    // Mutual exclusion among processes started together on a lock left behind. (The narrow race the
+    // takeover file closes, one taker removing the lock another has just made, is not hit reliably
+    // from here: it is argued in data-dir-lock.ts.)
+    it('lets one of several processes taking over a lock left behind hold it, never two', async () => {
+      const target = join(dir, 'contended');
+      writeFileSync(`${target}.lock`, JSON.stringify({ ...thisProcess(), pid: await deadPid(), start: null }));
+      const lockModule = join(import.meta.dirname, '..', '..', 'api', 'store', 'data-dir-lock.ts');
+      const script = `const { lockDataDir } = await import(${JSON.stringify(lockModule)});
+        try { await lockDataDir(${JSON.stringify(target)}); console.log('held'); } catch { console.log('refused'); }
+        setInterval(() => {}, 1000);`;
+      const children = Array.from({ length: 4 }, () => spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script]));
+      try {
+        const said = await Promise.all(
+          children.map((child) => new Promise<string>((resolve) => child.stdout.on('data', (data: Buffer) => resolve(data.toString().trim())))),
+        );
+        expect(said.filter((word) => word === 'held')).toHaveLength(1);
+        expect(said.filter((word) => word === 'refused')).toHaveLength(3);
+      } finally {
+        for (const child of children) child.kill();
+      }
+    }, 60_000);
   });
 });
