@@ -23,6 +23,8 @@ describe('the call window page', () => {
     expect(directives.get('frame-ancestors')).toEqual(["'none'"]);
     expect(page.headers).toMatchObject({ 'x-frame-options': 'DENY', 'referrer-policy': 'no-referrer', 'cache-control': 'no-store', 'permissions-policy': 'microphone=(self)' });
     expect(page.body).toContain('<meta name="referrer" content="no-referrer">');
+    // the style sheet the hash allows is in the page itself, from the same server as the hash
+    expect(page.body).toContain(`<style id="c2c-window-style">${WINDOW_STYLE}</style>`);
   });
 
   it('has no framed variant yet: ?embed= is 404', async () => {

@@ -1,7 +1,8 @@
 /**
- * The call window's style sheet, one <style> element the view adds (ui.ts). The page's CSP allows
- * this text by its hash (api/routes/pages/window.ts), not every inline style: a change here
- * changes the hash, which the server works out from this very text.
+ * The call window's style sheet: one <style id="c2c-window-style"> the page carries, and that the
+ * view adds where it is missing (ui.ts). The page's CSP allows this text by its hash
+ * (api/routes/pages/window.ts), not every inline style: a change here changes the hash, which the
+ * server works out from this very text.
  */
 export const WINDOW_STYLE = `
 #c2c-window{font:15px/1.4 system-ui,sans-serif;color:#1b1f24;max-width:420px;margin:0 auto;padding:16px}

@@ -22,6 +22,7 @@ export function windowPage(config: { apiBaseUrl: string; siteUrl: string; voiceP
 <meta name="referrer" content="no-referrer">
 <title>Call window</title>
 <link rel="icon" href="data:,">
+<style id="c2c-window-style">${WINDOW_STYLE}</style>
 </head>
 <body>
 <div id="c2c-window" data-site="${escapeHtml(config.siteUrl)}"></div>
@@ -42,7 +43,9 @@ export const windowRoutes =
     const csp = [
       "default-src 'self'",
       "script-src 'self'",
-      // the one <style> the window adds, by its hash: no other inline style runs
+      // The window's one style sheet, by its hash: no other inline style runs. It is in the page
+      // itself (the view adds it only where it is missing), so the page and the hash always come
+      // from the same server, whatever version of the script a browser cached.
       `style-src 'self' 'sha256-${createHash('sha256').update(WINDOW_STYLE).digest('base64')}'`,
       `connect-src 'self' ${config.publicBaseUrl} ${gateway} ${wsGateway} https://*.twilio.com wss://*.twilio.com`,
       "media-src 'self' blob: https://*.twilio.com",
