@@ -8,10 +8,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Bus } from '../../api/bus/index.js';
 import { createRedisBus } from '../../api/bus/redis.js';
-import { openTestDatabase } from '../helpers/databases.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { command, readyAgent, requestCall } from '../helpers/flows.js';
-import { client, createHarness } from '../helpers/harness.js';
+import { client, createHarness, withTwoNodes } from '../helpers/harness.js';
 import { seedTenant } from '../helpers/tenant.js';
 
 const [driver] = storeDrivers();
@@ -43,11 +42,8 @@ describe.each(storeDrivers())('widget commands decided on the agent\'s state (%s
 
 describe.each(storeDrivers())('a command naming a call its node has not heard of yet (%s)', (store) => {
   it('is decided on the store, not refused on the cached state: a hang up of a call made on another node whose message is late', async () => {
-    const database = await openTestDatabase(store);
     // two nodes on one store whose buses do not reach each other: node A never hears of the call
-    const a = await createHarness(store, {}, { database });
-    const b = await createHarness(store, {}, { database, clock: a.clock });
-    try {
+    await withTwoNodes(store, async (a, b) => {
       const t = await seedTenant(a.services);
       const agent = await readyAgent(client(a.app), t);
       // node A has the agent's state in hand: a window, no call
@@ -58,11 +54,7 @@ describe.each(storeDrivers())('a command naming a call its node has not heard of
       const hangup = await command(client(a.app), agent.widgetToken, { kind: 'hangup', request_id: 'n2', ref: id });
       expect(hangup.body).toMatchObject({ ok: true, status: 'done' });
       expect((await client(b.app).get(`/calls/${id}`, { auth: t.serverKey })).body.status).toBe('canceled');
-    } finally {
-      await a.close();
-      await b.close();
-      await database.drop();
-    }
+    });
   });
 });
 
@@ -71,12 +63,9 @@ describe.skipIf(!redisUrl())('widget commands on one node, state changed on anot
   afterAll(async () => Promise.all(buses.map((bus) => bus.close())));
 
   it('decides on the change once the bus has carried it', async () => {
-    const database = await openTestDatabase(driver!);
     const [busA, busB] = [await createRedisBus(redisUrl()!), await createRedisBus(redisUrl()!)];
     buses.push(busA, busB);
-    const a = await createHarness(driver!, {}, { database, bus: busA });
-    const b = await createHarness(driver!, {}, { database, bus: busB, clock: a.clock });
-    try {
+    await withTwoNodes(driver!, async (a, b) => {
       const t = await seedTenant(a.services);
       const agent = await readyAgent(client(a.app), t);
       // node A has the agent's state in hand (the window is ready)
@@ -90,10 +79,6 @@ describe.skipIf(!redisUrl())('widget commands on one node, state changed on anot
       expect((await client(b.app).post('/engine/close', {}, { auth: agent.engineToken })).status).toBe(200);
       await heard;
       expect((await command(client(a.app), agent.widgetToken, { kind: 'focus', request_id: 'x2' })).body).toMatchObject({ ok: false, error: 'invalid_state' });
-    } finally {
-      await a.close();
-      await b.close();
-      await database.drop();
-    }
+    }, { x: busA, y: busB });
   });
 });

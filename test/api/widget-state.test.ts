@@ -2,9 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
-import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { client, createHarness, withTwoNodes, type Client, type Harness } from '../helpers/harness.js';
 import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall } from '../helpers/flows.js';
-import { openTestDatabase } from '../helpers/databases.js';
 import { setPolicy, setWindowMode } from '../../api/domain/operator/integrations.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -96,10 +95,7 @@ describe.each(storeDrivers())('the poll path of a node that hears of a change la
   it("answers 200, not 304, once it has heard of a policy change it first rendered under the new version with the agent's old policy", async () => {
     // Two nodes on one store, each with its own bus: what node Y announces reaches node X only when
     // the test delivers it, as Redis would a moment later.
-    const database = await openTestDatabase(driver);
-    const x = await createHarness(driver, {}, { database });
-    const y = await createHarness(driver, {}, { database, clock: x.clock });
-    try {
+    await withTwoNodes(driver, async (x, y) => {
       const t = await seedTenant(y.services);
       const token = await openSession(client(y.app), t);
       const onX = client(x.app);
@@ -117,18 +113,11 @@ describe.each(storeDrivers())('the poll path of a node that hears of a change la
       expect(heard.body.version).toBe(early.body.version);
       expect(heard.body.policy.outbound).toBe(false);
       expect((await poll(String(heard.headers.etag))).status).toBe(304);
-    } finally {
-      await y.close();
-      await x.close();
-      await database.drop();
-    }
+    });
   });
 
   it('does not keep a state read before a resync of the bus: a change whose message the outage lost is seen on the next poll', async () => {
-    const database = await openTestDatabase(driver);
-    const x = await createHarness(driver, {}, { database });
-    const y = await createHarness(driver, {}, { database, clock: x.clock });
-    try {
+    await withTwoNodes(driver, async (x, y) => {
       const t = await seedTenant(y.services);
       const agent = await readyAgent(client(y.app), t);
       const onX = client(x.app);
@@ -163,11 +152,7 @@ describe.each(storeDrivers())('the poll path of a node that hears of a change la
       release();
       expect((await first).body.engine.muted).toBe(false);
       expect((await poll(onX, agent.widgetToken)).body.engine.muted).toBe(true);
-    } finally {
-      await y.close();
-      await x.close();
-      await database.drop();
-    }
+    });
   });
 });
 

@@ -57,6 +57,24 @@ export async function createHarness(driver: StoreDriver, configOverrides: Partia
   };
 }
 
+/**
+ * Two nodes on one store, on one clock, each with its own bus: in-process by default, so what one
+ * announces reaches the other only when the test delivers it (as Redis would, a moment later); or
+ * the buses given (the caller closes them). Both nodes are closed and the store dropped after `run`.
+ */
+export async function withTwoNodes<T>(driver: StoreDriver, run: (x: Harness, y: Harness) => Promise<T>, buses: { x?: Bus; y?: Bus } = {}): Promise<T> {
+  const database = await openTestDatabase(driver);
+  const x = await createHarness(driver, {}, { database, bus: buses.x });
+  const y = await createHarness(driver, {}, { database, bus: buses.y, clock: x.clock });
+  try {
+    return await run(x, y);
+  } finally {
+    await y.close();
+    await x.close();
+    await database.drop();
+  }
+}
+
 export interface CallOptions {
   /** bearer credential */
   auth?: string;
