@@ -40,7 +40,21 @@ export function busChannels(url: string): { bus: string; adapterPrefix: string }
  */
 export const ROOMS_JOINED_WITHIN_MS = 2000;
 
+/** The longest a node's start waits for its socket adapter's first subscription (as connectedRedis waits for a connection). */
+const SUBSCRIPTIONS_HELD_WITHIN_MS = 5000;
+
 const noop = () => {};
+
+/** Waits for `promise` to settle, at most `ms` (real time: a node's start); what it rejects with is dropped. */
+function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    promise.then(noop, noop).finally(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
 
 interface Envelope {
   node: string;
@@ -66,6 +80,12 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   const io = createSocketServer({
     adapter: clusterAdapter(createShardedAdapter(adapterPub, adapterSub, { subscriptionMode: 'dynamic', channelPrefix: channels.adapterPrefix }), () => void (relayed += 1)),
   });
+  // Making the server made its namespace's adapter, which sent SSUBSCRIBE for the namespace's
+  // channel (what other nodes broadcast to several rooms at once) and does not wait for it: the
+  // command waits in the subscriber's queue until it connects. A node starts once Redis has taken
+  // it (the answer to a PING sent after it), as it starts once its bus subscription holds: before,
+  // what another node broadcast in this node's first moments was lost to it.
+  await settledWithin(adapterSub.ping(), SUBSCRIPTIONS_HELD_WITHIN_MS);
 
   // Joining a room new to this node sends SSUBSCRIBE and does not wait for it. Redis answers one
   // connection's commands in order, so the answer to a PING sent after them says they are in

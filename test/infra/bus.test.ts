@@ -60,17 +60,19 @@ describe.each(drivers)('bus driver %s', (name, open) => {
     const { uws } = loadUws(false);
     const app = uws.App();
     pair.b.io.attachApp(app);
-    pair.b.io.on('connection', (socket) => void socket.join('agent:c2c_x:mem_room'));
+    pair.b.io.on('connection', (socket) => void socket.join('agent:c2c_x:mem_relay'));
     const listen = await new Promise<any>((resolve) => app.listen('127.0.0.1', 0, resolve));
     const client = connect(`http://127.0.0.1:${uws.us_socket_local_port(listen)}`, { transports: ['websocket'], reconnection: false, forceNew: true });
     try {
       await new Promise<void>((resolve) => client.on('connect', () => resolve()));
       const received = new Promise((resolve) => client.on('state', resolve));
       // The adapter subscribes to a room's channel when the room is created: wait until Redis has it.
-      await waitFor(() => pair.b.io.sockets.adapter.rooms.has('agent:c2c_x:mem_room'));
+      // (The room is named as an agent's is: one of 20 characters looks like a socket id to the
+      // sharded adapter, which then sends to it on the namespace's channel, which every node hears.)
+      await waitFor(() => pair.b.io.sockets.adapter.rooms.has('agent:c2c_x:mem_relay'));
       await pair.b.roomsJoined();
       const relayedBefore = [pair.a.relayedCount(), pair.b.relayedCount()];
-      pair.a.io.to('agent:c2c_x:mem_room').emit('state', { version: 42 });
+      pair.a.io.to('agent:c2c_x:mem_relay').emit('state', { version: 42 });
       expect(await received).toEqual({ version: 42 });
       // counted where it arrived from another node (/metrics c2c_pushes_relayed_total); one process relays nothing
       const relayed = () => [pair.a.relayedCount() - relayedBefore[0]!, pair.b.relayedCount() - relayedBefore[1]!];
@@ -144,6 +146,23 @@ describe.skipIf(!url)('Redis bus, what crosses nodes', () => {
       onB.close();
       await b.close();
       await c.close();
+    }
+  });
+
+  it('hears other nodes from the moment its start returns: a broadcast sent then reaches it', async () => {
+    // on a database of its own: what other suites broadcast on database 0 would count here too
+    const dbUrl = new URL(url!);
+    dbUrl.pathname = '/4';
+    const a = await createRedisBus(dbUrl.toString());
+    const b = await createRedisBus(dbUrl.toString());
+    try {
+      // to two rooms at once: on the namespace's channel, which a node subscribes to as it starts
+      a.io.to(['agent:c2c_x:mem_one', 'agent:c2c_x:mem_two']).emit('state', { version: 1 });
+      await waitFor(() => b.relayedCount() > 0, 2000).catch(() => undefined);
+      expect(b.relayedCount()).toBe(1);
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 
