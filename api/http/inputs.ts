@@ -1,8 +1,10 @@
 /**
  * What every route takes before its own schema runs.
- * - An empty body sent as `application/json` is no body: many HTTP clients label every POST so,
- *   and the routes the spec gives no body (a call's hangup, refresh, revoke, launch-ticket) must not
- *   refuse it. A route that needs a body still refuses its absence through its schema.
+ * - An empty body is no body, whatever its Content-Type: many HTTP clients label every POST as JSON,
+ *   and a bodiless POST from others (curl -d '', PHP's cURL, Java's HttpURLConnection) as a form;
+ *   the routes the spec gives no body (a call's hangup, refresh, revoke, launch-ticket) must not
+ *   refuse it. A route that needs a body still refuses its absence through its schema. A body that
+ *   is there must be JSON.
  * - A body that is not UTF-8 is refused: decoded leniently, each bad byte became U+FFFD, so two
  *   request_ids differing only there were one command.
  * - Keys that could reach an object's prototype are refused by name, below (storable.ts), rather
@@ -33,6 +35,11 @@ export function parseJsonBodies(app: FastifyInstance): void {
       return done(new C2CError('invalid_request', 'The body is not valid UTF-8.'), undefined);
     }
     json(request, text, done);
+  });
+  // Any other type (a provider webhook's form has its own parser, in its routes' scope)
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
+    if ((body as Buffer).length === 0) return done(null, undefined);
+    done(new C2CError('invalid_request', 'The body must be JSON (Content-Type: application/json).'), undefined);
   });
 }
 

@@ -692,6 +692,9 @@ describe.each(storeDrivers())('call outcomes on %s', (driver) => {
       expect(again.body.request_id).toBe(replies[i]![0]!.body.request_id);
     }
     await expectError(post(7, '+12025550124'), 409, 'idempotency_conflict');
+    // a body naming another integration is told so (checked first), whether or not its key was used
+    const elsewhere = { ...bodyFor(7), integration_id: 'c2c_elsewhere' };
+    await expectError(api.post('/calls', elsewhere, { auth: t.serverKey, headers: { 'idempotency-key': keyFor(7) }, ip: '198.51.100.8' }), 403, 'integration_mismatch');
     expect(await intentCount('integration_id = $1', [t.integrationId])).toBe(KEYS);
   });
 

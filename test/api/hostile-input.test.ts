@@ -160,6 +160,19 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: '', headers: json }), 422, 'invalid_request');
   });
 
+  it("takes an empty body of any other type as no body (curl -d '', PHP's and Java's clients label a bodiless POST a form); a body there must be JSON", async () => {
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const own = await seedTenant(h.services); // an agent of its own, not on another test's call
+    await readyAgent(api, own);
+    const queued = await requestCall(api, own);
+    expect(queued.status).toBe(202);
+    const hungUp = await api.post(`/calls/${queued.body.call_id}/hangup`, undefined, { auth: own.serverKey, raw: '', headers: form });
+    expect(hungUp.status, JSON.stringify(hungUp.body)).toBe(200);
+    expect(hungUp.body.status).toBe('canceled');
+    await expectError(api.post(`/calls/${queued.body.call_id}/hangup`, undefined, { auth: own.serverKey, raw: 'reason=done', headers: form }), 422, 'invalid_request');
+    await expectError(api.post('/calls', undefined, { auth: own.serverKey, raw: '', headers: { 'content-type': 'application/octet-stream' } }), 422, 'invalid_request');
+  });
+
   it('answers an empty call id as no such call (404), never 422: the spec gives these routes 200 or 404', async () => {
     await expectError(api.get('/calls/', { auth: t.serverKey }), 404, 'not_found');
     await expectError(api.post('/calls//hangup', undefined, { auth: t.serverKey }), 404, 'not_found');

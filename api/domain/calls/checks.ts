@@ -35,9 +35,17 @@ const sqlList = (values: readonly string[]) => values.map((value) => `'${value}'
 export const LIVE_STATUS_LIST = sqlList(LIVE_STATUSES);
 export const ON_ENGINE_STATUS_LIST = sqlList(ON_ENGINE_STATUSES);
 
+/**
+ * The first check, made before an Idempotency-Key is looked up (calls/create.ts): a body naming
+ * another integration is told so, whether or not its key was used before.
+ */
+export function checkSameIntegration(integration: IntegrationWithAccount, request: CallRequest): void {
+  if (request.integration_id !== integration.id) throw new C2CError('integration_mismatch');
+}
+
+/** The checks after checkSameIntegration. */
 export async function checkCallRequest(sql: Sql, integration: IntegrationWithAccount, request: CallRequest): Promise<CheckedCall> {
   // integration
-  if (request.integration_id !== integration.id) throw new C2CError('integration_mismatch');
   assertIntegrationUsable(integration);
 
   // agent

@@ -15,7 +15,7 @@ import type { IntegrationWithAccount } from '../integrations/repo.js';
 import type { CallRow } from '../views.js';
 import { Changes } from '../changes.js';
 import { integrationLock } from '../locks.js';
-import { checkCallRequest } from './checks.js';
+import { checkCallRequest, checkSameIntegration } from './checks.js';
 import { checkAgentEngine } from './engine-checks.js';
 
 export interface CreatedCall {
@@ -57,6 +57,7 @@ export async function createCall(
   request: CallRequest,
   idempotencyKey: string | undefined,
 ): Promise<CreatedCall> {
+  checkSameIntegration(integration, request);
   const requestHash = sha256(canonicalJson(request));
   if (idempotencyKey) {
     const existing = await findByKey(db, integration.id, idempotencyKey);
