@@ -139,6 +139,21 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
     }
   }
 
+  /** The checks of the token itself: its secret, its life, its Origin (the policy's outcome is the caller's). */
+  async function holderOf(token: string | undefined, originHeader: string | undefined): Promise<CachedAuth> {
+    const presented = parseCredential('widgetToken', token);
+    if (!presented) throw new C2CError('unauthorized');
+    const context = contexts.get(presented.lookup) ?? (await contexts.load(presented.lookup, () => loadContext(presented.lookup)));
+    const { session } = context;
+    if (!secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
+    if (session.revoked_at !== null) throw new C2CError('unauthorized', 'The widget session has ended.');
+    if (session.expires_at <= clock.now()) throw new WidgetTokenExpired();
+    if (originHeader === undefined || parseOrigin(originHeader) !== session.origin) {
+      throw new C2CError('origin_not_allowed', 'A widget token works only on the origin it was created for.');
+    }
+    return context;
+  }
+
   return {
     /** POST /sessions: the integration is the server key's (`serverKeyId`); checks run in the documented order. */
     async create(integration: IntegrationWithAccount, serverKeyId: string, request: SessionRequest) {
@@ -155,18 +170,19 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
 
     /** Authenticates a widget token presented from an Origin; every failure has its code. */
     async authenticate(token: string | undefined, originHeader: string | undefined): Promise<WidgetContext> {
-      const presented = parseCredential('widgetToken', token);
-      if (!presented) throw new C2CError('unauthorized');
-      const context = contexts.get(presented.lookup) ?? (await contexts.load(presented.lookup, () => loadContext(presented.lookup)));
-      const { session } = context;
-      if (!secretMatches(session.secret_hash, presented)) throw new C2CError('unauthorized');
-      if (session.revoked_at !== null) throw new C2CError('unauthorized', 'The widget session has ended.');
-      if (session.expires_at <= clock.now()) throw new WidgetTokenExpired();
-      if (originHeader === undefined || parseOrigin(originHeader) !== session.origin) {
-        throw new C2CError('origin_not_allowed', 'A widget token works only on the origin it was created for.');
-      }
+      const context = await holderOf(token, originHeader);
       if ('failure' in context.outcome) throw context.outcome.failure;
-      return { session, integration: context.integration, agent: context.outcome.agent };
+      return { session: context.session, integration: context.integration, agent: context.outcome.agent };
+    },
+
+    /**
+     * The session of a widget token presented from its own Origin, whatever the policy says of it
+     * now: POST /widget/revoke. A logout must not be refused because the agent was disabled or
+     * un-assigned meanwhile, or the integration disabled: the token would come back to life, for
+     * the rest of its 30 minutes and every refresh after, once the operator switched things back on.
+     */
+    async authenticateHolder(token: string | undefined, originHeader: string | undefined): Promise<WidgetSessionRow> {
+      return (await holderOf(token, originHeader)).session;
     },
 
     /**

@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken } from '../domain/credentials.js';
 import { authenticateServerKey, type ServerKeyContext } from '../domain/server-keys.js';
-import type { WidgetContext } from '../domain/sessions.js';
+import type { WidgetContext, WidgetSessionRow } from '../domain/sessions.js';
 import type { EngineContext } from '../domain/engines/auth.js';
 import type { Services } from '../services.js';
 
@@ -13,6 +13,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     serverKey?: ServerKeyContext;
     widget?: WidgetContext;
+    widgetHolder?: WidgetSessionRow;
     engine?: EngineContext;
   }
 }
@@ -26,6 +27,11 @@ export function serverKeyOf(request: FastifyRequest): ServerKeyContext {
 export function widgetOf(request: FastifyRequest): WidgetContext {
   if (!request.widget) throw new Error('route is missing the widget hook');
   return request.widget;
+}
+
+export function widgetHolderOf(request: FastifyRequest): WidgetSessionRow {
+  if (!request.widgetHolder) throw new Error('route is missing the widget holder hook');
+  return request.widgetHolder;
 }
 
 export function engineOf(request: FastifyRequest): EngineContext {
@@ -48,6 +54,16 @@ export function useWidgetAuth(app: FastifyInstance, services: Services): void {
     await services.platform.assertEnabled();
     await app.limits.widgetPerIp(request);
     request.widget = await services.sessions.authenticate(bearerToken(request.headers.authorization), request.headers.origin);
+  });
+}
+
+/** The widget hook without the policy's outcome (sessions.authenticateHolder): POST /widget/revoke. */
+export function useWidgetHolderAuth(app: FastifyInstance, services: Services): void {
+  app.addHook('onRequest', async (request) => {
+    if (request.method === 'OPTIONS') return;
+    await services.platform.assertEnabled();
+    await app.limits.widgetPerIp(request);
+    request.widgetHolder = await services.sessions.authenticateHolder(bearerToken(request.headers.authorization), request.headers.origin);
   });
 }
 

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../api/clock.js';
+import { setIntegrationEnabled, setMemberOverrides } from '../../api/domain/operator/integrations.js';
 import { LIMITS } from '../../shared/limits.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -82,6 +83,34 @@ describe.each(storeDrivers())('widget sessions on %s', (driver) => {
       expect((await api.post('/widget/revoke', undefined, { auth: third, origin: ORIGIN })).status).toBe(200);
       await expectError(api.post('/engine/pair', { ticket, simulated: true }), 401, 'ticket_invalid');
     }));
+
+  it("takes a logout while the policy refuses the agent (disabled, the integration off): the session stays ended once things are switched back on", async () => {
+    const h = await createHarness(driver);
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+      const bySide = [
+        { off: () => setMemberOverrides(deps, t.integrationId, t.agent.id, { calls_enabled: false }), on: () => setMemberOverrides(deps, t.integrationId, t.agent.id, { calls_enabled: true }), code: 'agent_disabled' },
+        { off: () => setIntegrationEnabled(deps, t.integrationId, false), on: () => setIntegrationEnabled(deps, t.integrationId, true), code: 'integration_disabled' },
+      ];
+      for (const { off, on, code } of bySide) {
+        const token = await openSession(api, t);
+        await off();
+        await expectError(widgetState(api, token), 403, code);
+        // still only from the token's own origin, with its own secret
+        await expectError(api.post('/widget/revoke', undefined, { auth: token, origin: 'https://elsewhere.example' }), 403, 'origin_not_allowed');
+        await expectError(api.post('/widget/revoke', undefined, { auth: `${token.slice(0, -4)}AAAA`, origin: ORIGIN }), 401, 'unauthorized');
+        const revoked = await api.post('/widget/revoke', undefined, { auth: token, origin: ORIGIN });
+        expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+        await on();
+        await expectError(widgetState(api, token), 401, 'unauthorized');
+        await expectError(refreshOn(api, token), 401, 'unauthorized');
+      }
+    } finally {
+      await h.close();
+    }
+  });
 
   it('refuses every token of a revoked session on a node whose clock lags the one that revoked it', () =>
     twoNodes(

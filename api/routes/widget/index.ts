@@ -1,18 +1,28 @@
-/** Widget-token endpoints (spec section 4), behind the widget hook (CORS is the API's, see http/cors.ts). */
+/**
+ * Widget-token endpoints (spec section 4), behind the widget hook (CORS is the API's, see
+ * http/cors.ts); the revoke behind the holder's hook, which leaves out the policy.
+ */
 import type { FastifyPluginAsync } from 'fastify';
-import { useWidgetAuth } from '../../http/auth.js';
+import { useWidgetAuth, useWidgetHolderAuth } from '../../http/auth.js';
 import type { Services } from '../../services.js';
 import { commandRoutes } from './commands.js';
 import { launchTicketRoutes } from './launch-ticket.js';
-import { widgetSessionRoutes } from './session.js';
+import { refreshRoutes } from './refresh.js';
+import { revokeRoutes } from './revoke.js';
 import { stateRoutes } from './state.js';
 
 export const widgetRoutes =
   (services: Services): FastifyPluginAsync =>
   async (app) => {
-    useWidgetAuth(app, services);
-    await app.register(stateRoutes(services));
-    await app.register(launchTicketRoutes(services));
-    await app.register(commandRoutes(services));
-    await app.register(widgetSessionRoutes(services));
+    await app.register(async (agent) => {
+      useWidgetAuth(agent, services);
+      await agent.register(stateRoutes(services));
+      await agent.register(launchTicketRoutes(services));
+      await agent.register(commandRoutes(services));
+      await agent.register(refreshRoutes(services));
+    });
+    await app.register(async (holder) => {
+      useWidgetHolderAuth(holder, services);
+      await holder.register(revokeRoutes(services));
+    });
   };

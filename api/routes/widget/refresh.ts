@@ -1,12 +1,12 @@
-/** POST /widget/refresh and /widget/revoke (spec section 4): renew or end the widget session. */
+/** POST /widget/refresh (spec section 4): renew the widget session. */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { WidgetRefresh, WidgetRevoke } from '../../../shared/schemas/widget-api.js';
+import { WidgetRefresh } from '../../../shared/schemas/widget-api.js';
 import { seconds } from '../../clock.js';
 import { widgetOf } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
 import type { Services } from '../../services.js';
 
-export const widgetSessionRoutes =
+export const refreshRoutes =
   (services: Services): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
@@ -23,22 +23,6 @@ export const widgetSessionRoutes =
       async (request) => {
         const fresh = await services.sessions.refresh(widgetOf(request));
         return { ok: true as const, widget_token: fresh.token, expires_at: seconds(fresh.expiresAt) };
-      },
-    );
-
-    app.post(
-      '/widget/revoke',
-      {
-        schema: {
-          summary: 'End this widget session (logout); the call and the call window go on',
-          tags: ['widget token'],
-          security: [{ widgetToken: [] }],
-          response: { 200: WidgetRevoke, ...errorResponses(401, 403, 429) },
-        },
-      },
-      async (request) => {
-        await services.sessions.revoke(widgetOf(request).session);
-        return { ok: true as const, revoked: true as const };
       },
     );
   };
