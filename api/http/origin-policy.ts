@@ -37,7 +37,16 @@ export class OriginPolicy {
   async allows(origin: string): Promise<boolean> {
     const normalized = parseOrigin(origin);
     if (!normalized) return false;
-    return admits(this.#current ?? (await this.#read()), normalized);
+    return admits(this.#fresh() ?? (await this.#read()), normalized);
+  }
+
+  /**
+   * The current read, unless the bus is down: nothing would then say that an integration changed on
+   * another node (an origin added, an integration enabled), so every answer reads the store (one
+   * read at a time, shared), as the bus caches do; the reconnect's `resync` empties it.
+   */
+  #fresh(): AllowedOrigins | null {
+    return this.services.bus.state() === 'up' ? this.#current : null;
   }
 
   /**
@@ -47,7 +56,7 @@ export class OriginPolicy {
    * Undefined when there is no such answer yet, and a read is under way.
    */
   lastAnswer(origin: string): boolean | undefined {
-    const current = this.#current;
+    const current = this.#fresh();
     if (!current) this.#read().catch(() => undefined);
     const last = current ?? this.#last;
     const normalized = parseOrigin(origin);

@@ -13,6 +13,7 @@ import { createDirectory } from '../../api/domain/directory.js';
 import { createPlatform } from '../../api/domain/platform.js';
 import { createWidgetStates } from '../../api/domain/widget-states.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
+import { OriginPolicy } from '../../api/http/origin-policy.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { busReaches, ownRedis } from '../helpers/own-redis.js';
@@ -158,6 +159,25 @@ describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could 
       await redis.stopRedis();
       expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBeGreaterThan(first.version);
       expect(await platform.isDisabled()).toBe(true);
+    } finally {
+      await redis.close();
+      await h.close();
+    }
+  }, 40_000);
+
+  it("CORS's origin list is read from the store, so an origin another node allowed meanwhile is allowed at once", async () => {
+    const redis = await busOnOwnRedis();
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const policy = new OriginPolicy({ db: h.services.db, bus: redis.bus });
+      const added = 'https://added.example';
+      expect(await policy.allows(added)).toBe(false);
+      await redis.stopRedis();
+      // another node's change, whose bus message never arrives here
+      await h.services.db.query('UPDATE integrations SET allowed_origins = array_append(allowed_origins, $2) WHERE id = $1', [t.integrationId, added]);
+      expect(await policy.allows(added)).toBe(true);
+      expect(policy.lastAnswer(added)).toBe(true);
     } finally {
       await redis.close();
       await h.close();

@@ -27,6 +27,29 @@ describe.each(storeDrivers())('a disabled integration on %s', (driver) => {
   afterAll(() => h.close());
   const { signedVoice } = providerWebhooks(() => h, () => api);
 
+  it("tells every node of an account's suspension whenever it is stored: a store failing after the change leaves none unannounced", async () => {
+    const tenant = await seedTenant(h.services);
+    const agent = await readyAgent(api, tenant);
+    const announced: string[] = [];
+    const stop = h.services.bus.subscribe((message) => void (message.type === 'integration' && announced.push(message.integrationId)));
+    // the store answers the change, then stops answering (a statement timeout, a dropped connection)
+    let statements = 0;
+    const db = { query: (...args: Parameters<typeof h.services.db.query>) => (statements++ === 0 ? h.services.db.query(...args) : Promise.reject(new Error('store gone'))) };
+    try {
+      await setAccountStatus({ db: db as typeof h.services.db, bus: h.services.bus, clock: h.services.clock }, tenant.accountId, 'suspended').catch(() => undefined);
+    } finally {
+      stop();
+    }
+    const [account] = await h.services.db.query<{ status: string }>('SELECT status FROM accounts WHERE id = $1', [tenant.accountId]);
+    if (account!.status === 'suspended') {
+      expect(announced).toEqual([tenant.integrationId]);
+      await expectError(widgetState(api, agent.widgetToken), 403, 'integration_disabled');
+    } else {
+      expect(announced).toEqual([]);
+    }
+    await expect(setAccountStatus({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, 'acc_none', 'active')).rejects.toThrow('No account acc_none.');
+  });
+
   it('refuses new sessions, calls, widgets and windows, and lets its server key read and end the calls that were up', async () => {
     const agent = await readyAgent(api, t);
     const queued = await requestCall(api, t);

@@ -91,8 +91,8 @@ describe.each(storeDrivers())('widget sessions on %s', (driver) => {
       const t = await seedTenant(h.services);
       const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
       const bySide = [
-        { off: () => setMemberOverrides(deps, t.integrationId, t.agent.id, { calls_enabled: false }), on: () => setMemberOverrides(deps, t.integrationId, t.agent.id, { calls_enabled: true }), code: 'agent_disabled' },
-        { off: () => setIntegrationEnabled(deps, t.integrationId, false), on: () => setIntegrationEnabled(deps, t.integrationId, true), code: 'integration_disabled' },
+        { off: () => setMemberOverrides(deps, t.integrationId, t.agent.id, { calls_enabled: false }), on: () => setMemberOverrides(deps, t.integrationId, t.agent.id, { calls_enabled: true }), code: 'agent_disabled' as const },
+        { off: () => setIntegrationEnabled(deps, t.integrationId, false), on: () => setIntegrationEnabled(deps, t.integrationId, true), code: 'integration_disabled' as const },
       ];
       for (const { off, on, code } of bySide) {
         const token = await openSession(api, t);

@@ -99,12 +99,19 @@ export async function fundAccount({ db, clock }: OperatorDeps, accountId: string
   });
 }
 
+/**
+ * The change and the read of what to announce are one statement: stored apart, a change whose
+ * read then failed (a statement timeout) would be in the store but never announced, and every
+ * node would go on serving the account's integrations from its caches.
+ */
 export async function setAccountStatus({ db, bus }: OperatorDeps, accountId: string, status: 'active' | 'suspended'): Promise<void> {
-  const updated = await db.query('UPDATE accounts SET status = $2 WHERE id = $1 RETURNING id', [accountId, status]);
-  if (updated.length === 0) throw new OperatorError(`No account ${accountId}.`);
-  for (const { id } of await db.query<{ id: string }>('SELECT id FROM integrations WHERE account_id = $1', [accountId])) {
-    bus.publish({ type: 'integration', integrationId: id });
-  }
+  const rows = await db.query<{ integration_id: string | null }>(
+    `WITH account AS (UPDATE accounts SET status = $2 WHERE id = $1 RETURNING id)
+     SELECT i.id AS integration_id FROM account LEFT JOIN integrations i ON i.account_id = account.id`,
+    [accountId, status],
+  );
+  if (rows.length === 0) throw new OperatorError(`No account ${accountId}.`);
+  for (const { integration_id: integrationId } of rows) if (integrationId) bus.publish({ type: 'integration', integrationId });
 }
 
 export async function createDepartment({ db, clock }: OperatorDeps, accountId: string, name: string, id?: string): Promise<{ id: string; name: string }> {
