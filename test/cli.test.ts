@@ -9,7 +9,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_BODY_LIMIT, ADMIN_PATH, runCommand, startAdminBridge } from '../api/cli/admin-bridge.js';
+import { ADMIN_BODY_LIMIT, ADMIN_PATH, runCommand, startAdminBridge, UNHEARD_CHANGE } from '../api/cli/admin-bridge.js';
+import { createRedisBus } from '../api/bus/redis.js';
 import { fileArguments, readAttachedFiles } from '../api/cli/files.js';
 import { allowAllWarning, warnOfAllowAll } from '../api/domain/operator/integrations.js';
 import { buildApp } from '../api/app.js';
@@ -18,6 +19,8 @@ import { startNode, type RunningNode } from '../api/serve.js';
 import { openPglite } from '../api/store/pglite.js';
 import { migrate } from '../api/store/migrate.js';
 import { createHarness, type Harness } from './helpers/harness.js';
+import { redisUrl } from './helpers/env.js';
+import { busReaches, ownRedis } from './helpers/own-redis.js';
 
 const run = promisify(execFile);
 const BIN = join(import.meta.dirname, '..', 'bin', 'c2c.js');
@@ -240,6 +243,29 @@ describe('c2c operator commands', () => {
     expect(await h.services.platform.isDisabled()).toBe(true);
     expect((await c2c('platform', 'enable')).json).toEqual({ disabled: false });
   });
+
+  it.skipIf(!redisUrl())("warns that a change made through a node cut off from Redis reaches the nodes that can reach it only later; a read, or a change with Redis up, says nothing", async () => {
+    const redis = await ownRedis();
+    const bus = await createRedisBus(redis.url);
+    try {
+      await busReaches(bus, 'up', 'the bus to be up');
+      const onNode = async () => ({ ...h.services, bus });
+      const up = await runCommand(['platform', 'disable'], onNode);
+      expect([up.code, up.stderr]).toEqual([0, []]);
+      await redis.stop();
+      await busReaches(bus, 'down', 'the bus to notice Redis is gone');
+      const cutOff = await runCommand(['platform', 'enable'], onNode);
+      expect(cutOff.code).toBe(0);
+      expect(cutOff.stdout).toEqual(['platform enabled']);
+      expect(cutOff.stderr).toEqual([`warning: ${UNHEARD_CHANGE}`]);
+      expect(await h.services.platform.isDisabled()).toBe(false);
+      const read = await runCommand(['platform', 'status'], onNode);
+      expect([read.code, read.stderr]).toEqual([0, []]);
+    } finally {
+      await bus.close();
+      await redis.stop();
+    }
+  }, 40_000);
 
   it('reports bad arguments without running anything', async () => {
     const result = await c2c('integration', 'policy', 'c2c_x', '--numbers', 'sometimes');

@@ -25,7 +25,7 @@ import { drainServer } from '../http/drain.js';
 import type { Services } from '../services.js';
 import type { AttachedFiles } from './files.js';
 import { Output } from './output.js';
-import { buildProgram } from './program.js';
+import { buildProgram, type ServicesProvider } from './program.js';
 
 export const ADMIN_PATH = '/admin/v1/cli';
 /** A command line and the files it names: far below this. */
@@ -53,11 +53,21 @@ export interface AdminBridge {
 }
 
 /** Runs one c2c command line against services; never throws. */
-export async function runCommand(argv: string[], services: () => Promise<Services>, files: AttachedFiles = {}): Promise<CliResult> {
+export async function runCommand(argv: string[], services: ServicesProvider, files: AttachedFiles = {}): Promise<CliResult> {
   const out = new Output(argv.includes('--json'));
-  const program = buildProgram(services, out, files);
+  let changedUnheard = false;
+  const program = buildProgram(
+    async (use) => {
+      const opened = await services(use);
+      changedUnheard ||= use !== 'reading' && opened.bus.driver === 'redis' && opened.bus.state() !== 'up';
+      return opened;
+    },
+    out,
+    files,
+  );
   try {
     await program.parseAsync(argv, { from: 'user' });
+    if (changedUnheard) out.warn(UNHEARD_CHANGE);
     return { code: 0, stdout: out.lines, stderr: out.errors };
   } catch (error) {
     const e = error as { code?: string; exitCode?: number; message?: string };
@@ -73,6 +83,16 @@ export async function runCommand(argv: string[], services: () => Promise<Service
     return { code: 1, stdout: out.lines, stderr: out.errors };
   }
 }
+
+/**
+ * A change made through a node that cannot reach Redis is stored, and nodes that cannot reach it
+ * either read the store (their caches are bypassed); but nodes that can go on with what they cached
+ * (the platform switch, integrations, tokens' checks) until this node's bus is back and tells them
+ * to read again. The operator is told, and how to reach them now.
+ */
+export const UNHEARD_CHANGE =
+  'this node cannot reach Redis: the change is stored, but nodes that can reach Redis keep what they cached of it until this node reaches Redis again ' +
+  '(they are then told to read everything again; if this node stops first, they are not). To reach them now, run the step again on a node whose Redis is up.';
 
 /** Serves the bridge on loopback and writes admin.json; close() undoes both. */
 export async function startAdminBridge(services: Services): Promise<AdminBridge> {
