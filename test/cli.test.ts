@@ -479,6 +479,9 @@ describe('the c2c binary', () => {
     await first.close();
     const offline = await run(process.execPath, [BIN, '--json', 'account', 'create', '--name', 'Offline Co'], { env });
     expect(JSON.parse(offline.stdout).name).toBe('Offline Co');
+    // a simulated incoming call rings in a running node only: its ringing leg would end with this command
+    const ringing = await run(process.execPath, [BIN, 'call', 'inbound', '--integration', 'c2c_demo', '--from', '+442079460123'], { env }).catch((e) => e);
+    expect([ringing.code, ringing.stderr]).toEqual([1, expect.stringContaining('a simulated incoming call rings in a running node')]);
 
     node = await startNode(loadConfig({ ...env, PORT: '0' }), { logger: false });
     const online = await run(process.execPath, [BIN, '--json', 'platform', 'disable'], { env });

@@ -11,6 +11,7 @@ import type { Services } from '../services.js';
 import { BridgeRefused, findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
 import { readAttachedFiles, type AttachedFiles } from './files.js';
 import { stopSignal } from './signals.js';
+import type { ServiceUse } from './program.js';
 
 async function serve(argv: string[]): Promise<void> {
   const command = new Command('c2c serve')
@@ -66,7 +67,13 @@ async function operate(argv: string[], config: Config): Promise<CliResult> {
     }
   }
   let services: Services | undefined;
-  const opened = async (use?: 'reading') => {
+  const opened = async (use?: ServiceUse) => {
+    if (use === 'in-node') {
+      throw new Error(
+        `no server running for C2C_DATA_DIR (${resolve(config.dataDir)}) to run this in: a simulated incoming call rings in a running node ` +
+          "(its ringing leg lives there; made here, it would end with this command and could not be answered). Start the server (npm start) and run c2c with its C2C_DATA_DIR, or use POST /simulated/inbound-calls.",
+      );
+    }
     assertStoreHere(config, use);
     return (services ??= await openServices(config));
   };

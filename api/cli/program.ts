@@ -44,9 +44,12 @@ import type { Output } from './output.js';
 
 /**
  * The services a command runs on. `reading`: the command only reads (a store opened directly
- * then needs no bus to tell running nodes of a change: main.ts).
+ * then needs no bus to tell running nodes of a change: main.ts). `in-node`: what the command starts
+ * lives on in the process that runs it (a simulated incoming call's ringing leg), so it runs in a
+ * running node only.
  */
-export type ServicesProvider = (use?: 'reading') => Promise<Services>;
+export type ServiceUse = 'reading' | 'in-node';
+export type ServicesProvider = (use?: ServiceUse) => Promise<Services>;
 
 const onOff = (value: string): boolean => {
   if (['on', 'true', 'yes', '1'].includes(value)) return true;
@@ -139,7 +142,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .option('--json', 'print JSON')
     .exitOverride()
     .configureOutput({ writeOut: (s) => out.lines.push(s.trimEnd()), writeErr: (s) => out.errors.push(s.trimEnd()) });
-  const deps = async (use?: 'reading') => {
+  const deps = async (use?: ServiceUse) => {
     const s = await services(use);
     return { db: s.db, bus: s.bus, clock: s.clock };
   };
@@ -463,7 +466,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .option('--agent <email>', "ring only this member's window")
     .option('--name <name>', 'caller name shown in the widget')
     .action(async (o: { integration: string; from: string; agent?: string; name?: string }) => {
-      const call = await (await services()).calls.injectInbound({ integrationId: o.integration, from: o.from, memberEmail: o.agent, callerName: o.name });
+      const call = await (await services('in-node')).calls.injectInbound({ integrationId: o.integration, from: o.from, memberEmail: o.agent, callerName: o.name });
       out.result(call, `incoming call ${call.call_id} from ${o.from} is ringing`);
     });
 
