@@ -61,6 +61,15 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     await refusedForNul(api.post(`/${PROVIDER_PATHS.status}?intent=%00`, undefined, form('CallSid=CA1&CallStatus=ringing')));
   });
 
+  it('refuses a provider webhook body that is not form parameters, saying that form parameters are expected', async () => {
+    for (const path of [PROVIDER_PATHS.voice, `${PROVIDER_PATHS.status}?intent=ci_x`]) {
+      for (const [type, raw] of [['text/plain', 'CallSid=CA1'], ['application/json', '{"CallSid":"CA1"}']]) {
+        const refused = await expectError(api.post(`/${path}`, undefined, { raw, headers: { 'content-type': type! } }), 422, 'invalid_request');
+        expect(refused.body.message, `${path} ${type}`).toContain('application/x-www-form-urlencoded');
+      }
+    }
+  });
+
   it('refuses half a surrogate pair in a body or a key as invalid_request, so no store quietly rewrites or rejects it', async () => {
     const refusedForSurrogate = async (reply: Parameters<typeof expectError>[0]) => {
       const refused = await expectError(reply, 422, 'invalid_request');

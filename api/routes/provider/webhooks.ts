@@ -20,9 +20,15 @@ const STATUSES: ReadonlySet<string> = new Set(['queued', 'initiated', 'ringing',
 export const webhookRoutes =
   (services: Services): FastifyPluginAsync =>
   async (app) => {
-    // Providers post application/x-www-form-urlencoded.
+    // Providers post application/x-www-form-urlencoded, and nothing else is taken here (a body of
+    // another type is refused saying what is expected, not with the API's "must be JSON").
+    app.removeAllContentTypeParsers();
     app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    });
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
+      if ((body as Buffer).length === 0) return done(null, undefined);
+      done(new C2CError('invalid_request', 'Provider webhooks take form parameters (Content-Type: application/x-www-form-urlencoded).'), undefined);
     });
 
     const params = (request: FastifyRequest): WebhookParams => {
