@@ -66,6 +66,8 @@ export interface CallRow {
   answered_at: number | null;
   ended_at: number | null;
   hangup_requested_at: number | null;
+  /** why the service asked the provider to end the call (calls/hangup.ts); null before migration 015: an agent's hang up */
+  hangup_reason: string | null;
   end_reason: string | null;
   charge_micros: number | null;
   provider: 'simulated' | 'twilio';

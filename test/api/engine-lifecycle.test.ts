@@ -535,6 +535,18 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     expect(ended).toMatchObject({ status: 'completed', duration: 10, orphaned: false });
   });
 
+  it("revoking the integration while a call rings in ends it unanswered, not as the agent's decline", async () => {
+    const own = await seedTenant(h.services);
+    await readyAgent(api, own);
+    const inbound = await h.services.calls.injectInbound({ integrationId: own.integrationId, from: '+442079460123' });
+    expect(inbound.status).toBe('incoming');
+    await revokeIntegration(h.services, own.integrationId);
+    expect(h.services.providers.simulator.liveLegs()).toBe(0);
+    expect(await h.services.calls.get(own.integrationId, inbound.call_id)).toMatchObject({ status: 'no_answer' });
+    const [row] = await h.services.db.query<{ end_reason: string }>('SELECT end_reason FROM call_intents WHERE id = $1', [inbound.call_id]);
+    expect(row!.end_reason).toBe('integration_revoked');
+  });
+
   it('disabling the member refuses the next engine request with 403 agent_disabled', async () => {
     const agent = await readyAgent(api, t);
     await updateMember(deps(), t.agent.id, { enabled: false });

@@ -47,7 +47,12 @@ export async function hangupCall({ db, clock, providers }: HangupDeps, callId: s
   const providerCallSid = call.provider_call_sid;
   if (isTerminal(call.status) || providerCallSid === null) return { call, changes };
 
-  await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2) WHERE id = $1', [call.id, clock.now()]);
+  // With its reason: the provider's callback for this hangup may come first (provider-events.ts).
+  await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2), hangup_reason = coalesce(hangup_reason, $3) WHERE id = $1', [
+    call.id,
+    clock.now(),
+    reason,
+  ]);
   const account = await loadProviderAccount(db, call.account_id);
   try {
     await providers.byName(call.provider).hangup(account!, providerCallSid);
