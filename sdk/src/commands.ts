@@ -73,8 +73,9 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
         const refusal = (reply ?? {}) as Partial<ErrorEnvelope>;
         const code = refusal.error ?? 'unreachable';
         const retryAfter = typeof refusal.retry_after === 'number' ? refusal.retry_after : undefined;
-        // With the status REST answers the code with, so both paths classify (and retry) alike.
-        throw new SdkError(code, refusal.message ?? code, statusOf(code), retryAfter);
+        // With the status REST answers the code with, and the refusal as the body, so both paths
+        // classify (and retry) alike and an integrator reads the same error from either.
+        throw new SdkError(code, refusal.message ?? code, statusOf(code), retryAfter, reply ?? undefined);
       }
       const answer = await d.viaRest(command);
       if (answer.body && answer.body.ok) return answer.body;

@@ -1748,6 +1748,37 @@ describe('the widget', () => {
     expect(writes).toEqual([said.textContent]);
   });
 
+  it('speaks what the state and the call say on screen: a call the window lost, a hang up under way', async () => {
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    const socket = await ready();
+    expect(q('c2c-live').textContent).toBe(`${q('c2c-state').textContent}. ${q('c2c-call-status').textContent}`);
+    // the window crashed: the customer may still be on the line
+    service.set({ call: call('connected', { answered_at: T0, orphaned: true }) });
+    service.push(socket);
+    await flush();
+    expect(q('c2c-call-status').textContent).toBe('The call window lost this call. Hang up to end it.');
+    expect(q('c2c-live').textContent).toBe(`${q('c2c-state').textContent}. ${q('c2c-call-status').textContent}`);
+    // Hang up pressed: the button goes, and why is said
+    service.script.set('/widget/commands', ['hang']);
+    service.sockets[0]!.drop();
+    await flush();
+    void widget.hangup().catch(() => {});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(q('c2c-call-status').textContent).toBe('Ending the call…');
+    expect(q('c2c-live').textContent).toBe(`${q('c2c-state').textContent}. Ending the call…`);
+  });
+
+  it('speaks "call window not ready", as it shows, when the microphone is granted but the voice line is not up yet', async () => {
+    service.set({ engine: engine({ state: 'enabling', mic_ready: false }) });
+    const socket = await ready();
+    expect(q('c2c-live').textContent).toBe('Microphone not ready');
+    service.set({ engine: engine({ state: 'enabling', mic_ready: true }) });
+    service.push(socket);
+    await flush();
+    expect(q('c2c-state').textContent).toBe('Call window not ready');
+    expect(q('c2c-live').textContent).toBe('Call window not ready');
+  });
+
   it('keeps the keyboard focus in the widget when the control that had it goes away', async () => {
     service.set({ call: call('incoming', { direction: 'inbound' }) });
     const socket = await ready();

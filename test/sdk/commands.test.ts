@@ -56,7 +56,12 @@ describe('sendCommand', () => {
     const refused = (error: string) => () => Promise.resolve({ ok: false as const, error, message: error });
     const viaRest = vi.fn(async () => answer(done));
     // as over REST: invalid_state is 409 and final; control_not_allowed 403
-    await expect(sendCommand({ kind: 'mute', request_id: 'r-4' }, deps({ viaSocket: refused('invalid_state'), viaRest }))).rejects.toMatchObject({ code: 'invalid_state', status: 409 });
+    // the refusal as the body, as REST's error carries the envelope it answered
+    await expect(sendCommand({ kind: 'mute', request_id: 'r-4' }, deps({ viaSocket: refused('invalid_state'), viaRest }))).rejects.toMatchObject({
+      code: 'invalid_state',
+      status: 409,
+      body: { ok: false, error: 'invalid_state', message: 'invalid_state' },
+    });
     await expect(sendCommand({ kind: 'mute', request_id: 'r-5' }, deps({ viaSocket: refused('control_not_allowed'), viaRest }))).rejects.toMatchObject({ status: 403 });
     expect(viaRest).not.toHaveBeenCalled();
     // provider_unavailable is 503 over REST, which is retried: over the socket too (here, over REST once the socket is gone)

@@ -150,7 +150,10 @@ export class Widget {
 
     n.panel!.dataset.state = v.state;
     n.state!.dataset.state = v.state;
-    setText(n.state!, v.state === 'no_mic' && v.engine?.mic_ready ? t.voiceNotReady : t.states[v.state]);
+    // What the state and the call say on screen is what the live region speaks (below).
+    const stateText = v.state === 'no_mic' && v.engine?.mic_ready ? t.voiceNotReady : t.states[v.state];
+    const callText = live ? (v.pending ? t[v.pending] : live.orphaned ? t.orphaned : t.calls[live.status]) : null;
+    setText(n.state!, stateText);
 
     show(n.call!, !!live);
     if (live) {
@@ -160,7 +163,7 @@ export class Widget {
       setText(n.number!, d.number ?? ''); // already masked or null: shown as given
       show(n.company!, !!d.company);
       show(n.number!, !!d.number);
-      setText(n.status!, v.pending ? t[v.pending] : live.orphaned ? t.orphaned : t.calls[live.status]);
+      setText(n.status!, callText!);
     }
     const timer = live?.status === 'connected' && v.duration !== null ? formatDuration(v.duration) : null;
     show(n.timer!, timer !== null);
@@ -211,11 +214,12 @@ export class Widget {
     const focused = this.root.activeElement as HTMLElement | null;
     if (focused && focused !== n.panel && isHidden(focused)) n.panel!.focus();
 
-    // Announcements: each state once, each incoming call once.
-    const announced = v.state + (live ? ':' + live.status : '');
+    // Announcements: each change of what the state and the call say once (a call the window lost,
+    // "Ending the call…", the voice line not ready), each incoming call once.
+    const announced = callText ? `${stateText}. ${callText}` : stateText;
     if (announced !== this.announcedState) {
       this.announcedState = announced;
-      setText(n.live!, live ? `${t.states[v.state]}. ${t.calls[live.status]}` : t.states[v.state]);
+      setText(n.live!, announced);
     }
     if (incoming && live.call_id !== this.announcedIncoming) {
       this.announcedIncoming = live.call_id;
