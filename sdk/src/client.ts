@@ -167,7 +167,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   /** Opens the call window (inside a user gesture), or brings the live one forward. */
   enableCalls(): boolean {
-    if (this.detached) return false;
+    // A session that is over (logged out, refused for good) gets no window: the widget says why.
+    if (this.detached || this.sessionOver()) return false;
     this.openTab = null;
     const opened = launchCallWindow({
       open: this.d.open,
@@ -211,6 +212,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   async requestCall(params: CallParams = {}): Promise<unknown> {
     if (this.detached) throw new SdkError('detached', 'The widget is detached.');
     if (!this.options.requestCallEndpoint) throw new SdkError('invalid_options', 'requestCallEndpoint is not set.');
+    if (!sendableParams(params)) throw new SdkError('invalid_request', 'requestCall() takes an object that JSON can carry (no BigInt, no cycles).');
     const previous = this.snapshots.state?.call?.request_id ?? null;
     let body: any;
     try {
@@ -227,6 +229,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       body = { ...own, ok: false, error: typeof own.error === 'string' ? own.error : code, message: typeof own.message === 'string' ? own.message : e.message };
     }
     this.emit('callrequested', body);
+    // Detached or logged out meanwhile: nothing left to show it in, or to watch for the call.
+    if (this.detached || this.sessionOver()) return body;
     if (body?.ok === false) this.say(this.errorText(new SdkError(String(body.error), String(body.message ?? body.error))));
     else this.callWatch.start(typeof body?.request_id === 'string' ? body.request_id : null, previous, this.snapshots.state?.call ?? null);
     this.update();
@@ -247,6 +251,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   setMuted(muted: boolean): Promise<CommandResult> {
+    // a string 'false' is truthy: it would mute the agent
+    if (typeof muted !== 'boolean') return this.refuseLocally('mute', 'invalid_request', 'setMuted() takes true or false.');
     const kind = muted ? 'mute' : 'unmute';
     if (muted && !this.allows('mute')) return this.refuseLocally(kind, 'control_not_allowed', 'The policy does not enable mute.');
     return this.command(kind, {}, () => this.effects.flag('muted', muted));
@@ -254,11 +260,12 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   sendDigits(digits: string): Promise<CommandResult> {
     if (!this.allows('dtmf')) return this.refuseLocally('dtmf', 'control_not_allowed', 'The policy does not enable dtmf.');
-    if (!DIGITS.test(digits)) return this.refuseLocally('dtmf', 'invalid_request', 'digits may contain 0-9, * and # (at most 32).');
+    if (typeof digits !== 'string' || !DIGITS.test(digits)) return this.refuseLocally('dtmf', 'invalid_request', 'digits may contain 0-9, * and # (at most 32).');
     return this.command('dtmf', { digits });
   }
 
   setAvailability(available: boolean): Promise<CommandResult> {
+    if (typeof available !== 'boolean') return this.refuseLocally('availability', 'invalid_request', 'setAvailability() takes true or false.');
     return this.command('availability', { available }, () => this.effects.flag('available', available));
   }
 
@@ -348,6 +355,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private fail(kind: string, error: SdkError): void {
     this.emit('commandfailed', { kind, error: error.code, message: error.message });
     this.say(this.errorText(error), error.code === 'hangup_uncertain' ? 0 : MESSAGE_MS, true);
+  }
+
+  /** Logged out (endSession), or refused for good: this instance serves no more (the widget says why). */
+  private sessionOver(): boolean {
+    return this.session.status === 'unauthorized' || this.session.status === 'error';
   }
 
   private allows(control: 'mute' | 'dtmf'): boolean {
@@ -564,7 +576,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   private mount(language: string | undefined, position: Position | undefined): void {
     if (typeof document === 'undefined') return;
-    if (!this.options.container && !document.body) {
+    const onPage = !this.options.container || onPageBody(this.options.container);
+    if (onPage && !document.body) {
       // init() ran in <head>: the session starts now, the widget appears with the body.
       document.addEventListener('DOMContentLoaded', () => {
         if (this.detached || this.widget) return;
@@ -577,7 +590,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.widget?.destroy();
     const lang = language ?? pageLanguage();
     this.shown = { language: langOf(lang), position: position ?? 'bottom-right' };
-    this.widget = new Widget(this.options.container ?? document.body, position ?? 'bottom-right', lang, this.handlers, !this.options.container);
+    this.widget = new Widget(onPage ? document.body : this.options.container!, position ?? 'bottom-right', lang, this.handlers, onPage);
   }
 
   /**
@@ -616,6 +629,22 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 }
 
 /** The language the page says it is in (`<html lang>`), if it says. */
+/** Whether requestCall()'s params are an object JSON can carry (a BigInt or a cycle makes JSON.stringify throw). */
+function sendableParams(params: unknown): boolean {
+  if (typeof params !== 'object' || params === null || Array.isArray(params)) return false;
+  try {
+    JSON.stringify(params);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The page's body given as the container: the widget is fixed in its corner there, as when none is given. */
+export function onPageBody(container: HTMLElement): boolean {
+  return typeof document !== 'undefined' && container === document.body;
+}
+
 function pageLanguage(): string | undefined {
   return (typeof document !== 'undefined' && document.documentElement.lang) || undefined;
 }

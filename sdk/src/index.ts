@@ -4,7 +4,7 @@
  * `ServiceClick2Call.init({...})` then `ServiceClick2Call.enableCalls()` works.
  */
 import { io } from 'socket.io-client';
-import { Click2CallWidget, type ClientDeps } from './client.js';
+import { Click2CallWidget, onPageBody, type ClientDeps } from './client.js';
 import type { CommandResult } from './contract.js';
 import { SdkError } from './http.js';
 import { systemClock } from './timing.js';
@@ -57,9 +57,26 @@ const mounted = new WeakMap<object, Click2CallWidget>();
 /** The container of widgets init() gave none: the page's body, which may not exist yet (init() in <head>). */
 const PAGE = {};
 
+/**
+ * Options init() cannot start a widget with at all (not an object, a container that is no element:
+ * a selector string, say) are refused before anything else, so that the widget already there (an
+ * options object that failed to load, handed to init() again) stays as it was.
+ */
+function assertUsable(options: unknown): asserts options is InitOptions {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new SdkError('invalid_options', 'init() takes an options object: {integrationId, sessionEndpoint, …}.');
+  }
+  const { container } = options as { container?: unknown };
+  if (container !== undefined && container !== null && !(typeof Element !== 'undefined' && container instanceof Element)) {
+    throw new SdkError('invalid_options', 'container must be an element (document.querySelector(…)), not a selector or anything else.');
+  }
+}
+
 /** Creates and starts a widget, detaching the one its container held; later calls on the global act on it. */
 export function init(options: InitOptions, deps?: Partial<ClientDeps>): Click2CallWidget {
-  const container: object = options?.container ?? PAGE;
+  assertUsable(options);
+  // the page's body, given or not, is one container: its widget is fixed in the page's corner
+  const container: object = options.container && !onPageBody(options.container) ? options.container : PAGE;
   mounted.get(container)?.detach();
   const created = new Click2CallWidget(options, { ...defaultDeps(), ...deps });
   mounted.set(container, created);

@@ -2163,6 +2163,57 @@ describe('detach, endSession and the global', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('lets a requestCall answered after detach() or endSession() start nothing: no timer, no "did not start" later', async () => {
+    for (const end of ['detach', 'endSession'] as const) {
+      let answerCall!: () => void;
+      const held = new Promise<void>((resolve) => (answerCall = resolve));
+      start({}, {
+        fetch: async (input, init) => {
+          if (String(input).endsWith('/crm/call')) await held;
+          return service.fetch(String(input), init);
+        },
+      });
+      await flush();
+      service.sockets.at(-1)!.accept(service.state());
+      const requested: unknown[] = [];
+      widget.on('callrequested', (body) => requested.push(body));
+      const pending = widget.requestCall({ contact_reference: 'crm-42' });
+      await flush();
+      if (end === 'detach') widget.detach();
+      else await widget.endSession();
+      answerCall();
+      expect(await pending, end).toMatchObject({ ok: true });
+      expect(requested, end).toHaveLength(1); // still told to a page that listens
+      expect(vi.getTimerCount(), end).toBe(0);
+      widget.detach();
+    }
+  });
+
+  it('opens no call window once the session is over (logged out): the widget keeps saying why', async () => {
+    await ready();
+    await widget.endSession();
+    const said = q('c2c-state').textContent;
+    expect(widget.enableCalls()).toBe(false);
+    expect(opened).toEqual([]);
+    expect(q('c2c-state').textContent).toBe(said);
+  });
+
+  it('refuses arguments of the wrong type without a request: a string for setMuted or setAvailability, a number of digits, params JSON cannot carry', async () => {
+    service.set({ policy: { ...service.state().policy, controls: ['mute', 'dtmf'] } });
+    await ready();
+    const before = service.requests.length;
+    await expect(widget.setMuted('false' as never)).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(widget.setAvailability('yes' as never)).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(widget.sendDigits(123 as never)).rejects.toMatchObject({ code: 'invalid_request' });
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    for (const params of [{ metadata: { n: 1n } }, cyclic, 'crm-42', [1]]) {
+      await expect(widget.requestCall(params as never)).rejects.toMatchObject({ code: 'invalid_request' });
+    }
+    expect(service.requests.length).toBe(before);
+    expect(widget.getState().engine?.muted ?? false).toBe(false);
+  });
+
   it('has the frame-shell entry points of the spec, which say clearly that this version has no shell', () => {
     expect(SDK.inShell).toBe(false);
     expect(() => SDK.enterShell('/shell')).toThrow(expect.objectContaining({ code: 'not_supported' }));
@@ -2193,6 +2244,35 @@ describe('detach, endSession and the global', () => {
     expect(second.getState().state).toBe('ready');
     inPanel.detach();
     panel.remove();
+  });
+
+  it('takes document.body given as the container as the page itself: fixed in its corner, and one widget with the one init() gave no container', async () => {
+    const deps = { fetch: service.fetch, io: (url: string, opts: Record<string, any>) => { const s = new FakeSocket(url, opts); service.sockets.push(s); return s; }, origin: ORIGIN, open: () => null, storage: null };
+    const options = { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API };
+    const first = SDK.init(options, deps);
+    await flush();
+    let firstDetached = 0;
+    first.on('detached', () => firstDetached++);
+    const second = SDK.init({ ...options, container: document.body }, deps);
+    widget = second;
+    await flush();
+    expect(firstDetached).toBe(1);
+    const hosts = document.querySelectorAll<HTMLElement>('[data-testid=c2c-host]');
+    expect(hosts.length).toBe(1);
+    expect(hosts[0]!.style.position).toBe('fixed');
+  });
+
+  it('refuses options it cannot start with (none, not an object, a container that is no element) and leaves the widget there as it was', async () => {
+    const deps = { fetch: service.fetch, io: (url: string, opts: Record<string, any>) => { const s = new FakeSocket(url, opts); service.sockets.push(s); return s; }, origin: ORIGIN, open: () => null, storage: null };
+    const working = SDK.init({ integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', apiBaseUrl: API }, deps);
+    widget = working;
+    await flush();
+    for (const bad of [undefined, null, 'c2c_demo', [], { integrationId: 'c2c_demo', sessionEndpoint: '/crm/session', container: '#panel' }]) {
+      expect(() => SDK.init(bad as never, deps), JSON.stringify(bad)).toThrow(expect.objectContaining({ code: 'invalid_options' }));
+    }
+    expect(working.getState().state).toBe('ready');
+    expect(document.querySelectorAll('[data-testid=c2c-host]').length).toBe(1);
+    await expect(SDK.setMuted(true)).resolves.toMatchObject({ ok: true }); // the global still acts on it
   });
 
   it('makes the global methods act on the last initialised widget', async () => {
