@@ -11,7 +11,7 @@ import { startAdminBridge, type AdminBridge } from './cli/admin-bridge.js';
 import { warnOfAllowAll } from './domain/operator/integrations.js';
 import { drainServer } from './http/drain.js';
 import { systemClock, type Clock } from './clock.js';
-import { ConfigError, loopbackGatewayWarning, type Config } from './config.js';
+import { API_PREFIX, ConfigError, loopbackGatewayWarning, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
 import { loggableError } from './http/errors.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
@@ -169,6 +169,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
           port: config.demoPort,
           baseUrl: `${node.url}/api/v1/click2call`,
           siteUrl: config.siteUrl,
+          browserBaseUrl: `${config.publicBaseUrl}${API_PREFIX}`,
           integrationId: credentials.integration_id,
           serverKey: credentials.server_key,
           users: { agent: credentials.agent, disabled: credentials.agent_disabled, unassigned: credentials.agent_unassigned },

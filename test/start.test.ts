@@ -57,6 +57,9 @@ describe('npm start with the demo flag', () => {
     const visit = await fetch(`${crm}/`);
     const page = await visit.text();
     expect(page).toContain('/assets/js/click2call-sdk.js');
+    // the API's public address, given to the SDK: the script's origin is not it when PUBLIC_SITE_URL differs
+    const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
+    expect(page).toContain(`apiBaseUrl: ${JSON.stringify(demo.base_url)}`);
     expect(page).not.toMatch(/\+44|\+1202/);
     expect(visit.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
     const agent = signedIn(visit);

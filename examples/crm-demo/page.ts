@@ -2,8 +2,10 @@
 import type { Contact } from './contacts.js';
 
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** A string literal for an inline script: JSON, with `<` escaped so that no `</script>` ends the script early. */
+const scriptString = (text: string) => JSON.stringify(text).replaceAll('<', '\\u003c');
 
-export function contactsPage(input: { siteUrl: string; integrationId: string; user: string; contacts: Contact[]; users: string[] }): string {
+export function contactsPage(input: { siteUrl: string; apiBaseUrl?: string; integrationId: string; user: string; contacts: Contact[]; users: string[] }): string {
   const rows = input.contacts
     .map(
       (c) => `<tr>
@@ -44,7 +46,9 @@ ${rows}
   const c2c = ServiceClick2Call.init({
     integrationId: ${JSON.stringify(input.integrationId)},
     sessionEndpoint: '/click2call/session',
-    requestCallEndpoint: '/click2call/call',
+    requestCallEndpoint: '/click2call/call',${input.apiBaseUrl ? `
+    // the service's API, where it is not on the script's origin
+    apiBaseUrl: ${scriptString(input.apiBaseUrl)},` : ''}
     mode: 'persistent-window',
     // no position or language: the integration's defaults apply, else this page's <html lang>
   });

@@ -15,6 +15,12 @@ export interface CrmDemoOptions {
   baseUrl: string;
   /** the service's {site_url}, where the SDK script is served */
   siteUrl: string;
+  /**
+   * The service's {base_url} as browsers reach it (PUBLIC_BASE_URL + the API's path), which the
+   * page gives the SDK: its default, the script's origin, is not the API's when PUBLIC_SITE_URL
+   * differs. Defaults to siteUrl's.
+   */
+  browserBaseUrl?: string;
   integrationId: string;
   /** the server key: it stays on this server, never in the page */
   serverKey: string;
@@ -114,7 +120,7 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
     if (name) signIn(reply, name);
     // no other site may frame the CRM and have the agent click Call in it
     reply.header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY');
-    return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users) }));
+    return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, apiBaseUrl: options.browserBaseUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users) }));
   });
 
   // sessionEndpoint: the SDK posts {integration_id, origin}; we add who the signed-in user is. The
