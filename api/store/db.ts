@@ -3,7 +3,6 @@
  * Domain services write plain PostgreSQL; both drivers run the same migrations and pass the same
  * driver suite (test/store/driver.suite.ts).
  */
-import { C2CError } from '../../shared/errors.js';
 
 export type Row = Record<string, unknown>;
 
@@ -68,6 +67,8 @@ export const STORE_READ_ONLY = 'The database takes no changes now (read-only); r
  * is not a node to send clients to: 503, as if it did not answer.
  */
 export async function checkStoreWritable(db: Db): Promise<void> {
-  const [row] = await db.query<{ read_only: string }>("SELECT current_setting('transaction_read_only') AS read_only");
-  if (row?.read_only === 'on') throw new C2CError('service_unavailable', STORE_READ_ONLY, { retryAfter: 1 });
+  // A write that changes nothing: refused on a read-only session as every write is (503, the
+  // driver's), so the driver replaces the session as it does after any refused write (a session
+  // opened before the database was made writable again stays read-only: pg.ts).
+  await db.query('UPDATE platform_settings SET id = id WHERE false');
 }

@@ -114,6 +114,18 @@ function inDoubt(error: unknown): boolean {
 }
 
 
+/**
+ * Whether a connection is to be replaced rather than given back: one in doubt, or one that found
+ * the database read-only. `default_transaction_read_only` (ALTER DATABASE or ROLE … SET) applies
+ * to sessions opened after it is set or reset: a pooled session kept after the database is
+ * writable again would go on refusing every write on it, and the pool hands out the connection
+ * given back last, so one kept busy (the reaper's statement every second) would never expire.
+ */
+function replaceConnection(error: unknown): boolean {
+  const cause = error instanceof StoreUnavailable ? error.cause : error;
+  return inDoubt(error) || (cause as { code?: unknown } | null)?.code === READ_ONLY_TRANSACTION;
+}
+
 export async function openPg(url: string, options: PgOptions = {}): Promise<Db> {
   const statementTimeoutMs = options.statementTimeoutMs ?? PG_DEFAULTS.statementTimeoutMs;
   const pool = new pg.Pool({
@@ -220,7 +232,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
           if (attempt === 1) continue;
           throw new StoreUnavailable(error);
         }
-        if (inDoubt(error)) broken = error as Error;
+        if (replaceConnection(error)) broken = error as Error;
         throw storeError(error);
       } finally {
         client.release(broken);
@@ -250,7 +262,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         await sql.query('COMMIT');
         return result;
       } catch (error) {
-        if (inDoubt(error) || (error instanceof StoreUnavailable && planOutdated(error.cause))) broken = error as Error;
+        if (replaceConnection(error) || (error instanceof StoreUnavailable && planOutdated(error.cause))) broken = error as Error;
         else await client.query('ROLLBACK').catch((failed: Error) => void (broken = failed));
         throw error;
       } finally {

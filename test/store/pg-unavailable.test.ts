@@ -267,10 +267,14 @@ describe.skipIf(!storeDrivers().includes('pg'))('a PostgreSQL that takes no chan
     const live = await createGatewayHarness('pg', {}, { database });
     const admin = await otherConnection(database.url!);
     const name = new URL(database.url!).pathname.slice(1);
-    /** new connections read-only or not; the pool's are cut, so its next ones are made so */
+    /**
+     * New connections read-only or not. Turned on, the pool's are cut, so its next ones are made so
+     * (as a failover does); turned off, they are left as they are, read-only sessions in the pool
+     * (as an operator's RESET leaves them): the node must replace them itself.
+     */
     const readOnly = async (on: boolean) => {
       await admin.query(`ALTER DATABASE ${name} ${on ? 'SET default_transaction_read_only = on' : 'RESET default_transaction_read_only'}`);
-      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name]);
+      if (on) await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name]);
     };
     try {
       const api = client(live.h.app);
