@@ -54,7 +54,7 @@ export function createServices(infra: Infra) {
   commands.onRedelivery = () => metrics.redeliveries.inc();
   engines.onAcks = (via, count) => metrics.acks.inc({ via }, count);
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });
-  return { ...infra, providers, platform, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
+  return { ...infra, providers, platform, directory, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
 }
 
 export type Services = ReturnType<typeof createServices>;

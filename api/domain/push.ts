@@ -4,6 +4,7 @@
  * requests to the engine (event `work`). Pushes only accelerate: the same truth is in every poll
  * and heartbeat, and pushed commands stay pending until the engine acks them.
  */
+import { isRefusal } from '../../shared/errors.js';
 import type { EngineWork, PushedState } from '../../shared/events.js';
 import type { Realtime } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
@@ -56,7 +57,9 @@ export function createPusher(deps: PushDeps) {
     let agent;
     try {
       agent = await deps.directory.agent(integration, memberId);
-    } catch {
+    } catch (error) {
+      // the store not answering is tried again (PUSH_RETRY), never taken for an agent gone
+      if (!isRefusal(error)) throw error;
       return undefined; // no longer a valid agent: the gateway ends those sockets
     }
     const data = await deps.widgetStates.load(integrationId, memberId);

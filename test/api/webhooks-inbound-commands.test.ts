@@ -13,6 +13,8 @@ import { runCommand } from '../../api/cli/admin-bridge.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
 import { signWebhook, type WebhookParams } from '../../api/providers/signature.js';
+import { injectInbound } from '../../api/domain/calls/inbound.js';
+import { StoreUnavailable } from '../../api/store/pg.js';
 import { LIMITS } from '../../shared/limits.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -287,6 +289,21 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     const beat = await heartbeat(api, agent.engineToken);
     expect(beat.status).toBe(200);
     expect(beat.body.call).toMatchObject({ request_id: id, direction: 'inbound', status: 'incoming' });
+  });
+
+  it('answers an incoming call the store failed to route service_unavailable (503: try again), never agent_offline (nobody there)', async () => {
+    const t = await seedTenant(h.services);
+    await readyAgent(api, t);
+    const { db } = h.services;
+    // the store stops answering while the agent's coverage is read (a statement timeout)
+    const failing = {
+      ...db,
+      tx: ((fn: Parameters<typeof db.tx>[0], options?: Parameters<typeof db.tx>[1]) =>
+        db.tx((sql) => fn({ query: (text: string, params?: readonly unknown[]) => (text.includes('LEFT JOIN LATERAL') ? Promise.reject(new StoreUnavailable({ code: '57014' })) : sql.query(text, params)) } as typeof sql), options)) as typeof db.tx,
+    };
+    const deps = { ...h.services, db: failing as typeof db };
+    await expect(injectInbound(deps, { integrationId: t.integrationId, from: UK_NUMBER })).rejects.toMatchObject({ code: 'service_unavailable' });
+    expect(h.services.providers.simulator.liveLegs()).toBe(0); // the leg rung for it is let go
   });
 
   it('answers an incoming call: the widget command is queued, delivered to the engine and, once acked, connects the call', async () => {

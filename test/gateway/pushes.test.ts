@@ -91,4 +91,29 @@ describe('pushes', () => {
       states.load = load;
     }
   });
+
+  it("whose read of the agent fails is tried again too, not taken for an agent no longer there", async () => {
+    const { h, api, widgetToken, widget, first } = await agentWithWidget();
+    const { directory } = h.services;
+    const agent = directory.agent.bind(directory);
+    let failed = 0;
+    // the store blips as the push reads the agent (its check: still valid, its policy)
+    directory.agent = async (integration, memberId) => {
+      if (failed === 0 && new Error().stack?.includes('agentState')) {
+        failed += 1;
+        throw new StoreUnavailable(Object.assign(new Error('connection lost'), { code: 'ECONNRESET' }));
+      }
+      return agent(integration, memberId);
+    };
+    try {
+      const pushed = widget.next('state', { where: (state) => state.version > first.version });
+      const answer = await command(api, widgetToken, { kind: 'availability', request_id: 'agent-blip', available: false });
+      expect(answer.body).toMatchObject({ ok: true });
+      await waitFor(async () => (failed === 1 ? true : undefined), 'the push to fail', 5000);
+      await h.clock.advance(PUSH_RETRY.firstMs);
+      expect((await pushed).engine.available).toBe(false);
+    } finally {
+      directory.agent = agent;
+    }
+  });
 });

@@ -5,7 +5,7 @@
  * member. Of several, the one idle longest rings. The real provider's inbound webhook arrives with
  * the Twilio driver; this is what the demo and integrators' CI use.
  */
-import { C2CError } from '../../../shared/errors.js';
+import { C2CError, isRefusal } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
@@ -133,8 +133,9 @@ async function chooseAgent(sql: Sql, integration: IntegrationRow, request: Inbou
       if (!agent.effective.policy.inbound) continue;
       return { engine, policy: agent.effective.policy, department: agent.member.department_name };
     } catch (error) {
-      // disabled or no longer covered: not routable; anything else (the store) is not "nobody"
-      if (!(error instanceof C2CError)) throw error;
+      // disabled or no longer covered: not routable; anything else (the store not answering: a
+      // StoreUnavailable is a C2CError too) is not "nobody", and the transaction cannot go on
+      if (!isRefusal(error)) throw error;
     }
   }
   return undefined;
