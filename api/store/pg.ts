@@ -259,7 +259,12 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         ];
         await sql.query(setUp.join('; '));
         const result = await fn(sql);
-        await sql.query('COMMIT');
+        const committed = await client.query('COMMIT').catch((error: unknown) => {
+          throw storeError(error);
+        });
+        // A transaction a failed statement aborted answers COMMIT with ROLLBACK, not an error: a
+        // callback that caught that statement's error would otherwise be told its writes were kept.
+        if (committed.command === 'ROLLBACK') throw new Error('The transaction was rolled back: a statement in it failed (its error was caught).');
         return result;
       } catch (error) {
         if (replaceConnection(error) || (error instanceof StoreUnavailable && planOutdated(error.cause))) broken = error as Error;

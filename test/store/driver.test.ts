@@ -68,6 +68,18 @@ describe.each(storeDrivers())('store driver %s', (driver) => {
     expect(await db.query('SELECT * FROM t_rollback')).toEqual([]);
   });
 
+  it('never reports a commit of a transaction a failed statement aborted, even when the error was caught inside it', async () => {
+    await db.query('CREATE TABLE t_aborted (id int PRIMARY KEY)');
+    await expect(
+      db.tx(async (sql) => {
+        await sql.query('INSERT INTO t_aborted VALUES (1)');
+        await sql.query('INSERT INTO t_aborted VALUES (1)').catch(() => undefined);
+        return 'done';
+      }),
+    ).rejects.toThrow();
+    expect(await db.query('SELECT * FROM t_aborted')).toEqual([]);
+  });
+
   it('serializes transactions that take the same advisory lock', async () => {
     await db.query('CREATE TABLE t_counter (n int NOT NULL)');
     await db.query('INSERT INTO t_counter VALUES (0)');
