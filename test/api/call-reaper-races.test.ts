@@ -300,6 +300,22 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect(simulator().liveLegs()).toBe(0);
   });
 
+  it('ends a call two hangups asked for with different reasons as the first asked, whether the provider\'s callback or the hangup records it', async () => {
+    for (const callbackFirst of [true, false]) {
+      const agent = await readyAgent(api, t);
+      await command(api, agent.widgetToken, { kind: 'availability', request_id: `available-${callbackFirst}`, available: true });
+      await heartbeat(api, agent.engineToken);
+      const inbound = await h.services.calls.injectInbound({ integrationId: t.integrationId, from: '+12025550778' });
+      // the integration's revocation asked first (its provider hangup failed: the reason stays stored)
+      await h.services.db.query("UPDATE call_intents SET hangup_requested_at = $2, hangup_reason = 'integration_revoked' WHERE id = $1", [inbound.call_id, h.clock.now()]);
+      deliverWebhooks(!callbackFirst);
+      // then the agent hangs up
+      await hangupCall({ db: h.services.db, clock: h.clock, providers: h.services.providers }, inbound.call_id, 'hangup');
+      expect(await row(inbound.call_id), `callback first: ${callbackFirst}`).toMatchObject({ status: 'no_answer', end_reason: 'integration_revoked' });
+      deliverWebhooks(false);
+    }
+  });
+
   async function balance(): Promise<number> {
     const [account] = await h.services.db.query<{ balance_micros: string }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId]);
     return Number(account!.balance_micros);

@@ -11,7 +11,7 @@ import { loadProviderAccount, ProviderUnreachable, type Providers } from '../../
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { isTerminal, type CallRow } from '../views.js';
-import { endStatusFor, finishCall, type EndReason } from './lifecycle.js';
+import { askedEnd, endStatusFor, finishCall, type EndReason } from './lifecycle.js';
 
 export interface HangupDeps {
   db: Db;
@@ -62,7 +62,7 @@ export async function hangupCall({ db, clock, providers }: HangupDeps, callId: s
   }
   call = await read();
   if (!isTerminal(call.status)) {
-    await db.tx((sql) => finishCall(sql, changes, clock.now(), call.id, { status: endStatusFor(call, reason), reason }));
+    await db.tx((sql) => finishCall(sql, changes, clock.now(), call.id, askedEnd(call, reason)));
     call = await read();
   }
   return { call, changes };

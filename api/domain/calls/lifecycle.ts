@@ -52,6 +52,19 @@ export function endStatusFor(call: Pick<CallRow, 'status' | 'answered_at' | 'dir
   return 'canceled';
 }
 
+/**
+ * How a call the service asked the provider to end ends (calls/hangup.ts), for the hangup's own
+ * record and the provider's callback alike (provider-events.ts): by the reason stored with the
+ * request (`hangup_reason`: the first asked; none before migration 015, an agent's hang up), so
+ * whichever comes first records the same end. An incoming call hung up from the agent's side
+ * before it was answered was declined.
+ */
+export function askedEnd(call: Pick<CallRow, 'status' | 'answered_at' | 'direction' | 'hangup_reason'>, fallback: EndReason = 'hangup'): { status: CallStatus; reason: EndReason } {
+  const asked = (call.hangup_reason ?? fallback) as EndReason;
+  const reason = asked === 'hangup' && call.status === 'incoming' ? 'declined' : asked;
+  return { status: endStatusFor(call, reason), reason };
+}
+
 export interface Finish {
   status: CallStatus;
   reason: EndReason;

@@ -15,7 +15,7 @@ import type { ProviderCallStatus } from '../../providers/provider.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
-import { advanceCall, endStatusFor, finishCall, reviseAsAnswered, type EndReason } from './lifecycle.js';
+import { advanceCall, askedEnd, finishCall, reviseAsAnswered } from './lifecycle.js';
 import { isOurLeg, mayTake, providerStep } from './provider-transitions.js';
 
 export interface ProviderEvent {
@@ -56,10 +56,9 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
     if (call.direction === 'outbound' && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid) {
       await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
     }
-    // The service asked the provider to end the call (calls/hangup.ts): its end is the one asked for
-    // (endStatusFor), whichever of the hangup's own update and this callback comes first.
+    // The service asked the provider to end the call (calls/hangup.ts): its end is the one asked
+    // for (askedEnd), whichever of the hangup's own record and this callback comes first.
     const hungUp = call.hangup_requested_at !== null;
-    const asked = (call.hangup_reason ?? 'hangup') as EndReason;
     switch (event.status) {
       case 'ringing':
         await advanceCall(sql, changes, call.id, 'ringing', { ringing_at: eventTime });
@@ -70,9 +69,10 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
       case 'completed': {
         // A `completed` that overtook `in-progress` still says the call was answered: CallDuration > 0.
         const answeredAt = call.answered_at ?? answeredFromDuration(call, event, eventTime);
+        const asked = hungUp ? askedEnd(call) : null;
         await finishCall(sql, changes, now, call.id, {
-          status: answeredAt !== null ? 'completed' : hungUp ? endStatusFor(call, asked) : 'no_answer',
-          reason: hungUp ? asked : 'far_end',
+          status: answeredAt !== null ? 'completed' : (asked?.status ?? 'no_answer'),
+          reason: asked?.reason ?? 'far_end',
           answeredAt,
           endedAt: eventTime,
         });
@@ -92,9 +92,7 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
         if (!hungUp) {
           await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: 'provider', endedAt: eventTime });
         } else {
-          // An incoming call the agent's side hung up before answering was declined.
-          const reason = asked === 'hangup' && call.status === 'incoming' ? 'declined' : asked;
-          await finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt: eventTime });
+          await finishCall(sql, changes, now, call.id, { ...askedEnd(call), endedAt: eventTime });
         }
         return null;
       default:
