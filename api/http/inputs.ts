@@ -36,7 +36,10 @@ export function parseJsonBodies(app: FastifyInstance): void {
     }
     json(request, text, done);
   });
-  // Any other type (a provider webhook's form has its own parser, in its routes' scope)
+  // Any other type, text/plain included (fastify's own parser took an empty one as '', refused by
+  // routes whose body is optional, and any text as a body; a provider webhook's form has its own
+  // parser, in its routes' scope)
+  app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
     if ((body as Buffer).length === 0) return done(null, undefined);
     done(new C2CError('invalid_request', 'The body must be JSON (Content-Type: application/json).'), undefined);

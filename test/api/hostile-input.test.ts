@@ -180,6 +180,12 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     expect(hungUp.body.status).toBe('canceled');
     await expectError(api.post(`/calls/${queued.body.call_id}/hangup`, undefined, { auth: own.serverKey, raw: 'reason=done', headers: form }), 422, 'invalid_request');
     await expectError(api.post('/calls', undefined, { auth: own.serverKey, raw: '', headers: { 'content-type': 'application/octet-stream' } }), 422, 'invalid_request');
+    // text/plain alike (fetch(url, {method: 'POST', body: ''}) sends it): empty is no body, text is refused
+    const text = { 'content-type': 'text/plain;charset=UTF-8' };
+    const agent = await readyAgent(api, await seedTenant(h.services));
+    const closed = await api.post('/engine/close', undefined, { auth: agent.engineToken, raw: '', headers: text });
+    expect(closed.status, JSON.stringify(closed.body)).toBe(200);
+    await expectError(api.post(`/calls/${queued.body.call_id}/hangup`, undefined, { auth: own.serverKey, raw: 'x', headers: text }), 422, 'invalid_request');
   });
 
   it('answers an empty call id as no such call (404), never 422: the spec gives these routes 200 or 404', async () => {
