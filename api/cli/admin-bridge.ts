@@ -59,7 +59,8 @@ export async function runCommand(argv: string[], services: ServicesProvider, fil
   const program = buildProgram(
     async (use) => {
       const opened = await services(use);
-      changedUnheard ||= use !== 'reading' && opened.bus.driver === 'redis' && opened.bus.state() !== 'up';
+      // (a simulated incoming call, in-node, changes no setting a node caches)
+      changedUnheard ||= use === undefined && opened.bus.driver === 'redis' && opened.bus.state() !== 'up';
       return opened;
     },
     out,

@@ -78,6 +78,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private callWindow: Window | null = null;
   /** a call window's name its ticket gave before anything named the agent (rememberWindowName) */
   private unkeptWindowName: string | null = null;
+  /** endSession() was called: the session is over, its revoke perhaps still on its way */
+  private ending = false;
   /**
    * Commands sent that a call window has yet to carry out, by request_id: their kind, what undoes
    * their effect, and (`failed`) the window's failure once WidgetState.failed_command reported it.
@@ -282,6 +284,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   /** Revokes this widget session (for logout); the call window keeps its own session. */
   async endSession(): Promise<unknown> {
     const asking = this.session.asking;
+    // over from now, not once the revoke is answered: a call answered meanwhile starts no watch, a click opens no window
+    this.ending = true;
     this.stopAll();
     // A session still being asked for is revoked too, once its token arrives (within the request's time limit).
     if (asking) await asking.catch(() => {});
@@ -359,7 +363,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   /** Logged out (endSession), or refused for good: this instance serves no more (the widget says why). */
   private sessionOver(): boolean {
-    return this.session.status === 'unauthorized' || this.session.status === 'error';
+    return this.ending || this.session.status === 'unauthorized' || this.session.status === 'error';
   }
 
   private allows(control: 'mute' | 'dtmf'): boolean {
@@ -628,7 +632,6 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   };
 }
 
-/** The language the page says it is in (`<html lang>`), if it says. */
 /** Whether requestCall()'s params are an object JSON can carry (a BigInt or a cycle makes JSON.stringify throw). */
 function sendableParams(params: unknown): boolean {
   if (typeof params !== 'object' || params === null || Array.isArray(params)) return false;
@@ -645,6 +648,7 @@ export function onPageBody(container: HTMLElement): boolean {
   return typeof document !== 'undefined' && container === document.body;
 }
 
+/** The language the page says it is in (`<html lang>`), if it says. */
 function pageLanguage(): string | undefined {
   return (typeof document !== 'undefined' && document.documentElement.lang) || undefined;
 }

@@ -67,7 +67,8 @@ function assertUsable(options: unknown): asserts options is InitOptions {
     throw new SdkError('invalid_options', 'init() takes an options object: {integrationId, sessionEndpoint, …}.');
   }
   const { container } = options as { container?: unknown };
-  if (container !== undefined && container !== null && !(typeof Element !== 'undefined' && container instanceof Element)) {
+  // an element by its shape, not instanceof: one of a same-origin frame's document is another realm's
+  if (container !== undefined && container !== null && (container as Node).nodeType !== 1) {
     throw new SdkError('invalid_options', 'container must be an element (document.querySelector(…)), not a selector or anything else.');
   }
 }

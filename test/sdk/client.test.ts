@@ -2189,6 +2189,27 @@ describe('detach, endSession and the global', () => {
     }
   });
 
+  it('counts the session over from endSession() on, before its revoke is answered: a call answered meanwhile starts no watch, a click opens no window', async () => {
+    let answerRevoke!: () => void;
+    const revokeHeld = new Promise<void>((resolve) => (answerRevoke = resolve));
+    start({}, {
+      fetch: async (input, init) => {
+        if (String(input).endsWith('/widget/revoke')) await revokeHeld;
+        return service.fetch(String(input), init);
+      },
+    });
+    await flush();
+    service.sockets.at(-1)!.accept(service.state());
+    const ending = widget.endSession();
+    await flush();
+    expect(await widget.requestCall({ contact_reference: 'crm-42' })).toMatchObject({ ok: true });
+    expect(widget.enableCalls()).toBe(false);
+    expect(opened).toEqual([]);
+    answerRevoke(); // (its request's time limit is the one timer until then)
+    expect(await ending).toEqual({ ok: true, revoked: true });
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it('opens no call window once the session is over (logged out): the widget keeps saying why', async () => {
     await ready();
     await widget.endSession();
