@@ -91,6 +91,6 @@ export const LIMITS = {
   requestIdMaxLength: 120,
   /** decided: dtmf digits per command */
   dtmfMaxDigits: 32,
-  /** decided: largest request body, and largest socket message (a command or heartbeat is under 2 KB) */
+  /** decided: largest request body, and largest socket message (a command is under 2 KB; a heartbeat with its most acks about 25 KB) */
   requestMaxBytes: 64 * 1024,
 } as const;
