@@ -41,6 +41,9 @@ describe('c2c operator commands', () => {
     const account = await c2c('account', 'create', '--name', 'Beta', '--balance', '25.50');
     expect(account.code).toBe(0);
     expect(account.json.balance_micros).toBe(25_500_000);
+    // the opening balance is in the ledger as a top-up: the ledger's sum is the balance
+    const ledger = await h.services.db.query<{ amount_micros: string; reason: string }>('SELECT amount_micros, reason FROM wallet_ledger WHERE account_id = $1', [account.json.id]);
+    expect(ledger.map((entry) => [Number(entry.amount_micros), entry.reason])).toEqual([[25_500_000, 'top-up']]);
     const member = await c2c('member', 'create', '--account', account.json.id, '--email', 'bo@beta.example', '--name', 'Bo');
     expect(member.json.uuid).toMatch(/^[0-9a-f-]{36}$/);
     const integration = await c2c('integration', 'create', '--account', account.json.id, '--name', 'Beta CRM', '--origin', 'https://beta.example', '--numbers', 'hide', '--countries', 'us,gb', '--caller-id', '+12025550100');
@@ -261,6 +264,10 @@ describe('c2c operator commands', () => {
       expect(await h.services.platform.isDisabled()).toBe(false);
       const read = await runCommand(['platform', 'status'], onNode);
       expect([read.code, read.stderr]).toEqual([0, []]);
+      // a show reads, and so does the allow-all check after every integration command
+      const integration = (await runCommand(['--json', 'integration', 'create', '--account', (await c2c('account', 'create', '--name', 'Cut Off')).json.id, '--name', 'Cut', '--origin', 'https://cut.example'], async () => h.services)).stdout.join('\n');
+      const shown = await runCommand(['integration', 'show', JSON.parse(integration).integration_id], onNode);
+      expect([shown.code, shown.stderr]).toEqual([0, []]);
     } finally {
       await bus.close();
       await redis.stop();
@@ -369,15 +376,18 @@ describe('the admin bridge stopping', () => {
   it('lets a command under way finish before it closes (the store closes after it), and takes no new one', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'c2c-bridge-drain-'));
     const h = await createHarness('pglite', { dataDir });
-    // every statement of the command takes 300 ms more; the first says the command is running
+    // every statement and transaction of the command takes 300 ms more; the first says the command is running
     const db = h.services.db;
     let running: () => void = () => {};
     const commandRuns = new Promise<void>((resolve) => (running = resolve));
+    const slow = async () => (running(), await new Promise((r) => setTimeout(r, 300)));
     const slowDb = new Proxy(db, {
       get: (target, prop) =>
         prop === 'query'
-          ? async (text: string, params?: unknown[]) => (running(), await new Promise((r) => setTimeout(r, 300)), target.query(text, params))
-          : Reflect.get(target, prop, target),
+          ? async (text: string, params?: unknown[]) => (await slow(), target.query(text, params))
+          : prop === 'tx'
+            ? async (...args: Parameters<typeof db.tx>) => (await slow(), target.tx(...args))
+            : Reflect.get(target, prop, target),
     });
     const bridge = await startAdminBridge({ ...h.services, db: slowDb } as typeof h.services);
     try {

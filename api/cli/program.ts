@@ -250,7 +250,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     const id = action.args[0];
     if (action.name() === 'allow-all' || typeof id !== 'string') return;
     try {
-      const [row] = await (await deps()).db.query<{ allow_all_origins: boolean }>(
+      const [row] = await (await deps('reading')).db.query<{ allow_all_origins: boolean }>(
         `SELECT allow_all_origins FROM integrations WHERE id = $1 AND status <> 'revoked'`,
         [id],
       );

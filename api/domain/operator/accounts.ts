@@ -49,23 +49,30 @@ export async function createAccount(
   const opening = input.balanceMicros ?? 0;
   if (!Number.isSafeInteger(opening) || opening < 0) throw new OperatorError('An opening balance cannot be negative.');
   const name = assertName('account', input.name);
-  const [row] = await db.query<AccountRecord>(
-    `INSERT INTO accounts (id, kind, name, balance_micros, currency, provider_account_sid, provider_auth_token, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     RETURNING id, kind, name, status, balance_micros, currency, provider_account_sid`,
-    [
-      input.id ?? newId(ID_PREFIX.account),
-      input.kind,
-      name,
-      input.balanceMicros ?? 0,
-      input.currency ?? 'USD',
-      // Simulated provider credentials; `c2c account set-provider` replaces them with Twilio's.
-      `AC${randomBytes(16).toString('hex')}`,
-      randomBytes(16).toString('hex'),
-      clock.now(),
-    ],
-  );
-  return row!;
+  // The opening balance is the account's first top-up, in the ledger as every later one is: the
+  // ledger's sum is the balance.
+  return db.tx(async (sql) => {
+    const [row] = await sql.query<AccountRecord>(
+      `INSERT INTO accounts (id, kind, name, balance_micros, currency, provider_account_sid, provider_auth_token, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       RETURNING id, kind, name, status, balance_micros, currency, provider_account_sid`,
+      [
+        input.id ?? newId(ID_PREFIX.account),
+        input.kind,
+        name,
+        opening,
+        input.currency ?? 'USD',
+        // Simulated provider credentials; `c2c account set-provider` replaces them with Twilio's.
+        `AC${randomBytes(16).toString('hex')}`,
+        randomBytes(16).toString('hex'),
+        clock.now(),
+      ],
+    );
+    if (opening > 0) {
+      await sql.query('INSERT INTO wallet_ledger (account_id, amount_micros, reason, created_at) VALUES ($1, $2, $3, $4)', [row!.id, opening, 'top-up', clock.now()]);
+    }
+    return row!;
+  });
 }
 
 export async function setAccountProvider({ db }: OperatorDeps, accountId: string, accountSid: string, authToken: string): Promise<void> {
