@@ -89,6 +89,13 @@ export function createReaper(deps: ReaperDeps) {
   let storeFailedAt = -Infinity;
   /** when this reaper first ran without judging silence, in the current run of such ticks */
   let unjudgedSince: number | undefined;
+  /**
+   * A node just started cannot tell whether the store has just come back (a node restarted during
+   * an outage, up as soon as PostgreSQL answers): it judges no silence for the grace either, by
+   * when every window has been able to report. The nodes that lived through the outage hold off
+   * too; one judging alone would end the calls of every window the outage silenced.
+   */
+  const startedAt = clock.now();
 
   /**
    * Whether windows' silence may be judged now: the store has answered for the whole grace, or
@@ -100,6 +107,7 @@ export function createReaper(deps: ReaperDeps) {
       storeFailures = failures;
       storeFailedAt = now;
     }
+    if (now - startedAt < LIMITS.storeRecoveryGraceSeconds * 1000) return false;
     if (now - storeFailedAt >= LIMITS.storeRecoveryGraceSeconds * 1000) {
       unjudgedSince = undefined;
       return true;

@@ -126,14 +126,20 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
       const other = await seedTenant(h.services);
       const live = async () => (await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM server_keys WHERE integration_id = $1 AND revoked_at IS NULL', [other.integrationId]))[0]!.n;
       let commit: () => void = () => {};
+      let issuedYet: () => void = () => {};
+      const keyIssued = new Promise<void>((resolve) => (issuedYet = resolve));
       const rotating = h.services.db.tx(async (sql) => {
         // a rotation under way: the integration locked, the new key issued, not committed yet
         await sql.query('SELECT 1 FROM integrations WHERE id = $1 FOR UPDATE', [other.integrationId]);
         const issued = await issueServerKey(sql, h.clock, other.integrationId);
-        await new Promise<void>((resolve) => (commit = resolve));
+        const committing = new Promise<void>((resolve) => (commit = resolve));
+        issuedYet();
+        await committing;
         return issued;
       });
       const revoking = revokeServerKey(deps(), other.integrationId);
+      // (the revoke may wait on the lock before the key is issued: commit only once it is)
+      await keyIssued;
       await vi.waitFor(async () => expect(await lockWaits()).toBeGreaterThan(0), { timeout: 10_000 });
       commit();
       const issued = await rotating;

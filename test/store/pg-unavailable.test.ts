@@ -15,6 +15,7 @@ import { C2CError } from '../../shared/errors.js';
 import { storeDrivers } from '../helpers/env.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
+import { createReaper } from '../../api/domain/reaper.js';
 import { LIMITS } from '../../shared/limits.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
 import { createGatewayHarness } from '../helpers/gateway.js';
@@ -495,6 +496,30 @@ describe.skipIf(!storeDrivers().includes('pg'))('the API while PostgreSQL is stu
     expect(await call()).toMatchObject({ status: 'connected', orphaned: true });
     await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds - LIMITS.engineStaleSeconds);
     await h.services.reaper.tick();
+    expect(await call()).toMatchObject({ status: 'completed' });
+  });
+
+  it('a node started just after an outage judges no silence either until every window could report (it cannot tell the store just came back)', async () => {
+    const api = client(h.app);
+    const agent = await readyAgent(api, t);
+    const requested = await requestCall(api, t);
+    const id = (requested.body as { request_id: string }).request_id;
+    expect((await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+    await heartbeat(api, agent.engineToken, { call_id: id });
+    await h.clock.advanceSeconds(3);
+    const call = async () => (await api.get(`/calls/${id}`, { auth: t.serverKey })).body as { status: string; orphaned: boolean };
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: false });
+    // the window was silenced for two minutes by an outage this new node did not see
+    await h.clock.advanceSeconds(120);
+    const started = createReaper({ db: h.services.db, bus: h.services.bus, clock: h.clock, providers: h.services.providers });
+    await started.tick();
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: false });
+    await h.clock.advanceSeconds(LIMITS.storeRecoveryGraceSeconds - 1);
+    await started.tick();
+    expect(await call()).toMatchObject({ status: 'connected', orphaned: false });
+    // a window silent all this while is judged once the grace is over
+    await h.clock.advanceSeconds(1);
+    await started.tick();
     expect(await call()).toMatchObject({ status: 'completed' });
   });
 });
