@@ -18,8 +18,14 @@ import { loadConfig } from '../api/config.js';
 import { startNode, type RunningNode } from '../api/serve.js';
 import { openPglite } from '../api/store/pglite.js';
 import { migrate } from '../api/store/migrate.js';
-import { createHarness, type Harness } from './helpers/harness.js';
-import { redisUrl } from './helpers/env.js';
+import { client, createHarness, type Harness } from './helpers/harness.js';
+import { postgresUrl, redisUrl } from './helpers/env.js';
+import { openTestDatabase } from './helpers/databases.js';
+import { readyAgent } from './helpers/flows.js';
+import { createGatewayHarness } from './helpers/gateway.js';
+import { openSocket, snapshotOf } from './helpers/sockets.js';
+import { ORIGIN, seedTenant } from './helpers/tenant.js';
+import { operate } from '../api/cli/operate.js';
 import { busReaches, ownRedis } from './helpers/own-redis.js';
 
 const run = promisify(execFile);
@@ -370,6 +376,36 @@ describe('two API nodes on one host, one data directory', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
+});
+
+describe.skipIf(!postgresUrl() || !redisUrl())('a step run on PostgreSQL directly (no server for its data directory)', () => {
+  it("pushes what it changed to the agents' open widgets, on the nodes that hold their sockets, as a running node would", async () => {
+    const database = await openTestDatabase('pg');
+    const bus = await createRedisBus(redisUrl()!);
+    const live = await createGatewayHarness('pg', {}, { database, bus });
+    const dataDir = mkdtempSync(join(tmpdir(), 'c2c-direct-'));
+    try {
+      const t = await seedTenant(live.h.services);
+      const agent = await readyAgent(client(live.h.app), t);
+      const widget = openSocket(live.url, agent.widgetToken, ORIGIN);
+      try {
+        const first = await snapshotOf(widget);
+        expect(first.policy.widget.window_mode).toBe('popup');
+        const pushed = widget.next('state', { where: (state) => state.version > first.version });
+        const config = loadConfig({ C2C_DATA_DIR: dataDir, DATABASE_URL: database.url!, REDIS_URL: redisUrl()!, LOG_LEVEL: 'silent' });
+        const result = await operate(['integration', 'window-mode', t.integrationId, 'tab'], config);
+        expect(result, JSON.stringify(result)).toMatchObject({ code: 0 });
+        expect((await pushed).policy.widget.window_mode).toBe('tab');
+      } finally {
+        widget.close();
+      }
+    } finally {
+      await live.close();
+      await bus.close();
+      await database.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
 
 describe('the admin bridge stopping', () => {

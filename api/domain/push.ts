@@ -116,8 +116,14 @@ export function createPusher(deps: PushDeps) {
   /** stopped: a push under way that fails (the store closing under it) is not tried again */
   let stopped = false;
 
+  /** pushes under way (their first try or a retry running now) */
+  const underWay = new Set<Promise<void>>();
+
   function run(room: string, push: () => Promise<void>, firstAt = clock.now(), waitMs: number = PUSH_RETRY.firstMs): void {
-    push().catch((error: unknown) => {
+    const pushing = push();
+    underWay.add(pushing);
+    void pushing.then(() => underWay.delete(pushing), () => underWay.delete(pushing));
+    pushing.catch((error: unknown) => {
       if (stopped || retries.has(room)) return;
       const givingUp = clock.now() - firstAt + waitMs > PUSH_RETRY.forMs;
       deps.log?.(givingUp ? 'push failed; no more retries: clients get it on their next change or reconnect' : 'push failed; trying again', error);
@@ -134,6 +140,10 @@ export function createPusher(deps: PushDeps) {
     agentState,
     engineWork,
     pushState,
+    /** Resolves once the pushes under way have been sent or have failed (a short-lived node, c2c, before it closes). */
+    async settled(): Promise<void> {
+      while (underWay.size > 0) await Promise.allSettled([...underWay]);
+    },
     /** Starts pushing this node's own changes; returns what stops it (retries waiting included). */
     start() {
       stopped = false;
