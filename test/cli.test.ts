@@ -211,8 +211,11 @@ describe('c2c operator commands', () => {
     const account = await c2c('account', 'create', '--name', 'Gamma');
     const created = await c2c('integration', 'create', '--account', account.json.id, '--name', 'G', '--origin', 'https://ok.example');
     const id = created.json.integration_id;
-    const refused = await c2c('integration', 'origins', id, '--origin', 'https://fine.example', '--origin', 'https://bad.example/path', '--origin', 'not an origin', '--origin', 'https://evil.example\\.ok.example');
+    const refused = await c2c('integration', 'origins', id, '--origin', 'https://fine.example', '--origin', 'https://bad.example/path', '--origin', 'not an origin', '--origin', 'https://evil.example\\.ok.example', '--origin', 'http:slashless.example', '--origin', 'https:/one-slash.example');
     expect(refused.code).toBe(1);
+    // what the URL parser would make an origin of, but is not written as one
+    expect(refused.stderr.join('\n')).toContain('http:slashless.example');
+    expect(refused.stderr.join('\n')).toContain('https:/one-slash.example');
     expect(refused.stderr.join('\n')).toContain('https://bad.example/path');
     // a backslash is a path to the URL parser: that line is https://evil.example, not a host under ok.example
     expect(refused.stderr.join('\n')).toContain('https://evil.example');
