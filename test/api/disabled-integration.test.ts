@@ -34,19 +34,26 @@ describe.each(storeDrivers())('a disabled integration on %s', (driver) => {
     const stop = h.services.bus.subscribe((message) => void (message.type === 'integration' && announced.push(message.integrationId)));
     // the store answers the change, then stops answering (a statement timeout, a dropped connection)
     let statements = 0;
-    const db = { query: (...args: Parameters<typeof h.services.db.query>) => (statements++ === 0 ? h.services.db.query(...args) : Promise.reject(new Error('store gone'))) };
+    const real = h.services.db;
+    const firstOnly = (sql: Pick<typeof real, 'query'>) => ({
+      query: (...args: Parameters<typeof real.query>) => (statements++ === 0 ? sql.query(...args) : Promise.reject(new Error('store gone'))),
+    });
+    // (in a transaction or not, whichever the change uses)
+    const db = { ...firstOnly(real), tx: ((fn, options) => real.tx((sql) => fn(firstOnly(sql) as typeof sql), options)) as typeof real.tx };
+    let outcome: 'done' | 'failed';
     try {
-      await setAccountStatus({ db: db as typeof h.services.db, bus: h.services.bus, clock: h.services.clock }, tenant.accountId, 'suspended').catch(() => undefined);
+      outcome = await setAccountStatus({ db: db as typeof real, bus: h.services.bus, clock: h.services.clock }, tenant.accountId, 'suspended').then(
+        () => 'done' as const,
+        () => 'failed' as const,
+      );
     } finally {
       stop();
     }
-    const [account] = await h.services.db.query<{ status: string }>('SELECT status FROM accounts WHERE id = $1', [tenant.accountId]);
-    if (account!.status === 'suspended') {
-      expect(announced).toEqual([tenant.integrationId]);
-      await expectError(widgetState(api, agent.widgetToken), 403, 'integration_disabled');
-    } else {
-      expect(announced).toEqual([]);
-    }
+    const [account] = await real.query<{ status: string }>('SELECT status FROM accounts WHERE id = $1', [tenant.accountId]);
+    // stored and announced (and said so), or neither (and the operator told it failed): never stored unannounced
+    const stored = account!.status === 'suspended';
+    expect({ stored, announced, outcome }).toEqual(stored ? { stored, announced: [tenant.integrationId], outcome: 'done' } : { stored, announced: [], outcome: 'failed' });
+    if (stored) await expectError(widgetState(api, agent.widgetToken), 403, 'integration_disabled');
     await expect(setAccountStatus({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, 'acc_none', 'active')).rejects.toThrow('No account acc_none.');
   });
 
