@@ -254,7 +254,10 @@ function load(rate: number, warmupS: number, seconds: number, tag: string): Prom
       while (sent < due) {
         const conn = widgets[turn++ % widgets.length]!;
         const measured = sent >= measuredFrom ? 1 : 0;
-        const sendTs = now();
+        // Timed from when the command was due, not when this timer got to send it: a client held up
+        // by a saturated machine sends its backlog late, and timing from then would leave that wait
+        // out (coordinated omission), the more so the busier the machine.
+        const sendTs = start + (sent * 1000) / rate;
         sent += 1;
         counts.sent += 1;
         // the send time (µs since the epoch) travels in the request_id, so the store holds it too

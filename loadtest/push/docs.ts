@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { PartAResult, RateWindow } from './part-a.js';
 import type { MemoryFigures } from './single-node.js';
 import { LOADTEST } from './procs.js';
-import { judge, pollRatio, type Comparison, type ServerResult, type Target } from './report.js';
+import { judge, pollRatio, verdictText, type Comparison, type ServerResult, type Target } from './report.js';
 
 export const CAPACITY_OUT = 'push-capacity';
 
@@ -188,7 +188,7 @@ function limits(main: BenchResults | undefined, capacity: BenchResults | undefin
   const bare = c?.sio_uws?.broadcast;
   if (g?.machine && u?.machine && io?.machine && ['b.vs_uws', 'b.vs_uws_user', 'b.vs_sio', 'b.vs_sio_user'].some((id) => missed.has(id))) {
     out.push(
-      `- **(b) CPU per message.** Most of every server's figure is kernel time: over loopback, the sender's \`send()\` also runs the receiving socket's TCP path and wakes the client, and all of it is charged to the server (kernel ${g.per_message_system_us_net} µs per message in our gateway, ${u.per_message_system_us_net} µs in raw uWS, ${io.per_message_system_us_net} µs in Socket.IO on Node http; it moves with how busy the client processes are — they used ${g.machine.clients_s.toFixed(1)}, ${u.machine.clients_s.toFixed(1)} and ${io.machine.clients_s.toFixed(1)} CPU-s in those windows — so the user + kernel ratios are noisy, and one near 1.3× can fall on either side of it from run to run). In user space, the servers' own code: raw uWS ${u.per_message_user_us_net} µs, our gateway ${g.per_message_user_us_net} µs${bare ? ` (Socket.IO on uWS with nothing of ours: ${bare.per_message_user_us_net} µs, ${bare.per_message_us_net} µs with the kernel's)` : ''}, Socket.IO on Node http ${io.per_message_user_us_net} µs. ` +
+      `- **(b) CPU per message.** Most of every server's figure is kernel time: over loopback, the sender's \`send()\` also runs the receiving socket's TCP path and wakes the client, and all of it is charged to the server (kernel ${g.per_message_system_us_net} µs per message in our gateway, ${u.per_message_system_us_net} µs in raw uWS, ${io.per_message_system_us_net} µs in Socket.IO on Node http; it moves with how busy the client processes are — they used ${g.machine.clients_s.toFixed(1)}, ${u.machine.clients_s.toFixed(1)} and ${io.machine.clients_s.toFixed(1)} CPU-s in those windows — so the user + kernel ratios are noisy, and one near 1.3× can fall on either side of it from run to run). In user space, the servers' own code (indicative only: the kernel splits a process's time between user and kernel by sampling, and over a window of seconds in a process with a long history the split can be far off, so no verdict rests on it): raw uWS ${u.per_message_user_us_net} µs, our gateway ${g.per_message_user_us_net} µs${bare ? ` (Socket.IO on uWS with nothing of ours: ${bare.per_message_user_us_net} µs, ${bare.per_message_us_net} µs with the kernel's)` : ''}, Socket.IO on Node http ${io.per_message_user_us_net} µs. ` +
         (g.per_message_user_us_net > u.per_message_user_us_net * 1.3 && bare && g.per_message_user_us_net <= bare.per_message_user_us_net * 1.3
           ? `Socket.IO on uWS with nothing of ours spends as much in user space, so the excess over raw uWS is Socket.IO's own: it broadcasts a room with one native \`app.publish\` (its uWS adapter patch), and then socket.io-adapter's \`apply()\` builds a Set of the room's socket ids and looks every socket up in JavaScript, to find long-polling ones (user time per push to ${g.members} members: ${((g.per_message_user_us_net * g.members) / 1000).toFixed(1)} ms in our gateway, ${((bare.per_message_user_us_net * bare.members) / 1000).toFixed(1)} ms in Socket.IO on uWS with nothing of ours, ${((u.per_message_user_us_net * u.members) / 1000).toFixed(1)} ms in raw uWS). What our gateway adds per push — the sharded Redis adapter's message and its decode, the bus message every node gets — is within the noise of these figures. `
           : g.per_message_user_us_net > u.per_message_user_us_net * 1.3
@@ -272,7 +272,7 @@ function recheckLines(main: BenchResults, check: BenchResults): string[] {
   ];
   for (const t of verdicts(check)) {
     const then = before.get(t.what);
-    lines.push(`| ${t.what} | ${t.target} | ${then?.value ?? '–'} | ${t.value} | ${t.met === null ? 'not measurable' : t.met ? 'met' : '**MISSED**'} |`);
+    lines.push(`| ${t.what} | ${t.target} | ${then?.value ?? '–'} | ${t.value} | ${verdictText(t)} |`);
   }
   lines.push('');
   return lines;
@@ -300,7 +300,7 @@ export function docsBody(main: BenchResults | undefined, capacity: BenchResults 
   if (main) {
     lines.push(`### Verdicts (full scale, ${main.ran_at.slice(0, 16).replace('T', ' ')} UTC; machine ${pct(main.machine_busy_before_start)} busy before the start)`, '');
     lines.push('| target | wanted | measured | verdict |', '|---|---|---|---|');
-    for (const t of verdicts(main)) lines.push(`| ${t.what} | ${t.target} | ${t.value} | ${t.met === null ? 'not measurable' : t.met ? 'met' : '**MISSED**'} |`);
+    for (const t of verdicts(main)) lines.push(`| ${t.what} | ${t.target} | ${t.value} | ${verdictText(t)} |`);
     lines.push('');
   }
   if (main && check) lines.push(...recheckLines(main, check));

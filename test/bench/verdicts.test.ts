@@ -17,4 +17,19 @@ describe('bench verdicts', () => {
     expect(vsUws(13, 10)).toMatchObject({ met: true, value: '13 µs ÷ 10 µs = 1.3×' });
     expect(vsUws(10.5, 10)).toMatchObject({ met: true, value: '10.5 µs ÷ 10 µs = 1.05×' });
   });
+
+  it('judges no ratio on a run whose clients missed messages, on either side', () => {
+    const short = { ...broadcast(13), delivered: 9 };
+    const judged = (gateway: object, uws: object) =>
+      judge(undefined, { sockets: 10, gateway: { broadcast: gateway }, uws: { broadcast: uws }, sio: {} } as unknown as Comparison).find((t) => t.id === 'b.vs_uws')!;
+    expect(judged(broadcast(10), short).met).toBe(false);
+    expect(judged(short, broadcast(10)).met).toBe(false);
+  });
+
+  it("shows the user-space split but never judges it (getrusage's split of user from kernel time is sampled)", () => {
+    const split = (user: number) => ({ ...broadcast(10), per_message_user_us_net: user });
+    const row = judge(undefined, { sockets: 10, gateway: { broadcast: split(1) }, uws: { broadcast: split(2) }, sio: {} } as unknown as Comparison).find((t) => t.id === 'b.vs_uws_user')!;
+    expect(row.met).toBeNull();
+    expect(row.value).toContain('indicative');
+  });
 });
