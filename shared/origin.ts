@@ -28,6 +28,8 @@ function parse(value: string): string | null {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
   if (url.username || url.password || url.search || url.hash) return null;
+  // Written as an origin is: the URL parser also reads "http:example.com" and "https:/evil.example" as origins.
+  if (value.slice(url.protocol.length, url.protocol.length + 2) !== '//') return null;
   // `new URL('https://a.example/')` has pathname '/', so a trailing slash or any path is refused
   // by comparing against the raw text instead of the parsed pathname.
   // A backslash is a path separator to the URL parser: `https://evil.example\.crm.example` is the

@@ -395,10 +395,14 @@ describe.skipIf(!postgresUrl() || !redisUrl())('a step run on PostgreSQL directl
         const first = await snapshotOf(widget);
         expect(first.policy.widget.window_mode).toBe('popup');
         const pushed = widget.next('state', { where: (state) => state.version > first.version });
-        const config = loadConfig({ C2C_DATA_DIR: dataDir, DATABASE_URL: database.url!, REDIS_URL: redisUrl()!, LOG_LEVEL: 'silent' });
+        // the environment the nodes have, as an operator runs c2c with (the gateway's public address included)
+        const config = loadConfig({ C2C_DATA_DIR: dataDir, DATABASE_URL: database.url!, REDIS_URL: redisUrl()!, PUBLIC_GATEWAY_URL: first.realtime.url, LOG_LEVEL: 'silent' });
         const result = await operate(['integration', 'window-mode', t.integrationId, 'tab'], config);
         expect(result, JSON.stringify(result)).toMatchObject({ code: 0 });
-        expect((await pushed).policy.widget.window_mode).toBe('tab');
+        const state = await pushed;
+        expect(state.policy.widget.window_mode).toBe('tab');
+        // what it says of push is what the nodes' own states say
+        expect(state.realtime).toEqual(first.realtime);
       } finally {
         widget.close();
       }

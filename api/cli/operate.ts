@@ -50,6 +50,8 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
     assertStoreHere(config, use);
     if (!services) {
       services = await openServices(config);
+      // what the states it pushes say of push, as an API node's do
+      services.realtime.available = config.gatewayConfigured;
       // A running node pushes its own changes to the sockets of every node: so does this step, which
       // is one for its while (a new policy, widget defaults, an agent's override would otherwise
       // reach no open widget until that agent's next change).
@@ -58,15 +60,20 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
     return services;
   };
   let stopPushing: (() => void) | undefined;
+  let pushed = true;
+  let result: CliResult;
   try {
-    return await runCommand(argv, opened, files);
+    result = await runCommand(argv, opened, files);
   } finally {
     if (services) {
-      await services.pusher.settled();
+      pushed = await services.pusher.settled();
       stopPushing?.();
       await closeServices(services);
     }
   }
+  if (pushed) return result;
+  const warning = "some agents' open widgets could not be sent their new state (the store did not answer in time): they show it on the agent's next change or when they reconnect";
+  return { ...result, stderr: [...result.stderr, argv.includes('--json') ? JSON.stringify({ warning }) : `warning: ${warning}`] };
 }
 
 /**

@@ -47,6 +47,9 @@ const MAX_REMEMBERED_AGENTS = 50_000;
  */
 export const PUSH_RETRY = { firstMs: 250, maxMs: 5_000, forMs: 120_000 } as const;
 
+/** The longest c2c waits for its pushes (and their retries) before it closes (Pusher.settled). */
+const SETTLE_WITHIN_MS = 15_000;
+
 export function createPusher(deps: PushDeps) {
   const { db, bus, clock } = deps;
 
@@ -140,9 +143,24 @@ export function createPusher(deps: PushDeps) {
     agentState,
     engineWork,
     pushState,
-    /** Resolves once the pushes under way have been sent or have failed (a short-lived node, c2c, before it closes). */
-    async settled(): Promise<void> {
-      while (underWay.size > 0) await Promise.allSettled([...underWay]);
+    /**
+     * Resolves once the pushes under way, and the retries of those that failed, have been sent, or
+     * have failed for good: true; false when some were still waiting after `withinMs` (real time).
+     * For a short-lived node (c2c) before it closes: its pushes are the change's only ones.
+     */
+    async settled(withinMs = SETTLE_WITHIN_MS): Promise<boolean> {
+      let late = false;
+      const deadline = setTimeout(() => void (late = true), withinMs);
+      try {
+        while (underWay.size > 0 || retries.size > 0) {
+          if (late) return false;
+          if (underWay.size > 0) await Promise.race([Promise.allSettled([...underWay]), new Promise((resolve) => setTimeout(resolve, 50))]);
+          else await new Promise((resolve) => setTimeout(resolve, 50)); // a retry's turn to come
+        }
+        return true;
+      } finally {
+        clearTimeout(deadline);
+      }
     },
     /** Starts pushing this node's own changes; returns what stops it (retries waiting included). */
     start() {

@@ -2,7 +2,7 @@
  * A client process of npm run bench:push (forked by the bench, several at once). It holds its
  * share of the sockets — widgets and engines of our gateway, plain Socket.IO clients, plain
  * WebSockets for raw uWS — and does what the bench asks over IPC: open them with a bounded number
- * in flight, send widget commands at a rate (each with a fresh request_id carrying its send time),
+ * in flight, send widget commands at a rate (each with a fresh request_id carrying the moment it was due),
  * record when engines first see each command and ack it at once, heartbeat like a call window,
  * count pushes, close, and reconnect after a restart. It exits when the bench goes away.
  */
@@ -257,7 +257,8 @@ function load(rate: number, warmupS: number, seconds: number, tag: string): Prom
         // Timed from when the command was due, not when this timer got to send it: a client held up
         // by a saturated machine sends its backlog late, and timing from then would leave that wait
         // out (coordinated omission), the more so the busier the machine.
-        const sendTs = start + (sent * 1000) / rate;
+        // (command k, counted from 0, is due once (k + 1) commands are: at start + (k + 1) / rate)
+        const sendTs = start + ((sent + 1) * 1000) / rate;
         sent += 1;
         counts.sent += 1;
         // the send time (µs since the epoch) travels in the request_id, so the store holds it too

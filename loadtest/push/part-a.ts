@@ -48,9 +48,9 @@ export interface RateWindow {
     undelivered: number;
   };
   measured: { sent: number; delivered: number };
-  /** widget send → engine receives `work` with the command */
+  /** the widget's command due → engine receives `work` with it */
   latency: LatencySummary;
-  /** widget send → the command's answer on the widget socket (POST /widget/commands' answer) */
+  /** the widget's command due → its answer on the widget socket (POST /widget/commands' answer) */
   answer_latency: LatencySummary;
   /** whether every measured command was delivered before the drain ended (else the percentiles are lower bounds) */
   complete: boolean;

@@ -54,6 +54,9 @@ describe.each(storeDrivers())('POST /sessions on %s', (driver) => {
     await expectError(session({ ...valid(), origin: 'https://crm.example.com/contacts' }), 422, 'invalid_request');
     await expectError(session({ ...valid(), origin: 'https://crm.example.com/' }), 422, 'invalid_request');
     await expectError(session({ ...valid(), origin: 'crm.example.com' }), 422, 'invalid_request');
+    // what the URL parser would read as https://crm.example.com, but is not written as an origin
+    await expectError(session({ ...valid(), origin: 'https:crm.example.com' }), 422, 'invalid_request');
+    await expectError(session({ ...valid(), origin: 'https:/crm.example.com' }), 422, 'invalid_request');
   });
 
   it('with allow-all on, accepts any origin and binds the session to it', async () => {

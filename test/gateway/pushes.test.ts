@@ -92,6 +92,34 @@ describe('pushes', () => {
     }
   });
 
+  it('are settled only once their retries have run (a short-lived node, c2c, waits for them before it closes)', async () => {
+    const { h, api, widgetToken, widget, first } = await agentWithWidget();
+    const states = h.services.widgetStates;
+    const load = states.load.bind(states);
+    let loads = 0;
+    states.load = async (integrationId, memberId) => {
+      loads += 1;
+      if (loads === 2) throw new StoreUnavailable(Object.assign(new Error('connection lost'), { code: 'ECONNRESET' }));
+      return load(integrationId, memberId);
+    };
+    try {
+      const pushed = widget.next('state', { where: (state) => state.version > first.version });
+      const answer = await command(api, widgetToken, { kind: 'availability', request_id: 'settle-after-retry', available: false });
+      expect(answer.body).toMatchObject({ ok: true });
+      await waitFor(async () => (loads === 2 ? true : undefined), 'the push to fail', 5000);
+      let loadsWhenSettled: number | undefined;
+      const settling = h.services.pusher.settled().then((done) => ((loadsWhenSettled = loads), done));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(loadsWhenSettled).toBeUndefined(); // its retry still waits
+      await h.clock.advance(PUSH_RETRY.firstMs);
+      expect(await settling).toBe(true);
+      expect(loadsWhenSettled).toBe(3);
+      expect((await pushed).engine.available).toBe(false);
+    } finally {
+      states.load = load;
+    }
+  });
+
   it("whose read of the agent fails is tried again too, not taken for an agent no longer there", async () => {
     const { h, api, widgetToken, widget, first } = await agentWithWidget();
     const { directory } = h.services;

@@ -125,8 +125,6 @@ async function missingOrRevoked(db: Db | Sql, integrationId: string): Promise<Op
   return new OperatorError(found ? `Integration ${integrationId} was revoked: it cannot be changed; create a new one.` : `No integration ${integrationId}.`);
 }
 
-const ORIGIN_LINE = /^[a-z][a-z0-9+.-]*:\/\/[^/\\?#@\s]+\/?$/i;
-
 /** Validates an allowed-origins list; every bad line is named and nothing is saved. */
 export function parseOriginLines(lines: string[]): string[] {
   const kept = lines.map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
@@ -135,9 +133,7 @@ export function parseOriginLines(lines: string[]): string[] {
   if (wildcards.length > 0) {
     throw new OperatorError(`Not saved: origins are exact, with no wildcard; list each one: ${wildcards.map((line) => JSON.stringify(line)).join(', ')}`);
   }
-  // Written as an origin is (scheme://host[:port], a trailing slash allowed), not only one the URL
-  // parser can make something of: it reads "http:example.com" and "https:/evil.example" as origins.
-  const bad = kept.filter((line) => !ORIGIN_LINE.test(line) || parseOrigin(line) === null);
+  const bad = kept.filter((line) => parseOrigin(line) === null);
   if (bad.length > 0) {
     throw new OperatorError(
       `Not saved: ${bad.length === 1 ? 'this line is not an origin' : 'these lines are not origins'} ` +
