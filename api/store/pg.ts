@@ -259,7 +259,7 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
         ];
         await sql.query(setUp.join('; '));
         const result = await fn(sql);
-        const committed = await client.query('COMMIT').catch((error: unknown) => {
+        const committed = await client.query({ text: 'COMMIT', ...(options?.untimed ? UNTIMED : POOL_TIMEOUT) }).catch((error: unknown) => {
           throw storeError(error);
         });
         // A transaction a failed statement aborted answers COMMIT with ROLLBACK, not an error: a

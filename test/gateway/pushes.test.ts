@@ -67,33 +67,10 @@ describe('pushes', () => {
     expect([(await bucket('1')) - slowBefore, (await bucket('0.1')) - fastBefore]).toEqual([1, 0]);
   });
 
-  it('whose store read fails is tried again, and the widget gets the state it would have missed', async () => {
+  it('whose store read fails is tried again, the widget gets the state it would have missed, and they are settled only once the retry ran (c2c waits for that before it closes)', async () => {
     const { h, api, widgetToken, widget, first } = await agentWithWidget();
 
     // The command reads the state to decide (its first load); the push after it (the second) meets a store blip.
-    const states = h.services.widgetStates;
-    const load = states.load.bind(states);
-    let loads = 0;
-    states.load = async (integrationId, memberId) => {
-      loads += 1;
-      if (loads === 2) throw new StoreUnavailable(Object.assign(new Error('connection lost'), { code: 'ECONNRESET' }));
-      return load(integrationId, memberId);
-    };
-    try {
-      const pushed = widget.next('state', { where: (state) => state.version > first.version });
-      const answer = await command(api, widgetToken, { kind: 'availability', request_id: 'during-blip', available: false });
-      expect(answer.body).toMatchObject({ ok: true });
-      await waitFor(async () => (loads === 2 ? true : undefined), 'the push to fail', 5000);
-      await h.clock.advance(PUSH_RETRY.firstMs);
-      expect((await pushed).engine.available).toBe(false);
-      expect(loads).toBe(3); // the retry read it again
-    } finally {
-      states.load = load;
-    }
-  });
-
-  it('are settled only once their retries have run (a short-lived node, c2c, waits for them before it closes)', async () => {
-    const { h, api, widgetToken, widget, first } = await agentWithWidget();
     const states = h.services.widgetStates;
     const load = states.load.bind(states);
     let loads = 0;
@@ -113,7 +90,7 @@ describe('pushes', () => {
       expect(loadsWhenSettled).toBeUndefined(); // its retry still waits
       await h.clock.advance(PUSH_RETRY.firstMs);
       expect(await settling).toBe(true);
-      expect(loadsWhenSettled).toBe(3);
+      expect(loadsWhenSettled).toBe(3); // the retry read it again
       expect((await pushed).engine.available).toBe(false);
     } finally {
       states.load = load;
