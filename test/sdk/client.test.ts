@@ -231,6 +231,19 @@ function start(options: Partial<Parameters<typeof SDK.init>[0]> = {}, deps: Part
   return widget;
 }
 
+/** start(), with the requests to one path (its end) held until the returned function lets them go. */
+function startHolding(pathEnd: string): () => void {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  start({}, {
+    fetch: async (input, init) => {
+      if (String(input).endsWith(pathEnd)) await held;
+      return service.fetch(String(input), init);
+    },
+  });
+  return release;
+}
+
 /** A started widget whose socket the service accepted with `state`. */
 async function ready(state = service.state()) {
   start();
@@ -2113,14 +2126,7 @@ describe('detach, endSession and the global', () => {
   });
 
   it('endSession while the session is still being asked for revokes the token that then arrives, and starts nothing with it', async () => {
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    start({}, {
-      fetch: async (input, init) => {
-        if (String(input).endsWith('/crm/session')) await held;
-        return service.fetch(String(input), init);
-      },
-    });
+    const release = startHolding('/crm/session');
     await flush();
     const ended = outcome(widget.endSession());
     await flush();
@@ -2165,14 +2171,7 @@ describe('detach, endSession and the global', () => {
 
   it('lets a requestCall answered after detach() or endSession() start nothing: no timer, no "did not start" later', async () => {
     for (const end of ['detach', 'endSession'] as const) {
-      let answerCall!: () => void;
-      const held = new Promise<void>((resolve) => (answerCall = resolve));
-      start({}, {
-        fetch: async (input, init) => {
-          if (String(input).endsWith('/crm/call')) await held;
-          return service.fetch(String(input), init);
-        },
-      });
+      const answerCall = startHolding('/crm/call');
       await flush();
       service.sockets.at(-1)!.accept(service.state());
       const requested: unknown[] = [];
@@ -2190,14 +2189,7 @@ describe('detach, endSession and the global', () => {
   });
 
   it('counts the session over from endSession() on, before its revoke is answered: a call answered meanwhile starts no watch, a click opens no window', async () => {
-    let answerRevoke!: () => void;
-    const revokeHeld = new Promise<void>((resolve) => (answerRevoke = resolve));
-    start({}, {
-      fetch: async (input, init) => {
-        if (String(input).endsWith('/widget/revoke')) await revokeHeld;
-        return service.fetch(String(input), init);
-      },
-    });
+    const answerRevoke = startHolding('/widget/revoke');
     await flush();
     service.sockets.at(-1)!.accept(service.state());
     const ending = widget.endSession();
