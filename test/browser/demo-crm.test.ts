@@ -428,6 +428,14 @@ describe.skipIf(!chromiumPath())('widget tokens that expire quickly', () => {
   it('refreshes the token before it expires, across several lifetimes, and keeps working', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
+    // Refreshed with the token itself, not by asking the integrator's backend for a new session.
+    const posts = { sessions: 0, refreshes: 0 };
+    page.on('request', (request) => {
+      if (request.method() !== 'POST') return;
+      const path = new URL(request.url()).pathname;
+      if (path === '/click2call/session') posts.sessions += 1;
+      if (path.endsWith('/widget/refresh')) posts.refreshes += 1;
+    });
     await page.goto(stack.crmUrl);
     await expect.poll(() => widgetState(page), { timeout: 15_000 }).toBe('offline');
     const first = (await sdk(page)).session.expires_at as number;
@@ -435,6 +443,8 @@ describe.skipIf(!chromiumPath())('widget tokens that expire quickly', () => {
     const later = await sdk(page);
     expect(later.state).toBe('offline');
     expect(later.session.expires_at).toBeGreaterThan(first + 10);
+    expect(posts).toMatchObject({ sessions: 1 });
+    expect(posts.refreshes).toBeGreaterThanOrEqual(2);
     const result = await page.evaluate(() => (window as any).ServiceClick2Call.requestCall({ contact_reference: 'crm-1002' }));
     expect(result).toMatchObject({ ok: false, error: 'agent_offline' });
     await context.close();
