@@ -33,9 +33,14 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
       [integrationId, now],
     );
     for (const { id } of sessions) changes.sessionEnded(id, 'integration_revoked');
+    // Rows locked in id order, as heartbeat batches lock them (heartbeat.ts): in the table's order,
+    // a revoke holding one window's row while waiting for another's that a batch holds, itself
+    // waiting for the first, would deadlock, and PostgreSQL would end one of the two.
     const engines = await sql.query<{ id: string; member_id: string }>(
-      `UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'integration_revoked', version = version + 1
-       WHERE integration_id = $1 AND state <> 'closed' RETURNING id, member_id`,
+      `WITH live AS (
+         SELECT id FROM engines WHERE integration_id = $1 AND state <> 'closed' ORDER BY id FOR NO KEY UPDATE
+       ) UPDATE engines e SET state = 'closed', closed_at = $2, close_reason = 'integration_revoked', version = e.version + 1
+       FROM live WHERE e.id = live.id RETURNING e.id, e.member_id`,
       [integrationId, now],
     );
     for (const engine of engines) {
