@@ -204,14 +204,24 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
 
   it('the platform switch makes every endpoint refuse at once, and back', async () => {
     const token = await newSession();
+    const agent = await readyAgent(api, t);
+    const ticket = await launchTicket(api, agent.widgetToken);
     await h.services.platform.setDisabled(true);
+    // each family of routes checks it in its own authentication: server key, widget token, logout, window, pairing
     await expectError(api.post('/sessions', sessionBody(), { auth: t.serverKey }), 403, 'platform_disabled');
     await expectError(api.post('/calls', {}, { auth: t.serverKey }), 403, 'platform_disabled');
     await expectError(api.get('/calls/ci_x', { auth: t.serverKey }), 403, 'platform_disabled');
     await expectError(state(token), 403, 'platform_disabled');
+    await expectError(api.post('/widget/revoke', undefined, { auth: token, origin: ORIGIN }), 403, 'platform_disabled');
+    await expectError(heartbeat(api, agent.engineToken), 403, 'platform_disabled');
+    await expectError(api.post('/engine/voice-token', undefined, { auth: agent.engineToken }), 403, 'platform_disabled');
+    await expectError(api.post('/engine/pair', { ticket, simulated: true }), 403, 'platform_disabled');
     await expectError(api.post('/sessions', sessionBody()), 403, 'platform_disabled');
     await h.services.platform.setDisabled(false);
     expect((await state(token)).status).toBe(200);
+    expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+    // refused while off, the ticket was not used up
+    expect((await api.post('/engine/pair', { ticket, simulated: true })).status).toBe(201);
   });
 
   it('revoking the integration ends every widget session at once and stops its key', async () => {

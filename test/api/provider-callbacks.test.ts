@@ -257,4 +257,20 @@ describe.each(storeDrivers())('provider status callbacks on %s', (driver) => {
     await expectError(signedVoice(t, withoutSid), 422, 'invalid_request');
     expect((await row(other))).toMatchObject({ status: 'claimed', provider_call_sid: null });
   });
+
+  it('rejects the voice webhook while the platform is disabled, dialing nothing, and dials once it is enabled again', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await realAgent(api, t);
+    const id = await requestAndClaim(api, t, agent);
+    await h.services.platform.setDisabled(true);
+    try {
+      const refused = await signedVoice(t, voiceParams(t, agent, id, 'CA-switched-off'));
+      expect(refused.body).toContain('<Reject');
+      expect(refused.body).not.toContain('<Dial');
+      expect(await row(id)).toMatchObject({ status: 'claimed', provider_call_sid: null });
+    } finally {
+      await h.services.platform.setDisabled(false);
+    }
+    expect((await signedVoice(t, voiceParams(t, agent, id, 'CA-switched-on'))).body).toContain('<Dial');
+  });
 });
