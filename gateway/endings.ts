@@ -1,6 +1,6 @@
 /**
  * Ending connections the moment their credential stops being good: a widget session that ended,
- * an engine closed or replaced, the platform switched off, and (re-checked) every socket of an
+ * an engine closed or replaced (or its token, by its pairing asked again), the platform switched off, and (re-checked) every socket of an
  * integration or member that changed, and a widget session refreshed away (its old token lives on
  * for a grace period). A widget socket whose token expires is ended too: the client is told to
  * reconnect with a fresh token (a retry reason), never left on a dead one.
@@ -88,6 +88,8 @@ export function watchEndings(services: Services, io: Server, local: LocalSockets
         return;
       case 'engine':
         if (message.reason === 'closed') endAll(local.get(`engine:${message.engineId}`), engineClosedEnd(message.why));
+        // the sockets of the old token fail their re-check; the new token's pass
+        else if (message.reason === 'retokened') recheckAll(local.get(`engine:${message.engineId}`));
         return;
       case 'platform':
         if (message.disabled) endAll([...io.of('/').sockets.values()], { code: 'platform_disabled', final: true, message: ERROR_CATALOGUE.platform_disabled.message });

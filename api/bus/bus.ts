@@ -28,6 +28,8 @@ export type BusMessage =
   | { type: 'engine'; engineId: string; reason: 'work'; work?: EngineWork; at?: number }
   /** `why`: the engine's close_reason (`replaced`, `integration_revoked`, the window's own); absent from nodes that predate it */
   | { type: 'engine'; engineId: string; reason: 'closed'; why?: string }
+  /** the engine's pairing was asked again and gave it a new token: the old one stops (caches drop it, its sockets are re-checked) */
+  | { type: 'engine'; engineId: string; reason: 'retokened' }
   /** a node's connection to Redis came back (this node's or another's): anything may have been missed, by it or from it */
   | { type: 'resync' }
   /**

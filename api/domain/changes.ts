@@ -13,6 +13,8 @@ export class Changes {
   /** per closed engine, why (its close_reason: `replaced` by a newer window, the window's own, `integration_revoked`) */
   readonly #enginesClosed = new Map<string, string>();
   readonly #sessions = new Map<string, string>();
+  /** engines given a new token, the old one to stop */
+  readonly #enginesRetokened = new Set<string>();
   /** when the change began to be made (its transaction sent; ms since the epoch): the push latency counts from it */
   #startedAt = epochMs();
 
@@ -55,6 +57,11 @@ export class Changes {
     return this;
   }
 
+  engineRetokened(engineId: string): this {
+    this.#enginesRetokened.add(engineId);
+    return this;
+  }
+
   sessionEnded(sessionId: string, reason: string): this {
     this.#sessions.set(sessionId, reason);
     return this;
@@ -65,6 +72,7 @@ export class Changes {
     for (const { integrationId, memberId, version } of other.#agents.values()) this.agentTouched(integrationId, memberId, version);
     for (const [id, work] of other.#engineWork) this.engineWork(id, work);
     for (const [id, why] of other.#enginesClosed) this.#enginesClosed.set(id, why);
+    for (const id of other.#enginesRetokened) this.#enginesRetokened.add(id);
     for (const [id, reason] of other.#sessions) this.#sessions.set(id, reason);
     return this;
   }
@@ -74,6 +82,7 @@ export class Changes {
     for (const agent of this.#agents.values()) bus.publish({ type: 'agent', ...agent, at });
     for (const [engineId, work] of this.#engineWork) bus.publish({ type: 'engine', engineId, reason: 'work', ...(work && { work }), at });
     for (const [engineId, why] of this.#enginesClosed) bus.publish({ type: 'engine', engineId, reason: 'closed', why });
+    for (const engineId of this.#enginesRetokened) bus.publish({ type: 'engine', engineId, reason: 'retokened' });
     for (const [sessionId, reason] of this.#sessions) bus.publish({ type: 'session', sessionId, reason });
   }
 }

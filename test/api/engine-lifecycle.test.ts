@@ -132,13 +132,15 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     const attempt = 'a'.repeat(16) + '-first-try';
     const first = await api.post('/engine/pair', { ticket, simulated: true, attempt });
     expect(first.status, JSON.stringify(first.body)).toBe(201);
-    // the answer was lost: the window asks again
+    // the answer reached someone else, who used it: its check is cached on this node
+    expect((await heartbeat(api, first.body.engine_token)).status).toBe(200);
+    // the answer was lost to the window: it asks again
     const again = await api.post('/engine/pair', { ticket, simulated: true, attempt });
     expect(again.status, JSON.stringify(again.body)).toBe(201);
     expect(again.body.engine.id).toBe(first.body.engine.id);
     expect(again.body.engine_token).not.toBe(first.body.engine_token);
     expect((await heartbeat(api, again.body.engine_token)).status).toBe(200);
-    // the lost answer's token is replaced
+    // the lost answer's token is replaced: refused at once, its cached check dropped
     await expectError(heartbeat(api, first.body.engine_token), 401, 'unauthorized');
     // a pairing without the attempt, or with another, is a reuse of a spent ticket
     await expectError(api.post('/engine/pair', { ticket, simulated: true }), 401, 'ticket_invalid');

@@ -17,7 +17,7 @@ import { setCoverage } from '../../api/domain/operator/integrations.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { rooms } from '../../api/domain/push.js';
 import { storeDrivers } from '../helpers/env.js';
-import { command, heartbeat, openSession, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, type Client, type Harness } from '../helpers/harness.js';
 import { freePort, waitFor } from '../helpers/processes.js';
@@ -469,6 +469,23 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const ended = engine.next('ended');
     await readyAgent(api, t);
     expect(await ended).toMatchObject({ code: 'replaced', final: true });
+  });
+
+  it("ends the socket of a window's token that its pairing, asked again, replaced, and keeps the new token's", async () => {
+    const widgetToken = await openSession(api, t);
+    const ticket = await launchTicket(api, widgetToken);
+    const attempt = 'r'.repeat(20);
+    const first = await api.post('/engine/pair', { ticket, simulated: true, attempt });
+    expect(first.status).toBe(201);
+    const old = open(first.body.engine_token, h.config.siteUrl);
+    await old.next('work');
+    const ended = old.next('ended');
+    const again = await api.post('/engine/pair', { ticket, simulated: true, attempt });
+    expect(again.status).toBe(201);
+    const renewed = open(again.body.engine_token, h.config.siteUrl);
+    await renewed.next('work');
+    expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
+    expect(renewed.socket.connected).toBe(true);
   });
 
   it("pushes nothing to a widget whose session was revoked while its handshake was being checked, however long its re-check takes", async () => {

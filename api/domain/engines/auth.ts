@@ -5,7 +5,7 @@
  *
  * Heartbeats arrive from every window every few seconds, so the checks that read the store are
  * cached per token, the outcome included, for at most a minute; the bus drops an entry at once when
- * its engine closes or its integration or member changes.
+ * its engine closes or is given a new token, or its integration or member changes.
  */
 import { C2CError, isRefusal } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
@@ -42,9 +42,9 @@ export const CLOSED_WINDOW_MESSAGE = 'This call window was closed or replaced by
 export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Directory) {
   const cache = createBusCache<CachedEngineAuth>(
     bus,
-    (message) => (message.type === 'engine' && message.reason === 'closed') || message.type === 'integration' || message.type === 'member',
+    (message) => (message.type === 'engine' && message.reason !== 'work') || message.type === 'integration' || message.type === 'member',
     ({ engine }, message) =>
-      (message.type === 'engine' && message.reason === 'closed' && engine.id === message.engineId) ||
+      (message.type === 'engine' && message.reason !== 'work' && engine.id === message.engineId) ||
       (message.type === 'integration' && engine.integration_id === message.integrationId) ||
       (message.type === 'member' && engine.member_id === message.memberId),
   );

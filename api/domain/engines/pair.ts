@@ -78,6 +78,8 @@ export async function pairEngine(
         [ticket.pairedEngineId, credential.lookup, credential.secretHash],
       );
       if (!engine) throw new C2CError('ticket_invalid');
+      // the lost answer's token stops on every node, and any socket it opened is ended
+      changes.engineRetokened(engine.id);
       return { engine, integration, agent };
     }
 
