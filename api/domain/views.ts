@@ -109,6 +109,13 @@ export function toCall(call: CallRow, nowMs: number): Call {
   };
 }
 
+/**
+ * `last_seen_ago` is null while the window is live (heard within the last 90 s: `live` says so).
+ * The rows WidgetStates are made of are cached per agent until its version changes, and a
+ * heartbeat moves `last_seen_at` without a new version (it would push every widget every 15 s):
+ * from a cached row the figure would grow with the cache's age, not the window's silence. Once the
+ * window is offline or closed, it is no longer heard and its row's time is its last.
+ */
 export function toEngine(engine: EngineRow, nowMs: number): Engine {
   const live = engine.state === 'enabling' || engine.state === 'ready';
   return {
@@ -120,7 +127,7 @@ export function toEngine(engine: EngineRow, nowMs: number): Engine {
     busy: engine.busy,
     muted: engine.muted,
     simulated: engine.simulated,
-    last_seen_ago: Math.max(0, seconds(nowMs) - seconds(engine.last_seen_at)),
+    last_seen_ago: live ? null : Math.max(0, seconds(nowMs) - seconds(engine.last_seen_at)),
     version: engine.version,
     client: engine.client,
   };

@@ -44,6 +44,24 @@ describe.each(storeDrivers())('the poll path on %s', (driver) => {
     expect(changed.headers.etag).not.toBe(etag);
   });
 
+  it("tells a live window's last heard time by `live`, not a count that would grow with the cached state's age; an offline window's is its silence", async () => {
+    const own = await seedTenant(h.services);
+    const agent = await readyAgent(api, own);
+    await poll(agent.widgetToken); // the agent's state now cached on this node
+    for (let i = 0; i < 10; i += 1) {
+      await h.clock.advanceSeconds(15);
+      expect((await heartbeat(api, agent.engineToken)).status).toBe(200);
+    }
+    const live = await poll(agent.widgetToken);
+    expect(live.body.engine).toMatchObject({ live: true, state: 'ready', last_seen_ago: null });
+    await h.clock.advanceSeconds(95);
+    await h.services.reaper.tick();
+    const offline = await poll(agent.widgetToken);
+    expect(offline.body.engine).toMatchObject({ live: false, state: 'offline' });
+    expect(offline.body.engine.last_seen_ago).toBeGreaterThanOrEqual(95);
+    expect(offline.body.engine.last_seen_ago).toBeLessThan(100);
+  });
+
   it("carries the integration's 'Call window opens as' setting in Policy.widget, in the session and the state, and a change reaches the next poll", async () => {
     const operator = { db: h.services.db, bus: h.services.bus, clock: h.clock };
     const session = await api.post('/sessions', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, origin: ORIGIN }, { auth: t.serverKey });
