@@ -442,7 +442,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   private onSnapshot(state: WidgetState): void {
-    if (!this.snapshots.offer(state)) return;
+    // after logout or a final refusal, nothing moves: no state, no event
+    if (this.sessionOver() || !this.snapshots.offer(state)) return;
     if (this.unkeptWindowName) this.rememberWindowName(this.unkeptWindowName);
     const { engine, call } = this.snapshots.state!;
     this.effects.confirm(engine, call);

@@ -343,44 +343,51 @@ export class Transport {
     this.polling = true;
     this.lastPollAt = this.d.clock.now();
     let next = this.d.pollMs();
+    // An answer that comes after a logout, or after a new session (perhaps for another agent), is
+    // dropped, success or refusal: another agent's call is not this session's to show. A refresh
+    // is the same session (and its answer is what sets the server clock the refresh is timed by).
+    const sentFor = this.d.session.session;
+    const stale = () => this.stopped || sentFor !== this.d.session.session;
     try {
       const answer = await this.d.getState(this.etag);
-      if (answer.etag) this.etag = answer.etag;
-      this.d.session.confirm();
-      this.pollOk = true;
-      this.unreadable = 0;
-      this.pollNotBefore = 0;
-      if (answer.status === 200 && answer.body) {
-        this.d.onSnapshot(answer.body);
-        if (answer.body.realtime?.available && !this.socket) {
-          this.realtime = answer.body.realtime;
-          this.openSocket();
+      if (stale()) next = 0;
+      else {
+        if (answer.etag) this.etag = answer.etag;
+        this.d.session.confirm();
+        this.pollOk = true;
+        this.unreadable = 0;
+        this.pollNotBefore = 0;
+        if (answer.status === 200 && answer.body) {
+          this.d.onSnapshot(answer.body);
+          if (answer.body.realtime?.available && !this.socket) {
+            this.realtime = answer.body.realtime;
+            this.openSocket();
+          }
         }
       }
     } catch (error) {
+      if (stale()) next = 0;
       // Anything else thrown (a defect applying the snapshot) ends the session as an error: taken
       // for no answer, it would say reconnecting, and the next poll's 304 would hide it.
-      if (!(error instanceof SdkError)) {
+      else if (!(error instanceof SdkError)) {
         this.d.session.abort(new SdkError('internal_error', (error as Error)?.message ?? String(error)));
         return;
-      }
-      const e = error;
-      if (isRejection(e) || isFatal(e)) {
+      } else if (isRejection(error) || isFatal(error)) {
         this.polling = false;
-        if (await this.d.session.rejected(e)) next = 0;
+        if (await this.d.session.rejected(error)) next = 0;
         else return;
-      } else if (!isTransient(e) && !e.code.startsWith('http_')) {
+      } else if (!isTransient(error) && !error.code.startsWith('http_')) {
         // The service itself refused the poll with a code the SDK cannot act on (a not_found: the
         // apiBaseUrl is wrong): the integration is misconfigured, and no retry will mend it.
-        this.d.session.abort(e);
+        this.d.session.abort(error);
         return;
       } else {
         // Down is when the service does not answer; a 429 is the service answering (slow down).
-        this.pollOk = e.status === 429;
-        if (e.retryAfter) {
-          next = e.retryAfter * 1000;
+        this.pollOk = error.status === 429;
+        if (error.retryAfter) {
+          next = error.retryAfter * 1000;
           this.pollNotBefore = this.d.clock.now() + next;
-        } else if (!isTransient(e)) {
+        } else if (!isTransient(error)) {
           // An answer that is not the service's (no envelope: a firewall's challenge page, a
           // proxy's 404 while a deploy swaps nodes): nothing to act on, and no reason to end the
           // session, in the middle of a call least of all. Polled again, further apart each time.

@@ -738,6 +738,64 @@ describe('endings and tokens', () => {
     expect(polls[1]!.headers['if-none-match']).toBeUndefined();
   });
 
+  it("drops a poll answered for the previous session's token: a new session's agent never sees the last agent's call", async () => {
+    service.set({ call: call('connected', { answered_at: T0 - 5, display: { name: 'Secret Customer', company: 'Acme', number: '+44••••0123', contact_reference: 'crm-42', department: null } }) });
+    // Ana's polls from now on are answered (with her state as it was when asked) only when let go
+    let holdAna = false;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    start({}, {
+      fetch: async (input, init) => {
+        const answer = service.fetch(String(input), init);
+        const ana = (init?.headers as Record<string, string> | undefined)?.authorization === 'Bearer c2cw_1';
+        if (holdAna && ana && String(input).endsWith('/widget/state')) await held;
+        return answer;
+      },
+    });
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    expect(widget.getState().call?.display.name).toBe('Secret Customer');
+    holdAna = true;
+    service.set({ engine: engine({ muted: true }) }); // Ana's state moves on: her next poll is answered in full
+    socket.drop();
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(service.requests.filter((r) => r.path === '/widget/state').map((r) => r.headers.authorization)).toEqual(['Bearer c2cw_1', 'Bearer c2cw_1']);
+    // Ana's poll is on its way; her session ends, and the session endpoint now answers for Bob
+    const bob = { name: 'Bob', identifier: 'bob@acme.example', type: 'email' as const, department: 'Support' };
+    const bobState: WidgetState = { ...service.state(), version: 7, engine: null, call: null, agent: bob };
+    service.script.set('/crm/session', [{ status: 201, body: { ...bobState, widget_token: 'c2cw_bob', expires_at: T0 + 1800 } }]);
+    service.script.set('/widget/state', [{ status: 200, body: bobState, headers: { etag: '"7.bob"' } }]);
+    socket.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' }, call: null });
+    const changes: Array<{ state: string; call: Call | null }> = [];
+    widget.on('statechange', (change) => changes.push(change));
+    release();
+    await flush();
+    expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' }, call: null });
+    expect(q('c2c-call').hidden).toBe(true);
+    expect(changes).toEqual([]);
+  });
+
+  it('applies no poll answered after endSession(): no state moves, no event', async () => {
+    const release = startHolding('/widget/state');
+    await flush();
+    service.sockets[0]!.accept(service.state());
+    service.sockets[0]!.drop();
+    service.set({ call: call('connected', { answered_at: T0 }) });
+    await vi.advanceTimersByTimeAsync(3000);
+    const changes: Array<{ state: string; call: Call | null }> = [];
+    widget.on('statechange', (change) => changes.push(change));
+    await widget.endSession();
+    expect(widget.getState()).toMatchObject({ state: 'unauthorized', call: null });
+    const moved = changes.length;
+    release();
+    await flush();
+    expect(widget.getState()).toMatchObject({ state: 'unauthorized', call: null });
+    expect(changes).toHaveLength(moved);
+  });
+
   it('keeps a socket the gateway refuses again with the new token closed while REST accepts it, and tries it once with the next token', async () => {
     start();
     await flush();
