@@ -34,6 +34,9 @@ export async function useApiCors(app: FastifyInstance, services: Services): Prom
     allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],
     exposedHeaders: ['ETag', 'Retry-After'],
     maxAge: 600,
+    // An OPTIONS naming no Access-Control-Request-Method (no browser sends one) is answered as a
+    // preflight too, rather than with the plugin's bare text 400 outside the error envelope.
+    strictPreflight: false,
   };
   await app.register(fastifyCors, {
     delegator: (request, callback) => callback(null, isBrowserRoute(request.url) ? forBrowsers : { origin: false }),

@@ -27,6 +27,12 @@ describe.each(storeDrivers())('widget CORS on %s', (driver) => {
     expect(String(res.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization');
   });
 
+  it('answers an OPTIONS that names no Access-Control-Request-Method (no browser sends one) as a preflight, not with a bare text error', async () => {
+    const res = await api.options('/widget/state', { origin: ORIGIN });
+    expect(res.status).toBe(204);
+    expect(res.headers['access-control-allow-origin']).toBe(ORIGIN);
+  });
+
   it('gives no Access-Control-Allow-Origin to any other origin, on preflight or on a real request', async () => {
     expect((await preflight('https://evil.example')).headers['access-control-allow-origin']).toBeUndefined();
     const res = await api.get('/widget/state', { origin: 'https://evil.example' });
