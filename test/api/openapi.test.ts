@@ -28,10 +28,16 @@ describe('GET /developers/click2call/openapi.json', () => {
       '/api/v1/click2call/calls/{id}': { get: ['200', '404'] },
       '/api/v1/click2call/calls/{id}/hangup': { post: ['200', '404', '502'] },
       '/api/v1/click2call/widget/state': { get: ['200', '401', '403'] },
+      '/api/v1/click2call/widget/launch-ticket': { post: ['200', '401', '403'] },
       '/api/v1/click2call/widget/commands': { post: ['200', '403', '409', '422'] },
+      '/api/v1/click2call/widget/refresh': { post: ['200', '401', '403'] },
+      '/api/v1/click2call/widget/revoke': { post: ['200', '401', '403'] },
       '/api/v1/click2call/engine/pair': { post: ['201', '401', '409'] },
       '/api/v1/click2call/engine/voice-token': { post: ['200', '503'] },
+      '/api/v1/click2call/engine/heartbeat': { post: ['200', '401', '403', '422'] },
       '/api/v1/click2call/engine/claim': { post: ['200', '404'] },
+      '/api/v1/click2call/engine/hangup': { post: ['200', '401', '502'] },
+      '/api/v1/click2call/engine/close': { post: ['200', '401'] },
     };
     for (const [path, methods] of Object.entries(expected)) {
       for (const [method, statuses] of Object.entries(methods)) {
