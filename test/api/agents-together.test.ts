@@ -3,7 +3,7 @@
  * clients arrive at once): one statement for members of several integrations, on both drivers,
  * and each member gets its own agent or its own refusal, in the order asked.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { reloadAgents } from '../../api/domain/agents.js';
 import { findIntegration, type IntegrationWithAccount } from '../../api/domain/integrations/repo.js';
 import { C2CError } from '../../shared/errors.js';
@@ -27,7 +27,8 @@ describe.each(storeDrivers())('agents checked together on %s', (driver) => {
   });
   afterAll(() => h.close());
 
-  it('gives each member its agent or its refusal, in order, across integrations', async () => {
+  it('gives each member its agent or its refusal, in order, across integrations, from one statement', async () => {
+    const statements = vi.spyOn(h.services.db, 'query');
     const results = await reloadAgents(h.services.db, [
       { integration: acmeIntegration, memberId: acme.agent.id },
       { integration: acmeIntegration, memberId: acme.disabled.id },
@@ -37,6 +38,8 @@ describe.each(storeDrivers())('agents checked together on %s', (driver) => {
       { integration: acmeIntegration, memberId: other.agent.id },
       { integration: otherIntegration, memberId: 'mem_nobody' },
     ]);
+    expect(statements).toHaveBeenCalledTimes(1);
+    statements.mockRestore();
     expect(results.map((r) => (r instanceof C2CError ? r.code : r.member.email))).toEqual([
       acme.agent.email,
       'agent_disabled',

@@ -101,6 +101,6 @@ describe.each(storeDrivers())('call records (%s)', (driver) => {
   it('reads CALL_RETENTION_DAYS: unset keeps every call, and a window is a whole number of days', () => {
     expect(loadConfig({}).callRetentionDays).toBeUndefined();
     expect(loadConfig({ CALL_RETENTION_DAYS: '365' }).callRetentionDays).toBe(365);
-    expect(() => loadConfig({ CALL_RETENTION_DAYS: '0' })).toThrow(/CALL_RETENTION_DAYS/);
+    for (const bad of ['0', '1.5', 'month']) expect(() => loadConfig({ CALL_RETENTION_DAYS: bad })).toThrow(/CALL_RETENTION_DAYS/);
   });
 });

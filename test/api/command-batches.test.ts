@@ -4,7 +4,7 @@
  * own row and answer, a request_id taken twice in one batch is recorded once, an engine's other
  * new work rides with its first command, and one bad command fails alone.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createCommandStore, type CommandStore, type NewCommand } from '../../api/domain/commands/store.js';
 import type { Command } from '../../shared/types.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -42,7 +42,11 @@ describe.each(storeDrivers())('commands recorded together on %s', (driver) => {
 
   it('gives each command its row, records a request_id taken twice once, and hands the engine its new work with its first command', async () => {
     const queued = await store.record(focus('b-queued', false));
+    const statements = vi.spyOn(h.services.db, 'query');
     const [first, second, again] = await Promise.all([store.record(focus('b-1', true)), store.record(focus('b-2', true)), store.record(focus('b-1', true))]);
+    // called in one turn: one statement for the three
+    expect(statements.mock.calls.filter(([text]) => /INSERT INTO widget_commands/.test(String(text)))).toHaveLength(1);
+    statements.mockRestore();
     expect(first!.work!.handed.map((c) => Number(c.id))).toEqual([queued!.row.id, first!.row.id].map(Number));
     expect(second!.work!.handed.map((c) => Number(c.id))).toEqual([Number(second!.row.id)]);
     expect(again).toBeNull();

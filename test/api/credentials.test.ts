@@ -46,14 +46,18 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
     expect(session.secret_hash.buffer.byteLength).toBe(32);
   });
 
-  it('stores secrets only as SHA-256, never in clear', async () => {
-    const token = await newSession();
-    const keys = await h.services.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM server_keys');
-    const sessions = await h.services.db.query('SELECT * FROM widget_sessions');
-    const dump = JSON.stringify({ keys, sessions });
-    expect(dump).not.toContain(t.serverKey.slice(5 + 16));
-    expect(dump).not.toContain(token.slice(5 + 16));
-    expect(keys.every((k) => Buffer.from(k.secret_hash).length === 32)).toBe(true);
+  it('stores secrets only as SHA-256, never in clear, whatever the table or column', async () => {
+    const agent = await readyAgent(api, t);
+    const ticket = await launchTicket(api, agent.widgetToken);
+    const tables = ['server_keys', 'widget_sessions', 'launch_tickets', 'engines'];
+    const rows = Object.fromEntries(await Promise.all(tables.map(async (table) => [table, await h.services.db.query(`SELECT * FROM ${table}`)] as const)));
+    const dump = JSON.stringify(rows);
+    // a token is its prefix, a 16-character lookup id, and the secret
+    for (const token of [t.serverKey, agent.widgetToken, agent.engineToken, ticket]) expect(dump).not.toContain(token.slice(5 + 16));
+    for (const table of tables) {
+      expect(rows[table]!.length, table).toBeGreaterThan(0);
+      for (const row of rows[table]! as Array<{ secret_hash: Uint8Array }>) expect(Buffer.from(row.secret_hash).length, table).toBe(32);
+    }
   });
 
   it('rotation invalidates the old key on its next request and the new key works', async () => {

@@ -150,6 +150,18 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     await expectError(api.post('/engine/pair', { ticket, simulated: true, attempt }), 401, 'ticket_invalid');
   });
 
+  it('pairs one window of two that present one ticket at the same moment; the other is refused ticket_invalid', async () => {
+    const widgetToken = await openSession(api, t);
+    const ticket = await launchTicket(api, widgetToken);
+    const both = await Promise.all([pair(ticket), pair(ticket)]);
+    expect(both.map((r) => r.status).sort()).toEqual([201, 401]);
+    expect(both.find((r) => r.status === 401)!.body).toMatchObject({ ok: false, error: 'ticket_invalid' });
+    const paired = both.find((r) => r.status === 201)!;
+    expect((await heartbeat(api, paired.body.engine_token)).status).toBe(200);
+    const [open] = await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM engines WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed'`, [t.integrationId, t.agent.id]);
+    expect(open!.n).toBe(1);
+  });
+
   it('does not answer a pairing asked again once its engine was replaced or closed', async () => {
     const widgetToken = await openSession(api, t);
     const ticket = await launchTicket(api, widgetToken);
