@@ -9,6 +9,8 @@ import { WidgetState } from '../../shared/schemas/widget-api.js';
 import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
+import { expectError } from '../helpers/expect.js';
+import { createMember } from '../../api/domain/operator/accounts.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe.each(storeDrivers())('a call end to end on %s', (driver) => {
@@ -97,5 +99,42 @@ describe.each(storeDrivers())('a call end to end on %s', (driver) => {
     expect(again.body.status).toBe('completed');
     const [after] = await h.services.db.query<{ balance_micros: number }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId]);
     expect(after!.balance_micros).toBe(10_000_000 - 7000);
+  });
+
+  it("ends the window's call from its own hang-up button, never a colleague's, and says when the provider could not be reached", async () => {
+    const own = await seedTenant(h.services, { balanceMicros: 10_000_000 });
+    const agent = await readyAgent(api, own);
+    const colleague = await createMember(h.services, { accountId: own.accountId, email: 'cole@acme.example', name: 'Cole', departmentId: own.salesId });
+    const other = await readyAgent(api, own, colleague.email);
+    const connect = async (who: typeof agent, email: string, number?: string) => {
+      const requested = await requestCall(api, own, { agent: { type: 'email', value: email }, ...(number && { phone_number: number }) });
+      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+      const id: string = requested.body.request_id;
+      expect((await api.post('/engine/claim', { request_id: id }, { auth: who.engineToken })).status).toBe(200);
+      await h.clock.advanceSeconds(3);
+      expect((await api.get(`/calls/${id}`, { auth: own.serverKey })).body.status).toBe('connected');
+      return id;
+    };
+    const hangup = (who: typeof agent, body?: unknown) => api.post('/engine/hangup', body, { auth: who.engineToken });
+    const mine = await connect(agent, own.agent.email);
+    const theirs = await connect(other, colleague.email);
+
+    // a colleague's call, named: not this window's to end
+    expect((await hangup(agent, { call_id: theirs })).body).toEqual({ ok: true, call: null });
+    expect((await api.get(`/calls/${theirs}`, { auth: own.serverKey })).body.status).toBe('connected');
+    // its own call, unnamed
+    await h.clock.advanceSeconds(7);
+    const ended = await hangup(agent);
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    expect(ended.body.call).toMatchObject({ request_id: mine, status: 'completed', duration: 10 });
+    // nothing left to end
+    expect((await hangup(agent)).body).toEqual({ ok: true, call: null });
+    expect((await api.get(`/calls/${theirs}`, { auth: own.serverKey })).body.status).toBe('connected');
+    expect((await api.post(`/calls/${theirs}/hangup`, undefined, { auth: own.serverKey })).status).toBe(200);
+
+    // the provider unreachable: 502 hangup_uncertain, and the call goes on
+    const uncertain = await connect(agent, own.agent.email, '+12025550199');
+    await expectError(hangup(agent, { call_id: uncertain }), 502, 'hangup_uncertain');
+    expect((await api.get(`/calls/${uncertain}`, { auth: own.serverKey })).body.status).toBe('connected');
   });
 });

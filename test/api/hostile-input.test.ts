@@ -157,6 +157,15 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     }
   });
 
+  it('answers an unknown address, or a known one with another method, 404 in the envelope', async () => {
+    for (const [method, url] of [['GET', '/nope'], ['GET', `${API_PREFIX}/nope`], ['DELETE', `${API_PREFIX}/calls/ci_x`], ['PUT', `${API_PREFIX}/sessions`], ['GET', `${API_PREFIX}/widget/commands`]] as const) {
+      const answer = await h.app.inject({ method, url, headers: { authorization: `Bearer ${t.serverKey}` } });
+      expect(answer.statusCode, `${method} ${url}`).toBe(404);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expect(answer.json()).toEqual({ ok: false, error: 'not_found', message: expect.any(String) });
+    }
+  });
+
   it('takes an empty body labelled application/json as no body where the spec gives none, and refuses it where one is needed', async () => {
     const json = { 'content-type': 'application/json' };
     const agent = await readyAgent(api, t);
