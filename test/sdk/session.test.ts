@@ -233,12 +233,23 @@ describe('SessionKeeper', () => {
 
   it('retries sessionEndpoint while it does not answer, with backoff', async () => {
     fetchFn.mockRejectedValueOnce(new TypeError('Failed to fetch')).mockResolvedValueOnce(json(503, { ok: false, error: 'unreachable', message: 'down' })).mockResolvedValueOnce(json(201, session('c2cw_a', 1_001_800)));
+    // full jitter: a random share of 1 s, then of 2 s (the share here: 99 %)
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.99);
     const k = keeper();
     const started = k.start();
-    await vi.advanceTimersByTimeAsync(5_000);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fetchFn).toHaveBeenCalledTimes(1);
+    await vi.advanceTimersByTimeAsync(989);
+    expect(fetchFn).toHaveBeenCalledTimes(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(fetchFn).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(1979);
+    expect(fetchFn).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(1);
     expect(await started).toBe(true);
     expect(fetchFn).toHaveBeenCalledTimes(3);
     expect(statuses).toEqual(['loading', 'active']);
+    random.mockRestore();
     k.stop();
   });
 
