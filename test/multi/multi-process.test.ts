@@ -3,7 +3,8 @@
  * node and two gateway nodes. A REST command handled by the api reaches an engine socket on
  * gateway B; a state change reaches widgets on both gateways; Redis stopped and restarted crashes
  * nothing, REST stays correct and push resumes; killing node B sends its clients to node A with
- * the current snapshot; the store's audit shows no command lost and none executed twice.
+ * the current snapshot; a call's commands cross from a widget on one gateway to its window on the
+ * other; the store's audit shows no command lost and none executed twice.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,7 @@ import pg from 'pg';
 import { createPgDatabase } from '../helpers/databases.js';
 import { postgresUrl, redisUrl } from '../helpers/env.js';
 import { freePort, healthy, spawnNode, spawnRedis, waitFor, type NodeProcess } from '../helpers/processes.js';
-import { openSocket, snapshotOf, type TestSocket } from '../helpers/sockets.js';
+import { openSocket, request, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 import { CommandRunner } from '../../window/src/commands.js';
 import type { EngineCommand } from '../../window/src/api.js';
 
@@ -62,11 +63,11 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     return (await response.json()) as any;
   };
 
-  async function newAgent(): Promise<Agent> {
+  async function newAgent(simulated = false): Promise<Agent> {
     const session = await rest('/sessions', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, origin: demo.allowed_origin });
     expect(session.status).toBe(201);
     const ticket = await rest('/widget/launch-ticket', session.body.widget_token, {}, demo.allowed_origin);
-    const paired = await rest('/engine/pair', '', { ticket: ticket.body.ticket, simulated: false });
+    const paired = await rest('/engine/pair', '', { ticket: ticket.body.ticket, simulated });
     expect(paired.status).toBe(201);
     const beat = await rest('/engine/heartbeat', paired.body.engine_token, { state: 'ready', mic_ready: true, call_id: null });
     expect(beat.body.engine.state).toBe('ready');
@@ -211,6 +212,35 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
   }, 60_000);
 
+  it("carries a call's commands from a widget on gateway A to its window on gateway B, and its hangup to the api node holding the call", async () => {
+    const agent = await newAgent(true);
+    const engine = engineSocket(bUrl, agent);
+    await engine.next('work');
+    const widget = widgetSocket(aUrl, agent);
+    await snapshotOf(widget);
+    const requested = await rest('/calls', demo.server_key, { integration_id: demo.integration_id, agent: demo.agent, phone_number: '+12025550123' });
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    const id: string = requested.body.request_id;
+    expect((await rest('/engine/claim', agent.engineToken, { request_id: id })).status).toBe(200);
+    const callStatus = async () =>
+      ((await (await fetch(`${apiUrl}/api/v1/click2call/calls/${id}`, { headers: { authorization: `Bearer ${demo.server_key}` } })).json()) as any).status as string;
+    // the simulated far end answers 3 s after the dial
+    await waitFor(async () => ((await callStatus()) === 'connected' ? true : undefined), 'the call to connect', 15_000);
+    for (const command of [
+      { kind: 'mute', request_id: 'call-mute' },
+      { kind: 'dtmf', digits: '12#', request_id: 'call-dtmf' },
+      { kind: 'unmute', request_id: 'call-unmute' },
+    ]) {
+      const answer = await request(widget.socket, 'command', { ...command, ref: id });
+      expect(answer, JSON.stringify(command)).toMatchObject({ ok: true, status: 'queued' });
+      // carried out by the window, once
+      await waitFor(async () => (executed.get(answer.command_id) === 1 ? true : undefined), `${command.kind} carried out`, 10_000);
+    }
+    const ended = await request(widget.socket, 'command', { kind: 'hangup', request_id: 'call-hangup', ref: id });
+    expect(ended).toMatchObject({ ok: true, status: 'done' });
+    expect(await callStatus()).toBe('completed');
+  });
+
   it('sends the clients of a killed node to the other node, where they get the current snapshot', async () => {
     const agent = await newAgent();
     const widget = widgetSocket(bUrl, agent);
@@ -232,13 +262,15 @@ describe.skipIf(!canRun)('api + two gateways on PostgreSQL and Redis', () => {
     await client.connect();
     const read = () =>
       client.query<{ id: string; request_id: string; kind: string; status: string; deliveries: number; acks: number }>(
-        `SELECT id, request_id, kind, status, deliveries, acks FROM widget_commands WHERE kind = 'focus' ORDER BY id`,
+        `SELECT id, request_id, kind, status, deliveries, acks FROM widget_commands WHERE kind IN ('focus', 'mute', 'unmute', 'dtmf') ORDER BY id`,
       );
     // The last acks are on their way: wait until no command is still outstanding (or fail below).
     await waitFor(async () => ((await read()).rows.every((row) => row.status === 'done' || row.status === 'failed') ? true : undefined), 'the last acks', 10_000).catch(() => undefined);
     const { rows } = await read();
     await client.end();
-    expect(rows.length).toBeGreaterThanOrEqual(3);
+    expect(rows.length).toBeGreaterThanOrEqual(6);
+    // a window's commands of every kind the tests sent: focus, and a call's
+    expect(new Set(rows.map((r) => r.kind))).toEqual(new Set(['focus', 'mute', 'unmute', 'dtmf']));
     expect(new Set(rows.map((r) => r.request_id)).size).toBe(rows.length);
     for (const row of rows) {
       expect(row.status, JSON.stringify(row)).toBe('done');
