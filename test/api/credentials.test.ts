@@ -47,13 +47,14 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
   });
 
   it('stores secrets only as SHA-256, never in clear, whatever the table or column', async () => {
-    const agent = await readyAgent(api, t);
+    const own = await seedTenant(h.services);
+    const agent = await readyAgent(api, own);
     const ticket = await launchTicket(api, agent.widgetToken);
     const tables = ['server_keys', 'widget_sessions', 'launch_tickets', 'engines'];
     const rows = Object.fromEntries(await Promise.all(tables.map(async (table) => [table, await h.services.db.query(`SELECT * FROM ${table}`)] as const)));
     const dump = JSON.stringify(rows);
     // a token is its prefix, a 16-character lookup id, and the secret
-    for (const token of [t.serverKey, agent.widgetToken, agent.engineToken, ticket]) expect(dump).not.toContain(token.slice(5 + 16));
+    for (const token of [t.serverKey, own.serverKey, agent.widgetToken, agent.engineToken, ticket]) expect(dump).not.toContain(token.slice(5 + 16));
     for (const table of tables) {
       expect(rows[table]!.length, table).toBeGreaterThan(0);
       for (const row of rows[table]! as Array<{ secret_hash: Uint8Array }>) expect(Buffer.from(row.secret_hash).length, table).toBe(32);
@@ -132,15 +133,20 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
       let commit: () => void = () => {};
       let issuedYet: () => void = () => {};
       const keyIssued = new Promise<void>((resolve) => (issuedYet = resolve));
+      let lockedYet: () => void = () => {};
+      const locked = new Promise<void>((resolve) => (lockedYet = resolve));
       const rotating = h.services.db.tx(async (sql) => {
         // a rotation under way: the integration locked, the new key issued, not committed yet
         await sql.query('SELECT 1 FROM integrations WHERE id = $1 FOR UPDATE', [other.integrationId]);
+        lockedYet();
         const issued = await issueServerKey(sql, h.clock, other.integrationId);
         const committing = new Promise<void>((resolve) => (commit = resolve));
         issuedYet();
         await committing;
         return issued;
       });
+      // the revoke comes once the rotation holds the integration (before, it would simply go first)
+      await locked;
       const revoking = revokeServerKey(deps(), other.integrationId);
       // (the revoke may wait on the lock before the key is issued: commit only once it is)
       await keyIssued;
@@ -208,7 +214,8 @@ describe.each(storeDrivers())('credentials on %s', (driver) => {
 
   it('the platform switch makes every endpoint refuse at once, and back', async () => {
     const token = await newSession();
-    const agent = await readyAgent(api, t);
+    const own = await seedTenant(h.services);
+    const agent = await readyAgent(api, own);
     const ticket = await launchTicket(api, agent.widgetToken);
     await h.services.platform.setDisabled(true);
     // each family of routes checks it in its own authentication: server key, widget token, logout, window, pairing
