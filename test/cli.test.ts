@@ -308,6 +308,86 @@ describe('c2c operator commands', () => {
     expect((await c2c('account', 'fund', account.json.id, '2.5')).json.balance_micros).toBe(102_500_000);
   });
 
+  it('reads amounts as written by hand, to the millionth, and answers with what was stored', async () => {
+    const account = (await c2c('account', 'create', '--name', 'Zeta', '--balance', '0.000001')).json;
+    expect(account.balance_micros).toBe(1);
+    for (const amount of ['0x19', '1e3', '12.3456789', '12.', '.5', ' ', 'Infinity', '99999999999']) {
+      const refused = await c2c('account', 'fund', account.id, amount);
+      expect([refused.code, refused.stderr.join('\n')], amount).toEqual([1, expect.stringMatching(/expected an amount/)]);
+    }
+    expect((await c2c('account', 'fund', account.id, '12.345678')).json.balance_micros).toBe(12_345_679);
+    expect((await c2c('rate', 'set', '+45', '0.0125')).json).toEqual({ prefix: '+45', per_minute: 0.0125 });
+    const [rate] = await h.services.db.query<{ per_minute_micros: number }>("SELECT per_minute_micros FROM rates WHERE prefix = '+45'");
+    expect(Number(rate!.per_minute_micros)).toBe(12_500);
+  });
+
+  it('checks what it is given before it opens the store: a typo is refused for itself, not for the store', async () => {
+    let opened = 0;
+    const counting = async () => {
+      opened += 1;
+      return h.services;
+    };
+    for (const argv of [
+      ['account', 'fund', 'acc_x', 'abc'],
+      ['integration', 'allow-all', 'c2c_x', 'maybe'],
+      ['integration', 'identifier-mode', 'c2c_x', 'phone'],
+      ['integration', 'window-mode', 'c2c_x', 'iframe'],
+      ['rate', 'set', '+1', 'free'],
+    ]) {
+      const refused = await runCommand(argv, counting);
+      expect(refused.code, argv.join(' ')).toBe(1);
+    }
+    expect(opened).toBe(0);
+  });
+
+  it('adds up a repeated list flag, refuses an empty caller ID or integration name, and shows the widget defaults', async () => {
+    const account = (await c2c('account', 'create', '--name', 'Eta')).json.id as string;
+    const integration = (await c2c('integration', 'create', '--account', account, '--name', 'Eta CRM', '--countries', 'US', '--countries', 'GB,FR')).json.integration_id as string;
+    const shown = await c2c('integration', 'show', integration);
+    expect(shown.json.policy.destination_countries).toEqual(['US', 'GB', 'FR']);
+    expect(shown.json.widget).toEqual({ position: 'bottom-right', language: 'page' });
+    const a = (await c2c('member', 'create', '--account', account, '--email', 'a@eta.example', '--name', 'A')).json.id as string;
+    const b = (await c2c('member', 'create', '--account', account, '--email', 'b@eta.example', '--name', 'B')).json.id as string;
+    expect((await c2c('integration', 'coverage', integration, '--mode', 'members', '--members', a, '--members', b)).code).toBe(0);
+    expect((await c2c('integration', 'show', integration)).json.coverage.member_ids.sort()).toEqual([a, b].sort());
+    // an unset variable ($CALLER_ID) would otherwise store a caller ID that refuses every outgoing call
+    for (const argv of [['integration', 'policy', integration, '--caller-id', ''], ['integration', 'override', integration, a, '--caller-id', '']]) {
+      const refused = await c2c(...argv);
+      expect([refused.code, refused.stderr.join('\n')], argv.join(' ')).toEqual([1, expect.stringContaining('caller ID')]);
+    }
+    expect((await c2c('integration', 'show', integration)).json.policy.caller_id).toBeNull();
+    // the name the call window's consent question shows
+    const unnamed = await c2c('integration', 'create', '--account', account, '--name', '  ');
+    expect([unnamed.code, unnamed.stderr.join('\n')]).toEqual([1, expect.stringContaining('needs a name')]);
+    const on = await c2c('integration', 'allow-all', integration, 'on');
+    expect(on.json).toEqual({ integration_id: integration, allow_all_origins: true, warning: allowAllWarning(integration) });
+  });
+
+  it('reads back what a command whose answer was lost may have done: an account, its departments and integrations', async () => {
+    const account = (await c2c('account', 'create', '--name', 'Theta', '--balance', '10')).json.id as string;
+    expect((await c2c('account', 'fund', account, '5')).code).toBe(0);
+    expect((await c2c('account', 'show', account)).json).toEqual({
+      id: account,
+      kind: 'business',
+      name: 'Theta',
+      status: 'active',
+      balance_micros: 15_000_000,
+      currency: 'USD',
+      provider_account_sid: expect.stringMatching(/^AC/),
+    });
+    const sales = (await c2c('department', 'create', '--account', account, '--name', 'Sales')).json.id as string;
+    const again = await c2c('department', 'create', '--account', account, '--name', 'Sales');
+    expect([again.code, again.stderr.join('\n')]).toEqual([1, expect.stringContaining(sales)]);
+    expect((await c2c('department', 'list', '--account', account)).json).toEqual([{ id: sales, name: 'Sales' }]);
+    const created = (await c2c('integration', 'create', '--account', account, '--name', 'Theta CRM')).json;
+    const listed = await c2c('integration', 'list', '--account', account);
+    expect(listed.json).toEqual([{ integration_id: created.integration_id, name: 'Theta CRM', status: 'active', allow_all_origins: false, live_server_keys: 1 }]);
+    expect(JSON.stringify(listed.json)).not.toContain(created.server_key.slice(-12));
+    for (const argv of [['account', 'show', 'acc_nope'], ['department', 'list', '--account', 'acc_nope'], ['integration', 'list', '--account', 'acc_nope']]) {
+      expect((await c2c(...argv)).code, argv.join(' ')).toBe(1);
+    }
+  });
+
   it("refuses integration-wide settings on a member's overrides rather than ignoring them", async () => {
     const refused = await c2c('integration', 'override', 'c2c_x', 'mem_x', '--countries', 'FR');
     expect(refused.code).toBe(1);
@@ -599,6 +679,24 @@ describe('the c2c binary', () => {
       expect(failed.stderr).not.toContain('    at ');
     } finally {
       rmSync(staleDir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits 3, not 1, when the server took the command but its answer was lost: it may have run', async () => {
+    const lostDir = mkdtempSync(join(tmpdir(), 'c2c-cli-lost-'));
+    // a bridge that takes the command and drops the connection before answering
+    const server = createServer((socket) => socket.once('data', () => socket.destroy()));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      writeFileSync(join(lostDir, 'admin.json'), JSON.stringify({ pid: process.pid, url: `http://127.0.0.1:${port}`, token: 'x' }), { mode: 0o600 });
+      const failed = await run(process.execPath, [BIN, 'account', 'fund', 'acc_x', '5'], { env: { ...env, C2C_DATA_DIR: lostDir } }).catch((e) => e);
+      expect(failed.code).toBe(3);
+      expect(failed.stderr).toContain('may or may not have run');
+      expect(failed.stderr).toContain('account show');
+    } finally {
+      server.close();
+      rmSync(lostDir, { recursive: true, force: true });
     }
   });
 

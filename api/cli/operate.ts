@@ -11,6 +11,9 @@ import { BridgeRefused, findRunningServer, forwardCommand, runCommand, type CliR
 import { readAttachedFiles, type AttachedFiles } from './files.js';
 import type { ServiceUse } from './program.js';
 
+/** The exit code of a command whose answer was lost: it may have run (a top-up run again would credit twice). */
+export const OUTCOME_UNKNOWN = 3;
+
 export async function operate(argv: string[], config: Config): Promise<CliResult> {
   let files: AttachedFiles;
   try {
@@ -29,12 +32,13 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
       const notTaken = code === 'ECONNREFUSED' || error instanceof BridgeRefused;
       const server = `the server for ${resolve(config.dataDir)} (pid ${running.pid})`;
       return {
-        code: 1,
+        // a script may run again what was not taken (1), never what may have run (3)
+        code: notTaken ? 1 : OUTCOME_UNKNOWN,
         stdout: [],
         stderr: [
           notTaken
             ? `error: ${server} did not take the command (${code ?? (error as Error).message}): nothing was changed. If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`
-            : `error: the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. Check before running it again.`,
+            : `error: the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. Check before running it again (account show, integration list, department list, member list).`,
         ],
       };
     }

@@ -12,7 +12,9 @@ import {
   createDepartment,
   createMember,
   fundAccount,
+  listDepartments,
   listMembers,
+  showAccount,
   setAccountProvider,
   setAccountStatus,
   updateMember,
@@ -21,6 +23,7 @@ import {
   createIntegration,
   allowAllWarning,
   describeIntegration,
+  listIntegrations,
   mapIntegratorUuid,
   rotateServerKey,
   parseOriginLines,
@@ -61,22 +64,27 @@ const integer = (value: string): number => {
   if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
   return n;
 };
+/** An amount as written by hand: digits, and at most six decimals (the store keeps millionths). */
+const AMOUNT = /^(\d+)(?:\.(\d{1,6}))?$/;
 /** Money on the command line is in currency units ("12.50"); the store keeps micros. Never negative: no command takes money away. */
 const money = (value: string): number => {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`expected an amount such as 12.50, not "${value}"`);
-  const micros = Math.round(n * 1_000_000);
-  // kept in millionths: a smaller amount would be stored as nothing (a free rate)
-  if (micros === 0 && n > 0) throw new InvalidArgumentError(`expected at least 0.000001, the smallest amount kept, not "${value}"`);
+  // Not Number(): it reads 0x19 as 25 and 1e3 as 1000, and rounds what the store could not keep.
+  const parts = AMOUNT.exec(value.trim());
+  if (!parts) throw new InvalidArgumentError(`expected an amount such as 12.50, with at most six decimals (0.000001 is the smallest kept), not "${value}"`);
+  const micros = Number(parts[1]) * 1_000_000 + Number((parts[2] ?? '').padEnd(6, '0'));
+  if (!Number.isSafeInteger(micros)) throw new InvalidArgumentError(`expected an amount below ${Math.floor(Number.MAX_SAFE_INTEGER / 1e6)}, not "${value}"`);
   return micros;
 };
+/** Millionths as an amount, for answers: what was stored. */
+const amount = (micros: number): number => micros / 1_000_000;
 /** A top-up: more than nothing. */
 const topUp = (value: string): number => {
   const micros = money(value);
   if (micros <= 0) throw new InvalidArgumentError(`expected an amount above zero, not "${value}"`);
   return micros;
 };
-const list = (value: string): string[] => value.split(',').map((s) => s.trim()).filter(Boolean);
+/** A comma-separated list; a repeated flag adds to it (--countries US --countries GB), as --origin does. */
+const list = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), ...value.split(',').map((s) => s.trim()).filter(Boolean)];
 const choice =
   <T extends string>(...values: T[]) =>
   (value: string): T => {
@@ -166,10 +174,18 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       const created = await createAccount(await deps(), { name: o.name, kind: o.kind, balanceMicros: o.balance });
       out.result(created, `account ${created.id} (${created.kind}) created`);
     });
-  account.command('fund <accountId> <amount>').action(async (id: string, amount: string) => {
-    const balance = await fundAccount(await deps(), id, topUp(amount));
+  account.command('fund <accountId> <amount>').action(async (id: string, given: string) => {
+    const micros = topUp(given);
+    const balance = await fundAccount(await deps(), id, micros);
     out.result({ account_id: id, balance_micros: balance }, `balance of ${id}: ${(balance / 1e6).toFixed(2)}`);
   });
+  account
+    .command('show <accountId>')
+    .description('its kind, status, balance and provider account (never the auth token): what a lost answer left behind')
+    .action(async (id: string) => {
+      const shown = await showAccount(await deps('reading'), id);
+      out.result(shown, `account ${shown.id} "${shown.name}" (${shown.kind}, ${shown.status}): balance ${(shown.balance_micros / 1e6).toFixed(2)} ${shown.currency}; provider account ${shown.provider_account_sid}`);
+    });
   for (const [name, status] of [['suspend', 'suspended'], ['activate', 'active']] as const) {
     account.command(`${name} <accountId>`).action(async (id: string) => {
       await setAccountStatus(await deps(), id, status);
@@ -189,15 +205,22 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       out.result({ account_id: id }, `provider credentials of ${id} set`);
     });
 
-  program
-    .command('department')
-    .description('departments')
+  const department = program.command('department').description('departments');
+  department
     .command('create')
     .requiredOption('--account <accountId>')
     .requiredOption('--name <name>')
     .action(async (o: { account: string; name: string }) => {
       const created = await createDepartment(await deps(), o.account, o.name);
       out.result(created, `department ${created.id} created`);
+    });
+  department
+    .command('list')
+    .description("an account's departments: id and name")
+    .requiredOption('--account <accountId>')
+    .action(async (o: { account: string }) => {
+      const departments = await listDepartments(await deps('reading'), o.account);
+      out.result(departments, departments.length ? departments.map((d) => `${d.id}  ${d.name}`).join('\n') : `account ${o.account} has no departments`);
     });
 
   const member = program.command('member').description('members (agents)');
@@ -260,6 +283,16 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     }
   });
   integration
+    .command('list')
+    .description("an account's integrations: id, name, status, live server keys (never a key)")
+    .requiredOption('--account <accountId>')
+    .action(async (o: { account: string }) => {
+      const integrations = await listIntegrations(await deps('reading'), o.account);
+      const line = (i: (typeof integrations)[number]) =>
+        `${i.integration_id}  "${i.name}"  ${i.status}  live server keys: ${i.live_server_keys}${i.allow_all_origins ? '  (allow all origins: ON)' : ''}`;
+      out.result(integrations, integrations.length ? integrations.map(line).join('\n') : `account ${o.account} has no integrations`);
+    });
+  integration
     .command('show <integrationId>')
     .description('its settings, origins, policy, coverage and members\' UUIDs and overrides (never a key)')
     .action(async (id: string) => {
@@ -269,7 +302,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
         [
           `${shown.integration_id} "${shown.name}" (${shown.status}) of account ${shown.account_id}`,
           `allowed origins: ${shown.allowed_origins.join(' ') || '(none)'}${shown.allow_all_origins ? '  (allow all origins: ON)' : ''}`,
-          `identifier mode: ${shown.identifier_mode}; window mode: ${shown.window_mode}`,
+          `identifier mode: ${shown.identifier_mode}; window mode: ${shown.window_mode}; widget: ${shown.widget.position}, ${shown.widget.language === PAGE_LANGUAGE ? "the page's language" : shown.widget.language}`,
           `policy: ${JSON.stringify(shown.policy)}`,
           `coverage: ${shown.coverage.mode}${shown.coverage.department_ids.length ? ` ${shown.coverage.department_ids.join(',')}` : ''}${shown.coverage.member_ids.length ? ` ${shown.coverage.member_ids.join(',')}` : ''}; members added later ${shown.coverage.inherit_future ? 'covered' : 'not covered'}`,
           ...shown.members.map((m) => `member ${m.member_id}: integrator UUID ${m.integrator_uuid ?? '(none)'}; overrides ${JSON.stringify(m.overrides)}`),
@@ -318,14 +351,16 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .command('allow-all <integrationId> <onOff>')
     .description("'Allow all origins (for testing)'")
     .action(async (id: string, value: string) => {
-      const row = await setAllowAllOrigins(await deps(), id, onOff(value));
+      const on = onOff(value);
+      const row = await setAllowAllOrigins(await deps(), id, on);
       out.result(
-        { integration_id: id, allow_all_origins: row.allow_all_origins },
+        { integration_id: id, allow_all_origins: row.allow_all_origins, ...(row.allow_all_origins && { warning: allowAllWarning(id) }) },
         row.allow_all_origins ? `WARNING: ${allowAllWarning(id)}` : 'allow all origins: off',
       );
     });
   integration.command('identifier-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
-    await setIdentifierMode(await deps(), id, choice('email', 'uuid')(mode));
+    const chosen = choice('email', 'uuid')(mode);
+    await setIdentifierMode(await deps(), id, chosen);
     out.result({ integration_id: id, identifier_mode: mode }, `identifier mode: ${mode}`);
   });
   integration
@@ -338,7 +373,8 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       out.result({ integration_id: id, widget }, `widget defaults of ${id}: ${widget.position}, ${widget.language === PAGE_LANGUAGE ? "the page's language" : widget.language}`);
     });
   integration.command('window-mode <integrationId> <mode>').action(async (id: string, mode: string) => {
-    await setWindowMode(await deps(), id, choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')(mode));
+    const chosen = choice<WindowMode>('popup', 'tab', 'frame-shell', 'extension')(mode);
+    await setWindowMode(await deps(), id, chosen);
     out.result({ integration_id: id, window_mode: mode }, `window mode: ${mode}`);
   });
   withPolicyOptions(integration.command('policy <integrationId>').description('policy defaults')).action(
@@ -436,8 +472,9 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .command('set <prefix> <perMinute>')
     .description('rate for numbers starting with prefix, in currency units per minute')
     .action(async (prefix: string, perMinute: string) => {
-      await setRate(await deps(), prefix, money(perMinute));
-      out.result({ prefix, per_minute: Number(perMinute) }, `rate ${prefix}: ${perMinute}/min`);
+      const micros = money(perMinute);
+      await setRate(await deps(), prefix, micros);
+      out.result({ prefix, per_minute: amount(micros) }, `rate ${prefix}: ${amount(micros)}/min`);
     });
   const block = program.command('block').description('do-not-call list');
   block

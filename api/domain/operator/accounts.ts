@@ -22,7 +22,7 @@ export class OperatorError extends Error {}
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 /** A name people will read in widgets and lists: some text, trimmed. */
-function assertName(what: string, name: string): string {
+export function assertName(what: string, name: string): string {
   const trimmed = name.trim();
   if (trimmed === '' || trimmed.length > 200) throw new OperatorError(`A ${what} needs a name (1 to 200 characters).`);
   return trimmed;
@@ -130,7 +130,11 @@ export async function createDepartment({ db, clock }: OperatorDeps, accountId: s
     );
     return row!;
   } catch (error) {
-    if (isUniqueViolation(error)) throw new OperatorError(`Account ${accountId} has a department named ${JSON.stringify(named)} already.`);
+    if (isUniqueViolation(error)) {
+      // named with its id: an operator whose first answer was lost can go on with it
+      const [existing] = await db.query<{ id: string }>('SELECT id FROM departments WHERE account_id = $1 AND name = $2', [accountId, named]);
+      throw new OperatorError(`Account ${accountId} has a department named ${JSON.stringify(named)} already${existing ? `: ${existing.id}` : ''}.`);
+    }
     if (isForeignKeyViolation(error)) throw new OperatorError(`No account ${accountId}.`);
     throw error;
   }
@@ -237,6 +241,23 @@ export async function updateMember(
 }
 
 /** An account's members, as an operator looks them up (spec section 1, step 4: each member's stable UUID is listed). */
+/** An account as the operator sees it: its kind, status, balance and provider account (never the provider's auth token). */
+export async function showAccount({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<AccountRecord> {
+  const [row] = await db.query<AccountRecord>(
+    'SELECT id, kind, name, status, balance_micros, currency, provider_account_sid FROM accounts WHERE id = $1',
+    [accountId],
+  );
+  if (!row) throw new OperatorError(`No account ${accountId}.`);
+  return { ...row, balance_micros: Number(row.balance_micros) };
+}
+
+/** An account's departments, by name. */
+export async function listDepartments({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<Array<{ id: string; name: string }>> {
+  const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
+  if (!account) throw new OperatorError(`No account ${accountId}.`);
+  return db.query('SELECT id, name FROM departments WHERE account_id = $1 ORDER BY name, id', [accountId]);
+}
+
 export async function listMembers({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<Array<MemberRecord & { removed: boolean; department_name: string | null }>> {
   const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
   if (!account) throw new OperatorError(`No account ${accountId}.`);

@@ -14,7 +14,7 @@ import { widgetDefaults, type CoverageMode, type IntegrationRow, type MemberOver
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
 import { parseE164 } from '../phone.js';
 import { agentVersionBump } from '../agent-state.js';
-import { ACCOUNT_LOCK, OperatorError, type OperatorDeps } from './accounts.js';
+import { ACCOUNT_LOCK, assertName, OperatorError, type OperatorDeps } from './accounts.js';
 
 export interface PolicySettings {
   outbound?: boolean;
@@ -42,7 +42,8 @@ function assertMaxCallSeconds(value: number | undefined): void {
 
 /** A caller ID the provider will dial from: a valid number (libphonenumber), not merely E.164-shaped. */
 function assertCallerId(value: string | null | undefined): void {
-  if (value && parseE164(value)?.e164 !== value) throw new OperatorError(`The caller ID must be a valid number in E.164 form (+ and digits): ${value}`);
+  // an empty one too: stored, it would refuse every outgoing call no_caller_id
+  if (value !== null && value !== undefined && parseE164(value)?.e164 !== value) throw new OperatorError(`The caller ID must be a valid number in E.164 form (+ and digits): ${value}`);
 }
 
 function policyColumns(settings: PolicySettings): Record<string, unknown> {
@@ -158,7 +159,8 @@ export async function createIntegration(
     const all: Record<string, unknown> = {
       id,
       account_id: input.accountId,
-      name: input.name,
+      // what the call window's consent question names
+      name: assertName('integration', input.name),
       allowed_origins: origins,
       identifier_mode: input.identifierMode ?? 'email',
       window_mode: input.windowMode ?? 'popup',
@@ -349,6 +351,18 @@ export async function setIntegrationEnabled(deps: OperatorDeps, integrationId: s
   });
 }
 
+/** An account's integrations: id, name, status, and whether they allow every origin. */
+export async function listIntegrations({ db }: Pick<OperatorDeps, 'db'>, accountId: string) {
+  const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
+  if (!account) throw new OperatorError(`No account ${accountId}.`);
+  return db.query<{ integration_id: string; name: string; status: string; allow_all_origins: boolean; live_server_keys: number }>(
+    `SELECT i.id AS integration_id, i.name, i.status, i.allow_all_origins,
+       (SELECT count(*)::int FROM server_keys k WHERE k.integration_id = i.id AND k.revoked_at IS NULL) AS live_server_keys
+     FROM integrations i WHERE i.account_id = $1 ORDER BY i.created_at, i.id`,
+    [accountId],
+  );
+}
+
 /** What an operator sees of an integration: its settings, origins, coverage and members' links; never a key. */
 export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, integrationId: string) {
   const [row] = await db.query<IntegrationRow>('SELECT * FROM integrations WHERE id = $1', [integrationId]);
@@ -368,6 +382,7 @@ export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, inte
     allow_all_origins: row.allow_all_origins,
     identifier_mode: row.identifier_mode,
     window_mode: row.window_mode,
+    widget: widgetDefaults(row.widget_defaults),
     policy: {
       outbound: row.outbound,
       inbound: row.inbound,
