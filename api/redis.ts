@@ -88,9 +88,53 @@ export function handledRejections(client: Redis): Redis {
   return client;
 }
 
-/** The socket adapter's subscriber: it keeps room subscriptions queued through outages, writes them together, and never awaits them. */
+/** What ioredis keeps of a command queued while disconnected (its offline queue, a denque). */
+interface OfflineItem {
+  command: { name: string; args: unknown[]; reject(error: Error): void; resolve(value: unknown): void };
+}
+interface OfflineQueue {
+  length: number;
+  peekAt(index: number): OfflineItem | undefined;
+  removeOne(index: number): unknown;
+}
+
+const OPPOSITE: Readonly<Record<string, string>> = { ssubscribe: 'sunsubscribe', sunsubscribe: 'ssubscribe' };
+
+/**
+ * Keeps at most one queued subscription command per channel while Redis is away: a room joined
+ * then left during an outage (a page loaded and closed) cancels out rather than queue two
+ * commands, about 1.4 KB each, until Redis returns. Without this a node serving through an outage
+ * of hours grew without bound, with every page load, and could run out of memory; now the queue
+ * holds what differs from Redis's last view, one command per room. The pair is taken out of
+ * ioredis's offline queue (internal to ioredis 5; checked by test/infra/redis-outage.test.ts):
+ * each command's promise is settled, as Redis would have answered.
+ */
+export function compactOfflineSubscriptions(client: Redis): Redis {
+  const send = client.sendCommand.bind(client);
+  client.sendCommand = (command, stream) => {
+    const opposite = OPPOSITE[command.name];
+    const queue = (client as unknown as { offlineQueue?: OfflineQueue }).offlineQueue;
+    if (opposite && client.status !== 'ready' && queue && command.args.length === 1) {
+      const channel = String(command.args[0]);
+      for (let i = queue.length - 1; i >= 0; i -= 1) {
+        const queued = queue.peekAt(i)?.command;
+        if (queued?.name === command.name && queued.args.length === 1 && String(queued.args[0]) === channel) break;
+        if (queued?.name === opposite && queued.args.length === 1 && String(queued.args[0]) === channel) {
+          queue.removeOne(i);
+          queued.resolve(1);
+          command.resolve(1);
+          return command.promise;
+        }
+      }
+    }
+    return send(command, stream);
+  };
+  return client;
+}
+
+/** The socket adapter's subscriber: it keeps room subscriptions queued through outages (one per room), writes them together, and never awaits them. */
 export function adapterSubscriber(url: string, clock?: Clock): Redis {
-  return handledRejections(writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true, clock })));
+  return handledRejections(compactOfflineSubscriptions(writeTogether(redisClient(url, 'c2c-adapter-sub', { queueWhileOffline: true, keepQueued: true, clock }))));
 }
 
 /**

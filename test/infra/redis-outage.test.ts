@@ -51,6 +51,40 @@ describe.skipIf(!redisUrl())("the adapter's subscriber client through a Redis ou
     expect(received.sort()).toEqual(['c2c-test:outage:before=a', 'c2c-test:outage:during=b']);
   });
 
+  it('queues at most one subscription command per room through an outage, and Redis ends with what was asked last', async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    servers.push(server);
+    await server.start();
+    const url = `redis://127.0.0.1:${port}`;
+    const sub = adapterSubscriber(url);
+    clients.push(sub);
+    await sub.ssubscribe('c2c-test:compact:left');
+    await sub.ssubscribe('c2c-test:compact:back');
+    await server.stop();
+    await waitFor(async () => (sub.status === 'ready' ? undefined : true), 'the client to notice Redis is gone');
+    const queued = () => (sub as unknown as { offlineQueue: { length: number } }).offlineQueue.length;
+    // as the adapter does through an outage: pages load and close (a room joined, then left), for hours
+    for (let i = 0; i < 2000; i += 1) {
+      void sub.ssubscribe(`c2c-test:compact:page-${i % 50}`);
+      void sub.sunsubscribe(`c2c-test:compact:page-${i % 50}`);
+    }
+    void sub.ssubscribe('c2c-test:compact:joined');
+    void sub.sunsubscribe('c2c-test:compact:left');
+    void sub.sunsubscribe('c2c-test:compact:back');
+    void sub.ssubscribe('c2c-test:compact:back');
+    // joined, and left (the pair for back cancelled out)
+    expect(queued()).toBe(2);
+    await server.start();
+
+    const pub = redisClient(url, 'c2c-test-compact-pub');
+    clients.push(pub);
+    await waitFor(async () => (pub.status === 'ready' ? true : undefined), 'the publisher to connect');
+    const subscribers = async (channel: string) => Number(((await pub.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number])[1]);
+    const counts = async () => Promise.all(['joined', 'left', 'back', 'page-7'].map((name) => subscribers(`c2c-test:compact:${name}`)));
+    await waitFor(async () => (JSON.stringify(await counts()) === JSON.stringify([1, 0, 1, 0]) ? true : undefined), 'the subscriptions as asked last', 5000);
+  });
+
   it('turns a subscription that fails (queued when the client closes) into no unhandled rejection', async () => {
     const port = await freePort();
     const sub = adapterSubscriber(`redis://127.0.0.1:${port}`);
