@@ -165,6 +165,25 @@ export async function reachRedis(url: string, timeoutMs = 5000): Promise<void> {
   }
 }
 
+/**
+ * Rejects unless the Redis at url has sharded pub/sub (SPUBLISH, SSUBSCRIBE: Redis 7 and later),
+ * which the socket adapter sends every push between nodes on. Without it the adapter's commands
+ * fail unheard (it never awaits them) while the bus itself works: a node would report push up and
+ * reach no socket on another node.
+ */
+export async function requireShardedPubSub(url: string): Promise<void> {
+  const client = new Redis(url, { connectionName: 'c2c-start', maxRetriesPerRequest: 1, retryStrategy: () => null });
+  client.on('error', () => {});
+  try {
+    await client.call('SPUBLISH', 'c2c:start:probe', '');
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new Error(`it has no sharded pub/sub (SPUBLISH answered "${why}"): the gateway needs Redis 7 or later`, { cause: error });
+  } finally {
+    client.disconnect();
+  }
+}
+
 /** A client that is connected, or after timeoutMs one that keeps trying in the background. */
 export async function connectedRedis(url: string, name: string, options: ClientOptions = {}, timeoutMs = 5000): Promise<Redis> {
   const client = redisClient(url, name, options);

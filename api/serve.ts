@@ -16,7 +16,7 @@ import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
 import { loggableError } from './http/errors.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
-import { reachRedis } from './redis.js';
+import { reachRedis, requireShardedPubSub } from './redis.js';
 import { createServices, type Services } from './services.js';
 import { connectStore } from './store/index.js';
 import { migrate } from './store/migrate.js';
@@ -91,6 +91,7 @@ export async function openServices(config: Config, clock: Clock = systemClock): 
     if (config.redisUrl) {
       const redisUrl = config.redisUrl;
       await startupStep(`Redis at REDIS_URL (${shownUrl(redisUrl)}) cannot be reached`, () => reachRedis(redisUrl));
+      await startupStep(`Redis at REDIS_URL (${shownUrl(redisUrl)})`, () => requireShardedPubSub(redisUrl));
     }
     const bus = await startupStep('Redis at REDIS_URL', () => openBus(config.redisUrl, clock));
     opened.push(bus);

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPgDatabase } from './helpers/databases.js';
-import { postgresUrl } from './helpers/env.js';
-import { freePort, spawnNode, waitFor, type NodeProcess } from './helpers/processes.js';
+import { postgresUrl, redisUrl } from './helpers/env.js';
+import { freePort, spawnNode, spawnRedis, waitFor, type NodeProcess } from './helpers/processes.js';
 
 const dataDirs: string[] = [];
 afterAll(() => dataDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
@@ -62,6 +62,25 @@ describe('c2c serve that cannot start', () => {
       });
     } finally {
       occupant.close();
+    }
+  }, 60_000);
+});
+
+describe.skipIf(!redisUrl())('c2c serve on a Redis without sharded pub/sub', () => {
+  it('refuses to start, in one line naming REDIS_URL and the version needed, rather than lose every push between nodes unheard', async () => {
+    const port = await freePort();
+    // as Redis 6 answers: the adapter's SPUBLISH and SSUBSCRIBE unknown
+    const redis = spawnRedis(port, ['--rename-command', 'SPUBLISH', '', '--rename-command', 'SSUBSCRIBE', '']);
+    await redis.start();
+    try {
+      const { node } = serve('old-redis', { REDIS_URL: `redis://127.0.0.1:${port}` });
+      const code = await node.exited;
+      const output = node.output.join('').trim();
+      expect(code, output).toBe(1);
+      expect(output.split('\n'), output).toHaveLength(1);
+      expect(output).toMatch(/^c2c: Redis at REDIS_URL \(redis:\/\/127\.0\.0\.1:\d+\/?\): it has no sharded pub\/sub .*Redis 7 or later/);
+    } finally {
+      await redis.stop();
     }
   }, 60_000);
 });

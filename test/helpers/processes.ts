@@ -104,10 +104,10 @@ export async function healthy(url: string): Promise<unknown> {
  * stop() kills it (connections drop); pause() freezes it (SIGSTOP: connections stay up, commands
  * wait unanswered) until resume().
  */
-export function spawnRedis(port: number): { stop(): Promise<void>; start(): Promise<void>; pause(): void; resume(): void } {
+export function spawnRedis(port: number, extraArgs: string[] = []): { stop(): Promise<void>; start(): Promise<void>; pause(): void; resume(): void } {
   let child: ChildProcess | undefined;
   const start = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], { stdio: 'ignore' });
     await waitFor(
       () =>
         new Promise<true | undefined>((resolve) => {
