@@ -58,6 +58,9 @@ export class StoreUnavailable extends C2CError {
   }
 }
 
+/** How long closing the store waits for statements still running before it cuts their connections. */
+export const CLOSE_WAIT_MS = 2_000;
+
 const SCHEMA_CHANGED = 'The database was upgraded while this request ran; retry it.';
 const CONFLICTED = 'The database gave way to a change made at the same moment; retry it.';
 
@@ -154,10 +157,14 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
   /** bumped when a statement is found prepared for a schema since changed: connections made before are retired */
   let schemaGeneration = 0;
   const madeIn = new WeakMap<pg.PoolClient, number>();
+  /** every connection the pool holds, idle or checked out: what close() cuts if it must */
+  const connections = new Set<pg.PoolClient>();
   pool.on('connect', (client) => {
     client.on('error', () => {});
     madeIn.set(client, schemaGeneration);
+    connections.add(client);
   });
+  pool.on('remove', (client) => void connections.delete(client));
   /**
    * Retires every connection made no later than this one (a statement of it found the schema
    * changed): several that find it at once retire the same ones, not those made since.
@@ -281,7 +288,16 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
     },
     unavailableCount: () => unavailable,
     async close() {
-      await pool.end();
+      // pool.end() waits for every statement still running: one a stopping node gave up on (a
+      // catch-up on a struggling store) would hold the stop until its timeout, up to 15 s, past
+      // the stop's own bound. After CLOSE_WAIT_MS their connections are cut, which rolls back
+      // whatever they had open and fails their statements.
+      const ended = pool.end();
+      let waited: NodeJS.Timeout | undefined;
+      const inTime = await Promise.race([ended.then(() => true), new Promise<false>((resolve) => (waited = setTimeout(resolve, CLOSE_WAIT_MS, false)))]);
+      clearTimeout(waited);
+      if (!inTime) for (const client of connections) void client.end().catch(() => {});
+      await ended;
     },
   };
 }

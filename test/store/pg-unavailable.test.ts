@@ -8,12 +8,12 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../api/store/migrate.js';
-import { openPg } from '../../api/store/pg.js';
+import { CLOSE_WAIT_MS, openPg } from '../../api/store/pg.js';
 import { connectStore } from '../../api/store/index.js';
 import { loadConfig } from '../../api/config.js';
 import { C2CError } from '../../shared/errors.js';
 import { storeDrivers } from '../helpers/env.js';
-import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
+import { createPgDatabase, openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { command, heartbeat, readyAgent, requestCall, widgetState } from '../helpers/flows.js';
 import { createReaper } from '../../api/domain/reaper.js';
 import { LIMITS } from '../../shared/limits.js';
@@ -30,6 +30,41 @@ async function otherConnection(url: string) {
   await other.connect();
   return other;
 }
+
+describe.skipIf(!storeDrivers().includes('pg'))('closing the PostgreSQL store', () => {
+  it('cuts, after CLOSE_WAIT_MS, the connections of statements still running, rather than wait for them (a stopping node has a bound)', async () => {
+    const database = await createPgDatabase();
+    try {
+      const db = await openPg(database.url, { statementTimeoutMs: 30_000 });
+      // a statement a stopping node gave up on, still running on a struggling store
+      expect(CLOSE_WAIT_MS).toBeLessThan(5_000);
+      const stuck = db.query('SELECT pg_sleep(5)');
+      const outcome = stuck.then(
+        () => 'finished',
+        () => 'cut',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200)); // under way
+      await db.close();
+      // closed before the statement could finish: it was cut, not waited for
+      expect(await outcome).toBe('cut');
+    } finally {
+      await database.drop();
+    }
+  }, 30_000);
+
+  it('waits for a statement that ends within CLOSE_WAIT_MS', async () => {
+    const database = await createPgDatabase();
+    try {
+      const db = await openPg(database.url);
+      const quick = db.query<{ ok: number }>('SELECT 1 AS ok FROM pg_sleep(0.3)');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await db.close();
+      expect(await quick).toEqual([{ ok: 1 }]);
+    } finally {
+      await database.drop();
+    }
+  });
+});
 
 describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in time', () => {
   let database: TestDatabase;
