@@ -359,6 +359,16 @@ describe('c2c operator commands', () => {
     // the name the call window's consent question shows
     const unnamed = await c2c('integration', 'create', '--account', account, '--name', '  ');
     expect([unnamed.code, unnamed.stderr.join('\n')]).toEqual([1, expect.stringContaining('needs a name')]);
+    // every override can be removed again ("inherit"): the integration's value applies again
+    const overrides = async () => (await c2c('integration', 'show', integration)).json.members.find((m: { member_id: string }) => m.member_id === a)?.overrides ?? {};
+    expect((await c2c('integration', 'override', integration, a, '--outbound', 'off', '--inbound', 'off', '--numbers', 'hide', '--controls', 'mute', '--max-call-seconds', '600', '--calls', 'off', '--caller-id', '+12025550100')).code).toBe(0);
+    expect(await overrides()).toEqual({ outbound: false, inbound: false, number_visibility: 'hide', controls: ['mute'], max_call_seconds: 600, calls_enabled: false, caller_id: '+12025550100' });
+    expect((await c2c('integration', 'override', integration, a, '--outbound', 'inherit', '--controls', 'inherit', '--max-call-seconds', 'inherit')).code).toBe(0);
+    expect(await overrides()).toEqual({ inbound: false, number_visibility: 'hide', calls_enabled: false, caller_id: '+12025550100' });
+    expect((await c2c('integration', 'override', integration, a, '--inbound', 'inherit', '--numbers', 'inherit', '--calls', 'inherit', '--caller-id', 'inherit')).code).toBe(0);
+    expect(await overrides()).toEqual({});
+    // an integration's own policy has nothing to inherit from
+    expect((await c2c('integration', 'policy', integration, '--outbound', 'inherit')).code).toBe(1);
     const on = await c2c('integration', 'allow-all', integration, 'on');
     expect(on.json).toEqual({ integration_id: integration, allow_all_origins: true, warning: allowAllWarning(integration) });
   });

@@ -119,14 +119,29 @@ function policyFromFlags(flags: PolicyFlags): PolicySettings {
   };
 }
 
-/** What a member's overrides may change (per-member overrides, spec section 8). */
-function withMemberPolicyOptions(command: Command): Command {
+/** "inherit" given for a member override: it removes the override (the integration's value applies again). Not null: commander turns a parsed null into ''. */
+const INHERIT = Symbol('inherit');
+type Inheritable<T> = T | typeof INHERIT;
+/** A member override's value, or INHERIT. */
+const orInherit =
+  <T>(parse: (value: string, previous: T | undefined) => T) =>
+  (value: string, previous: Inheritable<T> | undefined): Inheritable<T> =>
+    value === 'inherit' ? INHERIT : parse(value, previous === INHERIT ? undefined : previous);
+/** An override's change: null removes it, undefined leaves it. */
+const overrideOf = <T>(value: Inheritable<T> | undefined): T | null | undefined => (value === INHERIT ? null : value);
+
+type Parser = (value: string, previous: unknown) => unknown;
+
+/** What a member's overrides may change (per-member overrides, spec section 8); `inheritable`: each also takes "inherit". */
+function withMemberPolicyOptions(command: Command, inheritable = false): Command {
+  const parse = <T>(parser: (value: string, previous: T | undefined) => T): Parser => (inheritable ? orInherit(parser) : parser) as Parser;
+  const or = inheritable ? '|inherit' : '';
   return command
-    .option('--outbound <on|off>', 'outgoing calls allowed', onOff)
-    .option('--inbound <on|off>', 'incoming calls allowed', onOff)
-    .option('--numbers <show|hide|masked>', 'number visibility', choice<NumberVisibility>('show', 'hide', 'masked'))
-    .option('--controls <list>', 'in-call controls: mute,dtmf or none', list)
-    .option('--max-call-seconds <n>', 'duration cap', integer);
+    .option(`--outbound <on|off${or}>`, 'outgoing calls allowed', parse(onOff))
+    .option(`--inbound <on|off${or}>`, 'incoming calls allowed', parse(onOff))
+    .option(`--numbers <show|hide|masked${or}>`, 'number visibility', parse(choice<NumberVisibility>('show', 'hide', 'masked')))
+    .option(`--controls <list${or}>`, 'in-call controls: mute,dtmf or none', parse(list))
+    .option(`--max-call-seconds <n${or}>`, 'duration cap', parse(integer));
 }
 
 /** The integration's policy: the member options, and what only the integration sets. */
@@ -399,21 +414,20 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
         `coverage of ${id}: ${o.mode}`,
       );
     });
-  withMemberPolicyOptions(integration.command('override <integrationId> <memberId>').description('per-member overrides'))
-    .option('--caller-id <e164|inherit>', "this member's caller ID (\"inherit\": the integration's again)")
-    .option('--calls <on|off>', 'calls enabled for this member', onOff)
-    .action(async (id: string, memberId: string, o: PolicyFlags & { calls?: boolean }) => {
+  withMemberPolicyOptions(integration.command('override <integrationId> <memberId>').description('per-member overrides; "inherit" removes one (the integration\'s value applies again)'), true)
+    .option('--caller-id <e164|inherit>', "this member's caller ID")
+    .option('--calls <on|off|inherit>', 'calls enabled for this member', orInherit(onOff))
+    .action(async (id: string, memberId: string, o: { [K in keyof PolicyFlags]: Inheritable<NonNullable<PolicyFlags[K]>> } & { calls?: Inheritable<boolean> }) => {
       if (o.callerId === 'none') throw new InvalidArgumentError('a member override sets a caller ID or inherits the integration\'s (--caller-id inherit); "none" is the integration policy\'s');
-      const p = policyFromFlags(o);
+      const controls = overrideOf(o.controls);
       await setMemberOverrides(await deps(), id, memberId, {
-        calls_enabled: o.calls,
-        outbound: p.outbound,
-        inbound: p.inbound,
-        number_visibility: p.numberVisibility,
-        controls: p.controls,
-        max_call_seconds: p.maxCallSeconds,
-        // null removes the override: the integration's caller ID applies again
-        caller_id: o.callerId === 'inherit' ? null : o.callerId,
+        calls_enabled: overrideOf(o.calls),
+        outbound: overrideOf(o.outbound),
+        inbound: overrideOf(o.inbound),
+        number_visibility: overrideOf(o.numbers),
+        controls: controls ? policyFromFlags({ controls }).controls : controls,
+        max_call_seconds: overrideOf(o.maxCallSeconds),
+        caller_id: o.callerId === 'inherit' ? null : overrideOf(o.callerId),
       });
       out.result({ integration_id: id, member_id: memberId }, `overrides of ${memberId} updated`);
     });

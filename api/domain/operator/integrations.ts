@@ -262,9 +262,12 @@ export async function setCoverage(
 }
 
 /** Per-member overrides (merged into the existing ones; null removes a key). */
-export async function setMemberOverrides(deps: OperatorDeps, integrationId: string, memberId: string, overrides: MemberOverrides): Promise<void> {
+/** A change to a member's overrides: a value sets one, null removes it (the integration's applies again), undefined leaves it. */
+export type OverridesChange = { [K in keyof MemberOverrides]?: MemberOverrides[K] | null };
+
+export async function setMemberOverrides(deps: OperatorDeps, integrationId: string, memberId: string, overrides: OverridesChange): Promise<void> {
   if (Object.values(overrides).every((value) => value === undefined)) throw new OperatorError('Nothing to change: give at least one override.');
-  assertMaxCallSeconds(overrides.max_call_seconds);
+  assertMaxCallSeconds(overrides.max_call_seconds ?? undefined);
   assertCallerId(overrides.caller_id);
   await changeIntegration(deps, integrationId, async (sql) => {
     await lockChangeable(sql, integrationId);
