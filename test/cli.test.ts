@@ -321,6 +321,15 @@ describe('c2c operator commands', () => {
     expect(Number(rate!.per_minute_micros)).toBe(12_500);
   });
 
+  it('with --json, says every refusal on standard error in the envelope, with its code: a parse error, a bad value, an unknown id', async () => {
+    for (const argv of [['account', 'fund', 'acc_x'], ['account', 'fund', 'acc_x', 'abc'], ['account', 'show', 'acc_nope'], ['integration', 'policy', 'c2c_x', '--numbers', 'sometimes']]) {
+      const refused = await c2c(...argv);
+      expect(refused.code, argv.join(' ')).toBe(1);
+      expect(refused.stdout, argv.join(' ')).toEqual([]);
+      expect(refused.stderr.map((line) => JSON.parse(line)), argv.join(' ')).toEqual([{ ok: false, error: 'invalid_request', message: expect.any(String) }]);
+    }
+  });
+
   it('checks what it is given before it opens the store: a typo is refused for itself, not for the store', async () => {
     let opened = 0;
     const counting = async () => {
@@ -704,6 +713,9 @@ describe('the c2c binary', () => {
       expect(failed.code).toBe(3);
       expect(failed.stderr).toContain('may or may not have run');
       expect(failed.stderr).toContain('account show');
+      const json = await run(process.execPath, [BIN, '--json', 'account', 'fund', 'acc_x', '5'], { env: { ...env, C2C_DATA_DIR: lostDir } }).catch((e) => e);
+      expect(json.code).toBe(3);
+      expect(JSON.parse(json.stderr.trim())).toEqual({ ok: false, error: 'outcome_unknown', message: expect.stringContaining('may or may not have run') });
     } finally {
       server.close();
       rmSync(lostDir, { recursive: true, force: true });

@@ -24,6 +24,8 @@ import { sha256, secretMatches } from '../domain/credentials.js';
 import { drainServer } from '../http/drain.js';
 import type { Services } from '../services.js';
 import type { AttachedFiles } from './files.js';
+import { InvalidArgumentError } from 'commander';
+import { OperatorError } from '../domain/operator/accounts.js';
 import { Output } from './output.js';
 import { buildProgram, type ServicesProvider } from './program.js';
 
@@ -80,7 +82,9 @@ export async function runCommand(argv: string[], services: ServicesProvider, fil
       if (!help && out.errors.length === 0) out.error(e.message ?? String(error));
       return { code: help ? 0 : (e.exitCode ?? 1), stdout: out.lines, stderr: out.errors };
     }
-    out.error(e.message ?? String(error));
+    // a refusal (an operator step's, a value's, the service's own) says its code; anything else is a failure
+    const refused = error instanceof OperatorError || error instanceof InvalidArgumentError;
+    out.error(e.message ?? String(error), error instanceof C2CError ? error.code : refused ? 'invalid_request' : 'internal_error');
     return { code: 1, stdout: out.lines, stderr: out.errors };
   }
 }

@@ -9,17 +9,19 @@ import { closeServices, openServices } from '../serve.js';
 import type { Services } from '../services.js';
 import { BridgeRefused, findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
 import { readAttachedFiles, type AttachedFiles } from './files.js';
+import { errorLine } from './output.js';
 import type { ServiceUse } from './program.js';
 
 /** The exit code of a command whose answer was lost: it may have run (a top-up run again would credit twice). */
 export const OUTCOME_UNKNOWN = 3;
 
 export async function operate(argv: string[], config: Config): Promise<CliResult> {
+  const json = argv.includes('--json');
   let files: AttachedFiles;
   try {
     files = readAttachedFiles(argv);
   } catch (error) {
-    return { code: 1, stdout: [], stderr: [(error as Error).message] };
+    return { code: 1, stdout: [], stderr: [errorLine(json, (error as Error).message)] };
   }
   const running = findRunningServer(config.dataDir);
   if (running) {
@@ -37,8 +39,8 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
         stdout: [],
         stderr: [
           notTaken
-            ? `error: ${server} did not take the command (${code ?? (error as Error).message}): nothing was changed. If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`
-            : `error: the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. Check before running it again (account show, integration list, department list, member list).`,
+            ? errorLine(json, `${server} did not take the command (${code ?? (error as Error).message}): nothing was changed. If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`, 'service_unavailable')
+            : errorLine(json, `the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. Check before running it again (account show, integration list, department list, member list).`, 'outcome_unknown'),
         ],
       };
     }
@@ -77,7 +79,7 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
   }
   if (pushed) return result;
   const warning = "some agents' open widgets could not be sent their new state (the store did not answer in time): they show it on the agent's next change or when they reconnect";
-  return { ...result, stderr: [...result.stderr, argv.includes('--json') ? JSON.stringify({ warning }) : `warning: ${warning}`] };
+  return { ...result, stderr: [...result.stderr, json ? JSON.stringify({ warning }) : `warning: ${warning}`] };
 }
 
 /**

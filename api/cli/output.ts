@@ -14,7 +14,13 @@ export class Output {
     this.errors.push(this.json ? JSON.stringify({ warning: message }) : `warning: ${message}`);
   }
 
-  error(message: string): void {
-    this.errors.push(this.json ? JSON.stringify({ ok: false, error: message }) : `error: ${message}`);
+  /** A refusal or failure; with --json the API's envelope, `code` from the error catalogue. */
+  error(message: string, code = 'invalid_request'): void {
+    this.errors.push(errorLine(this.json, message, code));
   }
+}
+
+/** One line of standard error for a command that failed: `error: …`, or with --json `{"ok":false,"error":<code>,"message":…}`. */
+export function errorLine(json: boolean, message: string, code = 'invalid_request'): string {
+  return json ? JSON.stringify({ ok: false, error: code, message }) : `error: ${message}`;
 }

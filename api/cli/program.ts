@@ -164,7 +164,8 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .description('Click-to-call service: run it, and do the operator steps of spec section 1.')
     .option('--json', 'print JSON')
     .exitOverride()
-    .configureOutput({ writeOut: (s) => out.lines.push(s.trimEnd()), writeErr: (s) => out.errors.push(s.trimEnd()) });
+    // commander's own parse errors are refusals like the others: the envelope with --json
+    .configureOutput({ writeOut: (s) => out.lines.push(s.trimEnd()), writeErr: (s) => (out.json ? out.error(s.trim().replace(/^error: /, '')) : out.errors.push(s.trimEnd())) });
   const deps = async (use?: ServiceUse) => {
     const s = await services(use);
     return { db: s.db, bus: s.bus, clock: s.clock };
