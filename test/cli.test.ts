@@ -9,7 +9,8 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_BODY_LIMIT, ADMIN_PATH, runCommand, startAdminBridge, UNHEARD_CHANGE } from '../api/cli/admin-bridge.js';
+import { ADMIN_BODY_LIMIT, ADMIN_PATH, findRunningServer, runCommand, startAdminBridge, UNHEARD_CHANGE } from '../api/cli/admin-bridge.js';
+import { startOf } from '../api/store/data-dir-lock.js';
 import { createRedisBus } from '../api/bus/redis.js';
 import { fileArguments, readAttachedFiles } from '../api/cli/files.js';
 import { allowAllWarning, warnOfAllowAll } from '../api/domain/operator/integrations.js';
@@ -698,6 +699,19 @@ describe('the c2c binary', () => {
       expect(failed.stderr).not.toContain('    at ');
     } finally {
       rmSync(staleDir, { recursive: true, force: true });
+    }
+  });
+
+  it("takes an admin.json whose pid is another process's since (the server died; PID 1 in a container) for no server running", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'c2c-cli-reused-'));
+    try {
+      const admin = { url: 'http://127.0.0.1:9', token: 'x', pid: process.pid };
+      writeFileSync(join(dir, 'admin.json'), JSON.stringify({ ...admin, start: startOf(process.pid) }), { mode: 0o600 });
+      expect(findRunningServer(dir)).toMatchObject(admin);
+      writeFileSync(join(dir, 'admin.json'), JSON.stringify({ ...admin, start: 'another process' }), { mode: 0o600 });
+      expect(findRunningServer(dir)).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

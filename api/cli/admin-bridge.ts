@@ -22,6 +22,7 @@ import { C2CError } from '../../shared/errors.js';
 import { statusOf } from '../../shared/error-statuses.js';
 import { sha256, secretMatches } from '../domain/credentials.js';
 import { drainServer } from '../http/drain.js';
+import { startOf } from '../store/data-dir-lock.js';
 import type { Services } from '../services.js';
 import type { AttachedFiles } from './files.js';
 import { InvalidArgumentError } from 'commander';
@@ -39,6 +40,8 @@ interface AdminFile {
   url: string;
   token: string;
   pid: number;
+  /** the server process's start time (data-dir-lock.ts `startOf`): its pid alone may be another process's since (PID 1 in a container) */
+  start?: string | null;
 }
 
 export interface CliResult {
@@ -118,7 +121,7 @@ export async function startAdminBridge(services: Services): Promise<AdminBridge>
   const close = (drainMs = 0) => drainServer(server, drainMs, () => new Promise<void>((resolve) => server.close(() => resolve())));
   try {
     mkdirSync(services.config.dataDir, { recursive: true });
-    writePrivateFile(file, JSON.stringify({ url, token, pid: process.pid } satisfies AdminFile));
+    writePrivateFile(file, JSON.stringify({ url, token, pid: process.pid, start: startOf(process.pid) } satisfies AdminFile));
   } catch (error) {
     await close();
     throw error;
@@ -214,6 +217,8 @@ export function findRunningServer(dataDir: string): AdminFile | undefined {
   try {
     const admin = JSON.parse(readFileSync(file, 'utf8')) as AdminFile;
     process.kill(admin.pid, 0);
+    // left by a server that died, its pid another process's since: no server runs
+    if (typeof admin.start === 'string' && startOf(admin.pid) !== admin.start) return undefined;
     return admin;
   } catch {
     return undefined;
