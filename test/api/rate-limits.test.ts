@@ -148,6 +148,27 @@ describe("widget commands over the socket, counted by the client's address", () 
     const answers = await commandsFrom(false, ['198.51.100.61, 10.0.0.2', '198.51.100.62, 10.0.0.2'], [0, 0, 0, 0, 1]);
     expect(answers).toEqual([ok, ok, ok, limited, limited]);
   });
+
+  it("against one budget with the address's widget requests over REST", async () => {
+    const live = await createGatewayHarness(driver!, { rateLimitScale: scale });
+    const t = await seedTenant(live.h.services);
+    const agent = await readyAgent(client(live.h.app), t);
+    const socket = openSocket(live.url, agent.widgetToken, ORIGIN);
+    try {
+      await socket.next('state');
+      // the socket's connection comes from 127.0.0.1: so do these polls
+      const poll = () => client(live.h.app).get('/widget/state', { auth: agent.widgetToken, origin: ORIGIN, ip: '127.0.0.1' });
+      const command = (n: number) => request(socket.socket, 'command', { kind: 'availability', request_id: `shared-${n}`, available: n % 2 === 0 });
+      expect((await poll()).status).toBe(200);
+      expect((await poll()).status).toBe(200);
+      expect(await command(1)).toEqual(ok);
+      expect(await command(2)).toEqual(limited);
+      await expectError(poll(), 429, 'rate_limited');
+    } finally {
+      socket.close();
+      await live.close();
+    }
+  });
 });
 
 describe.each(storeDrivers())('socket handshakes and engine requests, against the limits REST counts, on %s', (store) => {
