@@ -19,7 +19,8 @@ describe.skipIf(!redisUrl())("the adapter's subscriber client through a Redis ou
     for (const server of servers) await server.stop();
   });
 
-  it('makes a subscription asked for during the outage once Redis is back, after several failed reconnects', async () => {
+  /** A Redis server of the test's own, and the adapter's subscriber client on it. */
+  async function subscriberOnOwnRedis() {
     const port = await freePort();
     const server = spawnRedis(port);
     servers.push(server);
@@ -27,6 +28,11 @@ describe.skipIf(!redisUrl())("the adapter's subscriber client through a Redis ou
     const url = `redis://127.0.0.1:${port}`;
     const sub = adapterSubscriber(url);
     clients.push(sub);
+    return { server, url, sub };
+  }
+
+  it('makes a subscription asked for during the outage once Redis is back, after several failed reconnects', async () => {
+    const { server, url, sub } = await subscriberOnOwnRedis();
     const received: string[] = [];
     sub.on('smessage', (channel: string, message: string) => received.push(`${channel}=${message}`));
     await sub.ssubscribe('c2c-test:outage:before');
@@ -52,13 +58,7 @@ describe.skipIf(!redisUrl())("the adapter's subscriber client through a Redis ou
   });
 
   it('queues at most one subscription command per room through an outage, and Redis ends with what was asked last', async () => {
-    const port = await freePort();
-    const server = spawnRedis(port);
-    servers.push(server);
-    await server.start();
-    const url = `redis://127.0.0.1:${port}`;
-    const sub = adapterSubscriber(url);
-    clients.push(sub);
+    const { server, url, sub } = await subscriberOnOwnRedis();
     await sub.ssubscribe('c2c-test:compact:left');
     await sub.ssubscribe('c2c-test:compact:back');
     await server.stop();
