@@ -15,7 +15,8 @@ import { createRedisBus } from '../api/bus/redis.js';
 import { fileArguments, readAttachedFiles } from '../api/cli/files.js';
 import { allowAllWarning, warnOfAllowAll } from '../api/domain/operator/integrations.js';
 import { buildApp } from '../api/app.js';
-import { loadConfig } from '../api/config.js';
+import { ConfigError, loadConfig } from '../api/config.js';
+import { C2CError } from '../shared/errors.js';
 import { startNode, type RunningNode } from '../api/serve.js';
 import { openPglite } from '../api/store/pglite.js';
 import { migrate } from '../api/store/migrate.js';
@@ -329,6 +330,19 @@ describe('c2c operator commands', () => {
       expect(refused.stdout, argv.join(' ')).toEqual([]);
       expect(refused.stderr.map((line) => JSON.parse(line)), argv.join(' ')).toEqual([{ ok: false, error: 'invalid_request', message: expect.any(String) }]);
     }
+  });
+
+  it('exits 3 when the store fails mid-step (the change may be kept: its COMMIT answer lost), 1 when the environment refuses it', async () => {
+    const failing = async () => {
+      const db = { ...h.services.db, tx: async () => Promise.reject(new C2CError('service_unavailable', 'The database did not answer in time.')) };
+      return { ...h.services, db } as typeof h.services;
+    };
+    const lost = await runCommand(['--json', 'account', 'fund', 'acc_x', '5'], failing);
+    expect(lost.code).toBe(3);
+    expect(lost.stderr.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: 'service_unavailable', message: expect.any(String) }]);
+    const unconfigured = await runCommand(['--json', 'account', 'fund', 'acc_x', '5'], async () => Promise.reject(new ConfigError('no store in C2C_DATA_DIR')));
+    expect(unconfigured.code).toBe(1);
+    expect(unconfigured.stderr.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: 'invalid_request', message: 'no store in C2C_DATA_DIR' }]);
   });
 
   it('checks what it is given before it opens the store: a typo is refused for itself, not for the store', async () => {
@@ -758,5 +772,9 @@ describe('the c2c binary', () => {
     const failed = await run(process.execPath, [BIN, 'platform', 'status'], { env: { ...env, PORT: 'eighty' } }).catch((e) => e);
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain('PORT');
+    // with --json, in the envelope a script can read
+    const json = await run(process.execPath, [BIN, '--json', 'platform', 'status'], { env: { ...env, PORT: 'eighty' } }).catch((e) => e);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stderr.trim())).toEqual({ ok: false, error: 'invalid_request', message: expect.stringContaining('PORT') });
   });
 });

@@ -26,6 +26,7 @@ import { startOf } from '../store/data-dir-lock.js';
 import type { Services } from '../services.js';
 import type { AttachedFiles } from './files.js';
 import { InvalidArgumentError } from 'commander';
+import { ConfigError } from '../config.js';
 import { OperatorError } from '../domain/operator/accounts.js';
 import { Output } from './output.js';
 import { buildProgram, type ServicesProvider } from './program.js';
@@ -85,10 +86,13 @@ export async function runCommand(argv: string[], services: ServicesProvider, fil
       if (!help && out.errors.length === 0) out.error(e.message ?? String(error));
       return { code: help ? 0 : (e.exitCode ?? 1), stdout: out.lines, stderr: out.errors };
     }
-    // a refusal (an operator step's, a value's, the service's own) says its code; anything else is a failure
-    const refused = error instanceof OperatorError || error instanceof InvalidArgumentError;
-    out.error(e.message ?? String(error), error instanceof C2CError ? error.code : refused ? 'invalid_request' : 'internal_error');
-    return { code: 1, stdout: out.lines, stderr: out.errors };
+    // a refusal (an operator step's, a value's, the environment's, the service's own) says its code; anything else is a failure
+    const refused = error instanceof OperatorError || error instanceof InvalidArgumentError || error instanceof ConfigError;
+    const code = error instanceof C2CError ? error.code : refused ? 'invalid_request' : 'internal_error';
+    out.error(e.message ?? String(error), code);
+    // The store failing mid-step (its answer to a COMMIT lost, say) may have kept the change: a
+    // script must look before it runs the step again, as after a lost answer of the bridge.
+    return { code: code === 'service_unavailable' ? OUTCOME_UNKNOWN : 1, stdout: out.lines, stderr: out.errors };
   }
 }
 
@@ -206,6 +210,9 @@ function reply(response: ServerResponse, status: number, body: unknown): void {
   if (status !== 200) response.setHeader('connection', 'close');
   response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
+
+/** The exit code of a command that may have run without its outcome known (its answer lost, the store failing mid-step): a top-up run again would credit twice. */
+export const OUTCOME_UNKNOWN = 3;
 
 /** The bridge answered and refused the command: it did not run. */
 export class BridgeRefused extends Error {}

@@ -6,6 +6,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config.js';
 import { startNode, type Role, type RunningNode } from '../serve.js';
 import { operate } from './operate.js';
+import { errorLine } from './output.js';
 import { stopSignal } from './signals.js';
 
 async function serve(argv: string[]): Promise<void> {
@@ -36,7 +37,16 @@ async function serve(argv: string[]): Promise<void> {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv[0] === 'serve') return serve(argv.slice(1));
-  const result = await operate(argv, loadConfig());
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    // with --json, a bad environment is a refusal like the others: the envelope
+    if (!(error instanceof ConfigError) || !argv.includes('--json')) throw error;
+    process.stderr.write(`${errorLine(true, error.message)}\n`);
+    process.exit(1);
+  }
+  const result = await operate(argv, config);
   for (const line of result.stdout) process.stdout.write(`${line}\n`);
   for (const line of result.stderr) process.stderr.write(`${line}\n`);
   process.exitCode = result.code;

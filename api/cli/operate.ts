@@ -4,16 +4,13 @@
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import { closeServices, openServices } from '../serve.js';
 import type { Services } from '../services.js';
-import { BridgeRefused, findRunningServer, forwardCommand, runCommand, type CliResult } from './admin-bridge.js';
+import { BridgeRefused, findRunningServer, forwardCommand, OUTCOME_UNKNOWN, runCommand, type CliResult } from './admin-bridge.js';
 import { readAttachedFiles, type AttachedFiles } from './files.js';
 import { errorLine } from './output.js';
 import type { ServiceUse } from './program.js';
-
-/** The exit code of a command whose answer was lost: it may have run (a top-up run again would credit twice). */
-export const OUTCOME_UNKNOWN = 3;
 
 export async function operate(argv: string[], config: Config): Promise<CliResult> {
   const json = argv.includes('--json');
@@ -96,14 +93,14 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
 function assertStoreHere(config: Config, use?: 'reading', env: NodeJS.ProcessEnv = process.env): void {
   if (config.databaseUrl) {
     if (use === 'reading' || config.redisUrl || env[NO_NODES_RUNNING] === '1') return;
-    throw new Error(
+    throw new ConfigError(
       `no server running for C2C_DATA_DIR (${resolve(config.dataDir)}) to run this in, and without REDIS_URL a change made on DATABASE_URL directly reaches no running node ` +
         `(they keep the old settings until they restart). Run c2c with the server's C2C_DATA_DIR, or with REDIS_URL as the nodes have it; ` +
         `if no node is running on this database, set ${NO_NODES_RUNNING}=1.`,
     );
   }
   if (existsSync(join(config.dataDir, 'pglite'))) return;
-  throw new Error(
+  throw new ConfigError(
     `no store in C2C_DATA_DIR (${resolve(config.dataDir)}) and no server running for it. ` +
       "Run c2c with the server's C2C_DATA_DIR (or DATABASE_URL), or start the server there first (npm start).",
   );
