@@ -24,11 +24,24 @@ import { migrate } from './store/migrate.js';
 export type Role = 'api' | 'gateway' | 'all';
 
 /**
- * How long a stopping API lets requests in flight finish before it cuts their connections: under
- * the 10 s a stopping process gives itself (cli/main.ts), and longer than any request takes while
- * the store answers. One cut is told nothing, so this is for requests stuck on a store that does not.
+ * How long a stopping API lets requests in flight finish before it cuts their connections: longer
+ * than any request takes while the store answers (one cut is told nothing, so this is for requests
+ * stuck on a store that does not). A stop on a struggling store takes at most the gateway's wait for
+ * a catch-up (1 s, CATCH_UP_STOP_WAIT_MS), this, and the store's close (2 s, CLOSE_WAIT_MS): 9 s,
+ * under the 10 s a stopping process gives itself (cli/signals.ts).
  */
-export const DRAIN_MS = 7_000;
+export const DRAIN_MS = 6_000;
+
+/** Resolves when `work` does, or after `ms`: a stop waits no longer for it (what it holds of the store is cut when the store closes). */
+const atMost = (work: Promise<unknown>, ms: number) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    const done = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    work.then(done, done);
+  });
 
 /** Stops taking requests, lets those in flight finish for up to `ms`, then cuts the rest. */
 const drain = (app: FastifyInstance, ms: number) => drainServer(app.server, ms, () => app.close());
@@ -155,7 +168,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
       // registered at once, so that a start failing after this point still closes the listener
       cleanups.push(async () => {
         // the reaper's tick under way, the requests and operator commands in flight finish before the store closes
-        await Promise.all([services.reaper.stop(), drain(app, DRAIN_MS), bridge?.close(DRAIN_MS)]);
+        await Promise.all([atMost(services.reaper.stop(), DRAIN_MS), drain(app, DRAIN_MS), bridge?.close(DRAIN_MS)]);
       });
       bridge = await startupStep('the admin bridge cannot listen on loopback (127.0.0.1 or ::1)', () => startAdminBridge(services));
       await warnOfAllowAll(services.db, (message) => app.log.warn(message));

@@ -29,9 +29,9 @@ interface Stopping {
 }
 
 /** A node on a database of its own, with what these tests need to hold a request in flight. */
-async function withNode(run: (s: Stopping) => Promise<void>): Promise<void> {
+async function withNode(run: (s: Stopping) => Promise<void>, env: Record<string, string> = {}): Promise<void> {
   const database = await createPgDatabase();
-  const node = await startNode(loadConfig({ DATABASE_URL: database.url, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: '0', LOG_LEVEL: 'silent' }), { logger: false });
+  const node = await startNode(loadConfig({ DATABASE_URL: database.url, PORT: '0', GATEWAY_PORT: '0', DEMO_PORT: '0', LOG_LEVEL: 'silent', ...env }), { logger: false });
   const other = new pg.Client({ connectionString: database.url });
   await other.connect();
   try {
@@ -83,6 +83,32 @@ describe.skipIf(!postgresUrl())('a node told to stop', () => {
       await closed;
       expect(await sessionCount()).toBe(1);
     }));
+
+  it('stops within its bound on a store that does not answer: the reaper\'s tick and a request stuck on it are not waited for', () =>
+    withNode(
+      async ({ node, t, sessionBody, lockSessions, aRequestWaits, release, stop }) => {
+        await lockSessions();
+        const inFlight = fetch(`${node.url}/api/v1/click2call/sessions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${t.serverKey}`, 'content-type': 'application/json' },
+          body: sessionBody,
+        }).catch(() => undefined);
+        await aRequestWaits();
+        // a reaper tick that never ends (its statement stuck on a store gone silent)
+        const { reaper } = node.services;
+        const stopTicking = reaper.stop.bind(reaper);
+        reaper.stop = () => {
+          void stopTicking();
+          return new Promise<void>(() => {});
+        };
+        const { closed } = await stop();
+        // closed while the lock is still held: neither was waited for to the statement timeout (60 s here)
+        await closed;
+        await release();
+        await inFlight;
+      },
+      { DATABASE_STATEMENT_TIMEOUT_MS: '60000' },
+    ), 30_000);
 
   it('tells a request that arrives on a kept-alive connection while it stops to retry elsewhere, in the envelope', () =>
     withNode(async ({ node, t, sessionBody, lockSessions, aRequestWaits, release, stop }) => {
