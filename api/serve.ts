@@ -165,10 +165,12 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
       node.app = app;
       node.url = localUrl(app.server.address() as AddressInfo);
       let bridge: AdminBridge | undefined;
+      let crm: { close(): Promise<void> } | undefined;
       // registered at once, so that a start failing after this point still closes the listener
       cleanups.push(async () => {
-        // the reaper's tick under way, the requests and operator commands in flight finish before the store closes
-        await Promise.all([atMost(services.reaper.stop(), DRAIN_MS), drain(app, DRAIN_MS), bridge?.close(DRAIN_MS)]);
+        // the reaper's tick under way, the requests and operator commands in flight finish before
+        // the store closes; the demo CRM's requests too, which wait on the API's
+        await Promise.all([atMost(services.reaper.stop(), DRAIN_MS), drain(app, DRAIN_MS), bridge?.close(DRAIN_MS), crm && atMost(crm.close(), DRAIN_MS)]);
       });
       bridge = await startupStep('the admin bridge cannot listen on loopback (127.0.0.1 or ::1)', () => startAdminBridge(services));
       await warnOfAllowAll(services.db, (message) => app.log.warn(message));
@@ -179,7 +181,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
         const credentials = await announceDemo(services, config, app);
         // DEMO_PORT=0 seeds the tenant without running the demo CRM (benchmarks, some tests).
         if (config.demoPort === 0) return node;
-        const crm = await startupStep(`the demo CRM cannot listen on 127.0.0.1:${config.demoPort} (DEMO_PORT; 0 runs no demo CRM)`, () => startCrmDemo({
+        crm = await startupStep(`the demo CRM cannot listen on 127.0.0.1:${config.demoPort} (DEMO_PORT; 0 runs no demo CRM)`, () => startCrmDemo({
           port: config.demoPort,
           baseUrl: `${node.url}/api/v1/click2call`,
           siteUrl: config.siteUrl,
@@ -189,7 +191,6 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
           users: { agent: credentials.agent, disabled: credentials.agent_disabled, unassigned: credentials.agent_unassigned },
           publicOrigin: credentials.allowed_origin,
         }));
-        cleanups.push(() => crm.close());
         app.log.info(`Demo CRM on http://127.0.0.1:${config.demoPort}/`);
       }
     }

@@ -339,7 +339,15 @@ describe('c2c operator commands', () => {
     };
     const lost = await runCommand(['--json', 'account', 'fund', 'acc_x', '5'], failing);
     expect(lost.code).toBe(3);
-    expect(lost.stderr.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: 'service_unavailable', message: expect.any(String) }]);
+    expect(lost.stderr.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: 'outcome_unknown', message: expect.stringContaining('may or may not have run') }]);
+    // a read changed nothing, whatever the store did: it is refused for now, to be asked again
+    const reading = async () => {
+      const db = { ...h.services.db, query: async () => Promise.reject(new C2CError('service_unavailable', 'The database did not answer in time.')) };
+      return { ...h.services, db } as typeof h.services;
+    };
+    const read = await runCommand(['--json', 'account', 'show', 'acc_x'], reading);
+    expect(read.code).toBe(1);
+    expect(read.stderr.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: 'service_unavailable', message: expect.any(String) }]);
     const unconfigured = await runCommand(['--json', 'account', 'fund', 'acc_x', '5'], async () => Promise.reject(new ConfigError('no store in C2C_DATA_DIR')));
     expect(unconfigured.code).toBe(1);
     expect(unconfigured.stderr.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: 'invalid_request', message: 'no store in C2C_DATA_DIR' }]);

@@ -62,8 +62,11 @@ export interface AdminBridge {
 export async function runCommand(argv: string[], services: ServicesProvider, files: AttachedFiles = {}): Promise<CliResult> {
   const out = new Output(argv.includes('--json'));
   let changedUnheard = false;
+  /** the command opened the services to change something (not only to read) */
+  let changing = false;
   const program = buildProgram(
     async (use) => {
+      changing ||= use !== 'reading';
       const opened = await services(use);
       // (a simulated incoming call, in-node, changes no setting a node caches)
       changedUnheard ||= use === undefined && opened.bus.driver === 'redis' && opened.bus.state() !== 'up';
@@ -89,10 +92,14 @@ export async function runCommand(argv: string[], services: ServicesProvider, fil
     // a refusal (an operator step's, a value's, the environment's, the service's own) says its code; anything else is a failure
     const refused = error instanceof OperatorError || error instanceof InvalidArgumentError || error instanceof ConfigError;
     const code = error instanceof C2CError ? error.code : refused ? 'invalid_request' : 'internal_error';
+    // The store failing mid-change (its answer to a COMMIT lost, say) may have kept the change: the
+    // operator must look before running the step again, as after a lost answer of the bridge.
+    if (code === 'service_unavailable' && changing) {
+      out.error(`the store failed during the command (${e.message ?? String(error)}): it may or may not have run. ${CHECK_FIRST}`, 'outcome_unknown');
+      return { code: OUTCOME_UNKNOWN, stdout: out.lines, stderr: out.errors };
+    }
     out.error(e.message ?? String(error), code);
-    // The store failing mid-step (its answer to a COMMIT lost, say) may have kept the change: a
-    // script must look before it runs the step again, as after a lost answer of the bridge.
-    return { code: code === 'service_unavailable' ? OUTCOME_UNKNOWN : 1, stdout: out.lines, stderr: out.errors };
+    return { code: 1, stdout: out.lines, stderr: out.errors };
   }
 }
 
@@ -213,6 +220,9 @@ function reply(response: ServerResponse, status: number, body: unknown): void {
 
 /** The exit code of a command that may have run without its outcome known (its answer lost, the store failing mid-step): a top-up run again would credit twice. */
 export const OUTCOME_UNKNOWN = 3;
+
+/** What the operator is told to do when a command's outcome is not known. */
+export const CHECK_FIRST = 'Check before running it again (account show, integration list, department list, member list).';
 
 /** The bridge answered and refused the command: it did not run. */
 export class BridgeRefused extends Error {}

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { ConfigError, type Config } from '../config.js';
 import { closeServices, openServices } from '../serve.js';
 import type { Services } from '../services.js';
-import { BridgeRefused, findRunningServer, forwardCommand, OUTCOME_UNKNOWN, runCommand, type CliResult } from './admin-bridge.js';
+import { BridgeRefused, CHECK_FIRST, findRunningServer, forwardCommand, OUTCOME_UNKNOWN, runCommand, type CliResult } from './admin-bridge.js';
 import { readAttachedFiles, type AttachedFiles } from './files.js';
 import { errorLine } from './output.js';
 import type { ServiceUse } from './program.js';
@@ -37,7 +37,7 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
         stderr: [
           notTaken
             ? errorLine(json, `${server} did not take the command (${code ?? (error as Error).message}): nothing was changed. If it is starting or stopping, try again; if process ${running.pid} is not that server, remove ${admin}.`, 'service_unavailable')
-            : errorLine(json, `the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. Check before running it again (account show, integration list, department list, member list).`, 'outcome_unknown'),
+            : errorLine(json, `the answer of ${server} was lost (${code ?? (error as Error).message}): the command may or may not have run. ${CHECK_FIRST}`, 'outcome_unknown'),
         ],
       };
     }
@@ -45,7 +45,7 @@ export async function operate(argv: string[], config: Config): Promise<CliResult
   let services: Services | undefined;
   const opened = async (use?: ServiceUse) => {
     if (use === 'in-node') {
-      throw new Error(
+      throw new ConfigError(
         `no server running for C2C_DATA_DIR (${resolve(config.dataDir)}) to run this in: a simulated incoming call rings in a running node ` +
           "(its ringing leg lives there; made here, it would end with this command and could not be answered). Start the server (npm start) and run c2c with its C2C_DATA_DIR, or use POST /simulated/inbound-calls.",
       );
