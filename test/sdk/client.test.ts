@@ -16,6 +16,8 @@ import { PAIRED_WAIT_MS } from '../../sdk/src/launcher.js';
 import { Snapshots } from '../../sdk/src/snapshots.js';
 import { SOCKET_SILENT_MS } from '../../shared/events.js';
 import { T0, call, engine } from './fixtures.js';
+import { CommandResult, LaunchTicket, WidgetRefresh, WidgetState as WidgetStateSchema } from '../../shared/schemas/widget-api.js';
+import { Session as SessionSchema } from '../../shared/schemas/server-api.js';
 
 const API = 'https://c2c.example/api/v1/click2call';
 const ORIGIN = 'https://crm.example.com';
@@ -119,6 +121,8 @@ class Service {
   pollMs = 3000;
   failedCommand: FailedCommand | null = null;
   tokenSeq = 0;
+  /** states outside the service's schema are answered (an older release's, a hostile proxy's), for the tests of the SDK's defences */
+  offContract = false;
   requests: Array<{ method: string; path: string; headers: Record<string, string>; body: any; signal?: AbortSignal | null }> = [];
   sockets: FakeSocket[] = [];
   /** per path: replies to use before the default behaviour */
@@ -140,6 +144,11 @@ class Service {
       failed_command: this.failedCommand,
       ...over,
     };
+  }
+
+  /** The body as the service's schema has it (unless the test plays something else: offContract). */
+  checked<T>(schema: { parse(value: unknown): T }, body: T): T {
+    return this.offContract ? body : schema.parse(body);
   }
 
   /** changes the state (a new version) */
@@ -176,18 +185,20 @@ class Service {
   private answer(path: string, headers: Record<string, string>, body: any): Reply {
     switch (path) {
       case '/crm/session':
-        return { status: 201, body: { ...this.state(), ok: true, widget_token: `c2cw_${++this.tokenSeq}`, expires_at: T0 + 1800 } };
+        // the integrator's backend forwards the service's Session
+        return { status: 201, body: this.checked(SessionSchema, { ...this.state(), ok: true, widget_token: `c2cw_${++this.tokenSeq}`, expires_at: T0 + 1800 }) };
       case '/widget/state': {
         const etag = `"${this.version}"`;
         if (headers['if-none-match'] === etag) return { status: 304, headers: { etag } };
-        return { status: 200, body: this.state(), headers: { etag } };
+        // the stand-in answers only what the service could (checked against its own schema), but where a test says it plays something else
+        return { status: 200, body: this.checked(WidgetStateSchema, this.state()), headers: { etag } };
       }
       case '/widget/refresh':
-        return { status: 200, body: { ok: true, widget_token: `c2cw_${++this.tokenSeq}`, expires_at: this.serverTime + 1800 } };
+        return { status: 200, body: this.checked(WidgetRefresh, { ok: true, widget_token: `c2cw_${++this.tokenSeq}`, expires_at: this.serverTime + 1800 }) };
       case '/widget/launch-ticket':
-        return { status: 200, body: { ok: true, ticket: 'c2cl_t', window_url: 'https://c2c.example/click2call/window#ticket=c2cl_t', expires_in: 600, window_name: 'c2c_abcdef' } };
+        return { status: 200, body: this.checked(LaunchTicket, { ok: true, ticket: 'c2cl_t', window_url: 'https://c2c.example/click2call/window#ticket=c2cl_t', expires_in: 600, window_name: 'c2c_abcdef' }) };
       case '/widget/commands':
-        return { status: 200, body: { ok: true, status: 'queued', command_id: 1 } };
+        return { status: 200, body: this.checked(CommandResult, { ok: true, status: 'queued', command_id: 1 }) };
       case '/widget/revoke':
         return { status: 200, body: { ok: true, revoked: true } };
       case '/crm/call':
@@ -377,7 +388,8 @@ describe('push and polling', () => {
 
   it('polls no faster than once a second whatever poll_ms a state gives', async () => {
     service.realtimeAvailable = false;
-    service.pollMs = 0;
+    service.pollMs = 0; // no service sends it: the SDK's own floor is what is tested
+    service.offContract = true;
     start();
     await flush();
     await vi.advanceTimersByTimeAsync(5000);
@@ -2043,6 +2055,7 @@ describe('the widget', () => {
 
   it("speaks the page's language (<html lang>) when the integration chose none, and keeps the integration's choice over it", async () => {
     document.documentElement.lang = 'fr';
+    service.offContract = true; // an older release's null language, below
     try {
       service.policy = policy(['mute'], { widget: { position: 'bottom-right', language: 'page', window_mode: 'popup' } });
       start();
