@@ -6,7 +6,20 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWork, SocketEnd } from '../../shared/events.js';
+import { z, type ZodType } from 'zod';
 import type { EngineCommand, HeartbeatRequest, HeartbeatResponse } from '../../shared/schemas/engine-api.js';
+import {
+  Claimed,
+  ClaimRequest,
+  Closed,
+  CloseRequest,
+  EngineHangupRequest,
+  EngineHangupResponse,
+  HeartbeatRequest as HeartbeatRequestSchema,
+  HeartbeatResponse as HeartbeatResponseSchema,
+  optionalBody,
+  VoiceToken,
+} from '../../shared/schemas/engine-api.js';
 import type { Call } from '../../shared/types.js';
 import { ApiError, EngineApi, REQUEST_TIMEOUT_MS, type Paired } from '../../window/src/api.js';
 import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
@@ -28,8 +41,12 @@ beforeEach(() => {
   vi.useFakeTimers();
   vi.setSystemTime(SERVER_NOW_S * 1000);
 });
+/** every scripted server of the test: none may have seen, or given, what the contract does not allow */
+const servers: FakeServer[] = [];
 afterEach(() => {
   vi.useRealTimers();
+  const broken = servers.splice(0).flatMap((server) => server.outsideContract);
+  expect(broken).toEqual([]);
 });
 
 const paired = (controls: Array<'mute' | 'dtmf'> = ['mute', 'dtmf']): Paired => ({
@@ -64,6 +81,15 @@ const call = (status: Call['status'], extra: Partial<Call> = {}): Call => ({
 
 const command = (command_id: number, kind: EngineCommand['kind'], digits: string | null = null): EngineCommand => ({ command_id, kind, call_id: 'ci_1', digits, available: null, ref: null });
 
+/** What the service takes and answers on each engine route (shared/schemas/engine-api.ts). */
+const CONTRACT: Record<string, { request: ZodType; response: ZodType }> = {
+  '/engine/heartbeat': { request: HeartbeatRequestSchema, response: HeartbeatResponseSchema },
+  '/engine/voice-token': { request: z.undefined(), response: VoiceToken },
+  '/engine/claim': { request: ClaimRequest, response: Claimed },
+  '/engine/hangup': { request: optionalBody(EngineHangupRequest), response: EngineHangupResponse },
+  '/engine/close': { request: optionalBody(CloseRequest), response: Closed },
+};
+
 /** A scripted server: heartbeat answers, claims, hangups; every request is recorded. */
 class FakeServer {
   readonly requests: Array<{ path: string; body: any; headers: Record<string, string>; keepalive: boolean; signal?: AbortSignal | null }> = [];
@@ -86,6 +112,12 @@ class FakeServer {
 
   /** a node of the release before `registered` and `inbound`: it answers without `inbound`, and refuses a report naming `registered` */
   earlierRelease = false;
+  /** requests and answers outside the engine API's schemas (checked after each test) */
+  readonly outsideContract: string[] = [];
+
+  constructor() {
+    servers.push(this);
+  }
 
   answer(extra: Partial<HeartbeatResponse> = {}): HeartbeatResponse {
     const inbound = this.earlierRelease ? {} : { inbound: true };
@@ -96,7 +128,21 @@ class FakeServer {
     return this.requests.filter((r) => r.path === '/engine/heartbeat').map((r) => r.body);
   }
 
+  /**
+   * The service's answer, as its schemas allow it, to a request as its schemas take it: the window
+   * is checked against the contract, not against this stand-in's idea of it.
+   */
   respond(path: string, body: any): { status: number; body: unknown; headers?: Record<string, string> } {
+    const contract = CONTRACT[path];
+    const sent = contract?.request.safeParse(body);
+    if (sent && !sent.success && !this.earlierRelease) this.outsideContract.push(`the window sent ${path} a body the service refuses: ${sent.error.message}`);
+    const answer = this.respondAsScripted(path, body);
+    const given = answer.status === 200 ? contract?.response.safeParse(answer.body) : undefined;
+    if (given && !given.success && !this.earlierRelease) this.outsideContract.push(`the stand-in answered ${path} what the service never would: ${given.error.message}`);
+    return answer;
+  }
+
+  respondAsScripted(path: string, body: any): { status: number; body: unknown; headers?: Record<string, string> } {
     if (path === '/engine/heartbeat') {
       if (this.heartbeatStatus === 429) {
         return { status: 429, body: { ok: false, error: 'rate_limited', message: 'Too many requests.' }, headers: { 'retry-after': String(this.heartbeatRetryAfter) } };
