@@ -186,13 +186,17 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
     },
 
     /**
-     * POST /widget/refresh: a new token of the same session (agent, origin); the old one lingers
-     * briefly. A token refreshed again during that grace (a client whose first answer was lost)
-     * gets another: all stay one session, which a revoke ends whole.
+     * POST /widget/refresh: a new token of the same session (agent, origin); the others live on
+     * for a short grace. A token refreshed again during that grace (a client whose first answer was
+     * lost) gets another: all stay one session, which a revoke ends whole. A session holds one
+     * token of full life, the newest: every other of its tokens is cut to the grace, so refreshing
+     * one token again and again makes no more than one lasting credential (each could otherwise hold
+     * its own sockets on every node, and be pushed every change).
      */
     async refresh(context: WidgetContext) {
       const { session } = context;
       const family = sessionOf(session);
+      let shortened: string[] = [];
       return db.tx(async (sql) => {
         // The session's first token is locked, first, as a revoke locks it: a refresh either commits
         // before a revoke (which then ends the new token as well) or sees the revoke and is refused,
@@ -213,9 +217,16 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
         }
         const fresh = await insertSession(sql, session.integration_id, session.member_id, session.origin, session.server_key_id, family);
         const graceEnd = clock.now() + LIMITS.widgetTokenRefreshGraceSeconds * 1000;
-        await sql.query('UPDATE widget_sessions SET expires_at = LEAST(expires_at, $2) WHERE id = $1', [session.id, graceEnd]);
+        const cut = await sql.query<{ id: string }>(
+          `UPDATE widget_sessions SET expires_at = $3 WHERE (id = $1 OR family_id = $1) AND id <> $2 AND revoked_at IS NULL AND expires_at > $3 RETURNING id`,
+          [family, fresh.id, graceEnd],
+        );
+        shortened = cut.map((row) => row.id);
         return fresh;
-      }).finally(() => bus.publish({ type: 'session', sessionId: session.id, reason: 'refreshed' }));
+      }).finally(() => {
+        // their sockets learn of the shorter life (a re-check reads it) and end with it
+        for (const sessionId of new Set([session.id, ...shortened])) bus.publish({ type: 'session', sessionId, reason: 'refreshed' });
+      });
     },
 
     /** POST /widget/revoke: ends this widget session, every token refreshed from or to this one (not the call). */

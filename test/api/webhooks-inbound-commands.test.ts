@@ -754,6 +754,22 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect(viaFresh.body).toMatchObject({ ok: true, status: 'queued' });
   });
 
+  it('keeps one token of full life per session: a token refreshed again and again in its grace makes new tokens, each cutting the last to the grace', async () => {
+    const t = await seedTenant(h.services);
+    const old = await openSession(api, t);
+    const refresh = async (token: string) => {
+      const answer = await api.post('/widget/refresh', undefined, { auth: token, origin: 'https://crm.example.com' });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      return answer.body.widget_token as string;
+    };
+    // the same old token refreshed three times (a client, or a script, asking again within the grace)
+    const minted = [await refresh(old), await refresh(old), await refresh(old)];
+    await h.clock.advanceSeconds(31);
+    // only the newest lives on: the others ended with the grace, as the old one did
+    for (const token of [old, ...minted.slice(0, 2)]) await expectError(widgetState(api, token), 401, 'unauthorized');
+    expect((await widgetState(api, minted[2]!)).status).toBe(200);
+  });
+
   it('revokes the widget session: the token is then 401, the ongoing call stays connected', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);
