@@ -430,6 +430,25 @@ describe('c2c operator commands', () => {
     }
   });
 
+  it("closes an integration's call windows (a leaked key's): their tokens stop, their calls go on orphaned, and agents pair again", async () => {
+    const t = await seedTenant(h.services);
+    const api = client(h.app);
+    const agent = await readyAgent(api, t);
+    const requested = await api.post('/calls', { integration_id: t.integrationId, agent: { type: 'email', value: t.agent.email }, phone_number: '+12025550123' }, { auth: t.serverKey });
+    expect(requested.status).toBe(202);
+    const id = requested.body.request_id as string;
+    expect((await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken })).status).toBe(200);
+    await h.clock.advanceSeconds(3);
+    const closed = await c2c('integration', 'close-windows', t.integrationId);
+    expect(closed.json).toEqual({ integration_id: t.integrationId, closed: 1 });
+    expect((await api.post('/engine/heartbeat', { state: 'ready', mic_ready: true, call_id: null }, { auth: agent.engineToken })).status).toBe(401);
+    expect((await api.get(`/calls/${id}`, { auth: t.serverKey })).body).toMatchObject({ status: 'connected', orphaned: true });
+    expect((await api.post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
+    // the agent opens a window again
+    expect((await readyAgent(api, t)).engineToken).toMatch(/^c2ce_/);
+    expect((await c2c('integration', 'close-windows', 'c2c_nope')).code).toBe(1);
+  });
+
   it("refuses integration-wide settings on a member's overrides rather than ignoring them", async () => {
     const refused = await c2c('integration', 'override', 'c2c_x', 'mem_x', '--countries', 'FR');
     expect(refused.code).toBe(1);

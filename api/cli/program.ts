@@ -39,7 +39,7 @@ import {
   setWindowMode,
   type PolicySettings,
 } from '../domain/operator/integrations.js';
-import { revokeIntegration } from '../domain/operator/revocation.js';
+import { closeIntegrationWindows, revokeIntegration } from '../domain/operator/revocation.js';
 import { blockNumber, setRate, unblockNumber } from '../domain/operator/telephony.js';
 import type { CoverageMode, WindowMode } from '../domain/integrations/model.js';
 import { attachedText, type AttachedFiles } from './files.js';
@@ -457,6 +457,13 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       out.result({ integration_id: id, enabled }, `integration ${id} ${name}d`);
     });
   }
+  integration
+    .command('close-windows <integrationId>')
+    .description("close every call window of the integration (its agents open theirs again from the widget): after a leaked server key, the windows paired through it")
+    .action(async (id: string) => {
+      const closed = await closeIntegrationWindows(await deps(), id);
+      out.result({ integration_id: id, closed }, `${closed} call windows of ${id} closed; their calls go on until hung up from the widget`);
+    });
   integration
     .command('revoke <integrationId>')
     .description('revoke for good: keys stop, widget sessions and call windows end, calls end')

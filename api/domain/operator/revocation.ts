@@ -7,6 +7,7 @@ import type { Providers } from '../../providers/index.js';
 import { Changes } from '../changes.js';
 import { LIVE_STATUS_LIST } from '../calls/checks.js';
 import { hangupCall } from '../calls/hangup.js';
+import type { Sql } from '../../store/index.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
 
 export interface RevocationResult {
@@ -15,6 +16,49 @@ export interface RevocationResult {
   calls: number;
   /** calls the provider could not be reached to end; the reaper retries them */
   uncertain: number;
+}
+
+/**
+ * Closes the integration's call windows that are not closed, and records them in `changes`.
+ * Rows locked in id order, as heartbeat batches lock them (heartbeat.ts): in the table's order, a
+ * step holding one window's row while waiting for another's that a batch holds, itself waiting for
+ * the first, would deadlock, and PostgreSQL would end one of the two.
+ */
+async function closeEngines(sql: Sql, integrationId: string, now: number, reason: string, changes: Changes): Promise<Array<{ id: string; member_id: string }>> {
+  const engines = await sql.query<{ id: string; member_id: string }>(
+    `WITH live AS (
+       SELECT id FROM engines WHERE integration_id = $1 AND state <> 'closed' ORDER BY id FOR NO KEY UPDATE
+     ) UPDATE engines e SET state = 'closed', closed_at = $2, close_reason = $3, version = e.version + 1
+     FROM live WHERE e.id = live.id RETURNING e.id, e.member_id`,
+    [integrationId, now, reason],
+  );
+  for (const engine of engines) {
+    changes.engineClosed(engine.id, reason);
+    await changes.touchAgent(sql, integrationId, engine.member_id);
+  }
+  return engines;
+}
+
+/**
+ * Closes every call window of an integration; its agents open theirs again from the widget. The
+ * operator's answer to a leaked server key: after a rotation what the key made ends within the
+ * hour and a token's life, but a window paired through one of its sessions lives as long as it
+ * heartbeats (a window's credential is its own: the spec keeps it past the widget's logout). Calls
+ * on those windows go on, orphaned, as when a window closes: Hang up in the widget ends them.
+ */
+export async function closeIntegrationWindows(deps: OperatorDeps, integrationId: string): Promise<number> {
+  const changes = new Changes();
+  const closed = await deps.db.tx(async (sql) => {
+    const [integration] = await sql.query('SELECT 1 FROM integrations WHERE id = $1', [integrationId]);
+    if (!integration) throw new OperatorError(`No integration ${integrationId}.`);
+    const engines = await closeEngines(sql, integrationId, deps.clock.now(), 'closed_by_operator', changes);
+    if (engines.length > 0) {
+      await sql.query(`UPDATE call_intents SET orphaned = true WHERE engine_id = ANY($1::text[]) AND status IN (${LIVE_STATUS_LIST})`, [engines.map((e) => e.id)]);
+    }
+    return engines.length;
+  });
+  changes.publish(deps.bus);
+  return closed;
 }
 
 export async function revokeIntegration(deps: OperatorDeps & { providers: Providers }, integrationId: string): Promise<RevocationResult> {
@@ -33,20 +77,7 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
       [integrationId, now],
     );
     for (const { id } of sessions) changes.sessionEnded(id, 'integration_revoked');
-    // Rows locked in id order, as heartbeat batches lock them (heartbeat.ts): in the table's order,
-    // a revoke holding one window's row while waiting for another's that a batch holds, itself
-    // waiting for the first, would deadlock, and PostgreSQL would end one of the two.
-    const engines = await sql.query<{ id: string; member_id: string }>(
-      `WITH live AS (
-         SELECT id FROM engines WHERE integration_id = $1 AND state <> 'closed' ORDER BY id FOR NO KEY UPDATE
-       ) UPDATE engines e SET state = 'closed', closed_at = $2, close_reason = 'integration_revoked', version = e.version + 1
-       FROM live WHERE e.id = live.id RETURNING e.id, e.member_id`,
-      [integrationId, now],
-    );
-    for (const engine of engines) {
-      changes.engineClosed(engine.id, 'integration_revoked');
-      await changes.touchAgent(sql, integrationId, engine.member_id);
-    }
+    const engines = await closeEngines(sql, integrationId, now, 'integration_revoked', changes);
     const calls = await sql.query<{ id: string }>(`SELECT id FROM call_intents WHERE integration_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [integrationId]);
     return { sessions: sessions.length, engines: engines.length, callIds: calls.map((c) => c.id) };
   });
