@@ -55,7 +55,7 @@ describe.skipIf(!postgresUrl())('revoking an integration while its windows heart
     const revoked = revokeIntegration(h.services, t.integrationId);
     // once the revoke waits for the first window's row, the batch goes on
     await waitFor(
-      async () => ((await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%integration_revoked%'"))[0]!.n > 0 ? true : undefined),
+      async () => ((await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM live WHERE e.id = live.id%'"))[0]!.n > 0 ? true : undefined),
       'the revoke waiting for a lock',
       5_000,
     );
