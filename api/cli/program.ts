@@ -170,6 +170,16 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     const s = await services(use);
     return { db: s.db, bus: s.bus, clock: s.clock };
   };
+  /** `<parent> list --account acc_…`: what an account has of one kind, a line each (a read: it runs wherever). */
+  const listOfAccount = <T>(parent: Command, what: string, description: string, read: (deps: { db: Services['db'] }, accountId: string) => Promise<T[]>, line: (item: T) => string) =>
+    parent
+      .command('list')
+      .description(description)
+      .requiredOption('--account <accountId>')
+      .action(async (o: { account: string }) => {
+        const items = await read(await deps('reading'), o.account);
+        out.result(items, items.length ? items.map(line).join('\n') : `account ${o.account} has no ${what}`);
+      });
 
   // Run by the entry point itself (main.ts), never through a running server; named here for the help.
   program
@@ -230,14 +240,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       const created = await createDepartment(await deps(), o.account, o.name);
       out.result(created, `department ${created.id} created`);
     });
-  department
-    .command('list')
-    .description("an account's departments: id and name")
-    .requiredOption('--account <accountId>')
-    .action(async (o: { account: string }) => {
-      const departments = await listDepartments(await deps('reading'), o.account);
-      out.result(departments, departments.length ? departments.map((d) => `${d.id}  ${d.name}`).join('\n') : `account ${o.account} has no departments`);
-    });
+  listOfAccount(department, 'departments', "an account's departments: id and name", listDepartments, (d) => `${d.id}  ${d.name}`);
 
   const member = program.command('member').description('members (agents)');
   member
@@ -259,16 +262,9 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       });
       out.result(created, `member ${created.id} <${created.email}> uuid ${created.uuid}`);
     });
-  member
-    .command('list')
-    .description("an account's members: id, e-mail, stable UUID, department, and whether calls are enabled")
-    .requiredOption('--account <accountId>')
-    .action(async (o: { account: string }) => {
-      const members = await listMembers(await deps('reading'), o.account);
-      const line = (m: (typeof members)[number]) =>
-        `${m.id}  ${m.email}  uuid ${m.uuid}  ${m.name}${m.department_name ? `  (${m.department_name})` : ''}${m.removed ? '  removed' : m.enabled ? '' : '  calls disabled'}`;
-      out.result(members, members.length ? members.map(line).join('\n') : `account ${o.account} has no members`);
-    });
+  listOfAccount(member, 'members', "an account's members: id, e-mail, stable UUID, department, and whether calls are enabled", listMembers, (m) =>
+    `${m.id}  ${m.email}  uuid ${m.uuid}  ${m.name}${m.department_name ? `  (${m.department_name})` : ''}${m.removed ? '  removed' : m.enabled ? '' : '  calls disabled'}`,
+  );
   for (const [name, change] of [
     ['enable', { enabled: true }],
     ['disable', { enabled: false }],
@@ -298,16 +294,9 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       // no warning this time; the next command or the next server start says it
     }
   });
-  integration
-    .command('list')
-    .description("an account's integrations: id, name, status, live server keys (never a key)")
-    .requiredOption('--account <accountId>')
-    .action(async (o: { account: string }) => {
-      const integrations = await listIntegrations(await deps('reading'), o.account);
-      const line = (i: (typeof integrations)[number]) =>
-        `${i.integration_id}  "${i.name}"  ${i.status}  live server keys: ${i.live_server_keys}${i.allow_all_origins ? '  (allow all origins: ON)' : ''}`;
-      out.result(integrations, integrations.length ? integrations.map(line).join('\n') : `account ${o.account} has no integrations`);
-    });
+  listOfAccount(integration, 'integrations', "an account's integrations: id, name, status, live server keys (never a key)", listIntegrations, (i) =>
+    `${i.integration_id}  "${i.name}"  ${i.status}  live server keys: ${i.live_server_keys}${i.allow_all_origins ? '  (allow all origins: ON)' : ''}`,
+  );
   integration
     .command('show <integrationId>')
     .description('its settings, origins, policy, coverage and members\' UUIDs and overrides (never a key)')

@@ -241,6 +241,12 @@ export async function updateMember(
 }
 
 /** An account's members, as an operator looks them up (spec section 1, step 4: each member's stable UUID is listed). */
+/** Refuses an account id that names no account (a list of nothing would hide the typo). */
+export async function assertAccount(sql: Pick<Sql, 'query'>, accountId: string): Promise<void> {
+  const [account] = await sql.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
+  if (!account) throw new OperatorError(`No account ${accountId}.`);
+}
+
 /** An account as the operator sees it: its kind, status, balance and provider account (never the provider's auth token). */
 export async function showAccount({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<AccountRecord> {
   const [row] = await db.query<AccountRecord>(
@@ -253,14 +259,12 @@ export async function showAccount({ db }: Pick<OperatorDeps, 'db'>, accountId: s
 
 /** An account's departments, by name. */
 export async function listDepartments({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<Array<{ id: string; name: string }>> {
-  const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
-  if (!account) throw new OperatorError(`No account ${accountId}.`);
+  await assertAccount(db, accountId);
   return db.query('SELECT id, name FROM departments WHERE account_id = $1 ORDER BY name, id', [accountId]);
 }
 
 export async function listMembers({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<Array<MemberRecord & { removed: boolean; department_name: string | null }>> {
-  const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
-  if (!account) throw new OperatorError(`No account ${accountId}.`);
+  await assertAccount(db, accountId);
   return db.query(
     `SELECT m.id, m.account_id, m.email, m.uuid::text AS uuid, m.name, m.enabled, m.removed, m.department_id, d.name AS department_name
      FROM members m LEFT JOIN departments d ON d.id = m.department_id WHERE m.account_id = $1 ORDER BY m.created_at, m.id`,

@@ -14,7 +14,7 @@ import { widgetDefaults, type CoverageMode, type IntegrationRow, type MemberOver
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
 import { parseE164 } from '../phone.js';
 import { agentVersionBump } from '../agent-state.js';
-import { ACCOUNT_LOCK, assertName, OperatorError, type OperatorDeps } from './accounts.js';
+import { ACCOUNT_LOCK, assertAccount, assertName, OperatorError, type OperatorDeps } from './accounts.js';
 
 export interface PolicySettings {
   outbound?: boolean;
@@ -154,8 +154,7 @@ export async function createIntegration(
   const id = input.id ?? newId(ID_PREFIX.integration);
   const now = deps.clock.now();
   const created = await deps.db.tx(async (sql) => {
-    const [account] = await sql.query('SELECT 1 FROM accounts WHERE id = $1', [input.accountId]);
-    if (!account) throw new OperatorError(`No account ${input.accountId}.`);
+    await assertAccount(sql, input.accountId);
     const all: Record<string, unknown> = {
       id,
       account_id: input.accountId,
@@ -356,8 +355,7 @@ export async function setIntegrationEnabled(deps: OperatorDeps, integrationId: s
 
 /** An account's integrations: id, name, status, and whether they allow every origin. */
 export async function listIntegrations({ db }: Pick<OperatorDeps, 'db'>, accountId: string) {
-  const [account] = await db.query('SELECT 1 FROM accounts WHERE id = $1', [accountId]);
-  if (!account) throw new OperatorError(`No account ${accountId}.`);
+  await assertAccount(db, accountId);
   return db.query<{ integration_id: string; name: string; status: string; allow_all_origins: boolean; live_server_keys: number }>(
     `SELECT i.id AS integration_id, i.name, i.status, i.allow_all_origins,
        (SELECT count(*)::int FROM server_keys k WHERE k.integration_id = i.id AND k.revoked_at IS NULL) AS live_server_keys
