@@ -51,8 +51,12 @@ const EnvSchema = z.object({
   PUBLIC_SITE_URL: publicOrigin.optional(),
   PUBLIC_GATEWAY_URL: publicOrigin.optional(),
   C2C_DEMO: flag.default(false),
-  // The Twilio driver arrives with its own issue; until then the simulator is the only provider.
-  VOICE_PROVIDER: z.enum(['simulated']).default('simulated'),
+  /** the provider of real call windows; simulated windows (demos, tests) always use the simulator */
+  VOICE_PROVIDER: z.enum(['simulated', 'twilio']).default('simulated'),
+  /** where the Twilio driver reaches Twilio's REST API (an egress proxy); https://api.twilio.com when unset */
+  TWILIO_API_BASE_URL: urlWithScheme(['https:', 'http:']).optional(),
+  /** a Twilio REST request (a hangup) unanswered this long is given up: the hangup answers 502 hangup_uncertain */
+  TWILIO_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   WIDGET_TOKEN_TTL_SECONDS: z.coerce.number().int().min(5).max(24 * 3600).default(LIMITS.widgetTokenTtlSeconds),
   /** off; `true` (every hop); or the proxies' addresses, CIDR ranges or names (loopback, linklocal, uniquelocal), comma-separated */
@@ -116,7 +120,10 @@ export interface Config {
   /** where socket.io-client connects */
   gatewayUrl: string;
   demo: boolean;
-  voiceProvider: 'simulated';
+  voiceProvider: 'simulated' | 'twilio';
+  /** TWILIO_API_BASE_URL: undefined is Twilio's own */
+  twilioApiBaseUrl: string | undefined;
+  twilioTimeoutMs: number;
   logLevel: string;
   widgetTokenTtlSeconds: number;
   /** proxies trusted to name the client in X-Forwarded-For (http/client-address.ts) */
@@ -171,6 +178,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     gatewayUrl: parseOrigin(e.PUBLIC_GATEWAY_URL ?? `http://127.0.0.1:${e.GATEWAY_PORT}`)!,
     demo: e.C2C_DEMO,
     voiceProvider: e.VOICE_PROVIDER,
+    twilioApiBaseUrl: e.TWILIO_API_BASE_URL,
+    twilioTimeoutMs: e.TWILIO_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
     widgetTokenTtlSeconds: e.WIDGET_TOKEN_TTL_SECONDS,
     trustProxy: e.TRUST_PROXY,
@@ -197,4 +206,14 @@ export function loopbackGatewayWarning(config: Pick<Config, 'publicBaseUrl' | 'g
   if (config.gatewayConfigured) return null;
   if (LOOPBACK_HOSTS.has(new URL(config.publicBaseUrl).hostname)) return null;
   return `PUBLIC_BASE_URL (${config.publicBaseUrl}) is public but PUBLIC_GATEWAY_URL is not set: browsers are told to reach the gateway at ${config.gatewayUrl}, which they cannot, and will only poll. Set PUBLIC_GATEWAY_URL to where the proxy serves /socket.io.`;
+}
+
+/**
+ * Twilio posts the voice webhook and status callbacks to PUBLIC_BASE_URL, and signs them over it:
+ * left at its loopback default, Twilio reaches none, and every window's call is refused by Twilio.
+ * Said at start, with what to set.
+ */
+export function loopbackWebhookWarning(config: Pick<Config, 'publicBaseUrl' | 'voiceProvider'>): string | null {
+  if (config.voiceProvider !== 'twilio' || !LOOPBACK_HOSTS.has(new URL(config.publicBaseUrl).hostname)) return null;
+  return `VOICE_PROVIDER is twilio but PUBLIC_BASE_URL (${config.publicBaseUrl}) is loopback: Twilio cannot reach the voice webhook or the status callbacks there, so no call goes through. Set PUBLIC_BASE_URL to the API's public origin.`;
 }

@@ -11,7 +11,7 @@ import { startAdminBridge, type AdminBridge } from './cli/admin-bridge.js';
 import { warnOfAllowAll } from './domain/operator/integrations.js';
 import { drainServer } from './http/drain.js';
 import { systemClock, type Clock } from './clock.js';
-import { API_PREFIX, ConfigError, loopbackGatewayWarning, type Config } from './config.js';
+import { API_PREFIX, ConfigError, loopbackGatewayWarning, loopbackWebhookWarning, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
 import { loggableError } from './http/errors.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
@@ -176,6 +176,8 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
       await warnOfAllowAll(services.db, (message) => app.log.warn(message));
       const unreachableGateway = role === 'all' ? loopbackGatewayWarning(config) : null;
       if (unreachableGateway) app.log.warn(unreachableGateway);
+      const unreachableWebhooks = loopbackWebhookWarning(config);
+      if (unreachableWebhooks) app.log.warn(unreachableWebhooks);
       services.reaper.start();
       if (options.demo) {
         const credentials = await announceDemo(services, config, app);

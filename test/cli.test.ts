@@ -202,6 +202,40 @@ describe('c2c operator commands', () => {
     expect((await c2c('account', 'set-provider', account, '--sid', sid)).code).toBe(1);
   });
 
+  it("sets the API key and TwiML App the Twilio driver signs windows' tokens with, the secret read from a file, the whole set each time", async () => {
+    const account = (await c2c('account', 'create', '--name', 'Iota')).json.id as string;
+    const sid = `AC${'0123456789abcdef'.repeat(2)}`;
+    const token = 'fedcba9876543210'.repeat(2);
+    const keySid = `SK${'00112233445566778899aabbccddeeff'}`;
+    const secret = 'Sup3rS3cretSup3rS3cretSup3rS3cre';
+    const appSid = `AP${'ffeeddccbbaa99887766554433221100'}`;
+    const files = { 'token.txt': `${token}\n`, 'secret.txt': `${secret}\n` };
+    const full = ['account', 'set-provider', account, '--sid', sid, '--file', 'token.txt', '--api-key', keySid, '--api-key-secret-file', 'secret.txt', '--twiml-app', appSid];
+    const set = await runCommand(full, async () => h.services, files);
+    expect(set.code, set.stderr.join('\n')).toBe(0);
+    const stored = () =>
+      h.services.db.query('SELECT provider_api_key_sid, provider_api_key_secret, provider_twiml_app_sid FROM accounts WHERE id = $1', [account]).then(([row]) => row);
+    expect(await stored()).toEqual({ provider_api_key_sid: keySid, provider_api_key_secret: secret, provider_twiml_app_sid: appSid });
+    const shown = await runCommand(['account', 'show', account], async () => h.services);
+    expect(shown.stdout.join('\n')).toContain(`API key ${keySid}, TwiML App ${appSid}`);
+    for (const output of [set.stdout, shown.stdout, (await c2c('account', 'show', account)).stdout]) expect(output.join('\n')).not.toContain(secret);
+
+    const refused = async (...argv: string[]) => {
+      const run = await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', 'token.txt', ...argv], async () => h.services, files);
+      expect(run.code, argv.join(' ')).toBe(1);
+      expect(await stored(), argv.join(' ')).toEqual({ provider_api_key_sid: keySid, provider_api_key_secret: secret, provider_twiml_app_sid: appSid });
+    };
+    await refused('--api-key', keySid);
+    await refused('--api-key-secret-file', 'secret.txt');
+    await refused('--api-key', 'SK123', '--api-key-secret-file', 'secret.txt');
+    await refused('--api-key', keySid, '--api-key-secret-file', 'token.txt', '--twiml-app', 'AP123');
+    expect((await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', '-', '--api-key', keySid, '--api-key-secret-file', '-'], async () => h.services, { '-': token })).code).toBe(1);
+
+    // Given without them, the key and the app are emptied: they belonged to the credentials replaced.
+    expect((await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', 'token.txt'], async () => h.services, files)).code).toBe(0);
+    expect(await stored()).toEqual({ provider_api_key_sid: null, provider_api_key_secret: null, provider_twiml_app_sid: null });
+  });
+
   it('exits non-zero when a command is left incomplete, and zero when help is asked for', async () => {
     expect((await runCommand(['platform'], async () => h.services)).code).toBe(1);
     expect((await runCommand([], async () => h.services)).code).toBe(1);
@@ -416,6 +450,8 @@ describe('c2c operator commands', () => {
       balance_micros: 15_000_000,
       currency: 'USD',
       provider_account_sid: expect.stringMatching(/^AC/),
+      provider_api_key_sid: null,
+      provider_twiml_app_sid: null,
     });
     const sales = (await c2c('department', 'create', '--account', account, '--name', 'Sales')).json.id as string;
     const again = await c2c('department', 'create', '--account', account, '--name', 'Sales');
@@ -604,6 +640,7 @@ describe('--file', () => {
     try {
       writeFileSync(join(dir, 'origins.txt'), 'https://a.example\nhttps://b.example\n');
       expect(fileArguments(['integration', 'origins', 'c2c_x', '--file', 'origins.txt', '--file=-', '--', '--file', 'not-an-option'])).toEqual(['origins.txt', '-']);
+      expect(fileArguments(['account', 'set-provider', 'acc_x', '--file', 't.txt', '--api-key-secret-file=s.txt'])).toEqual(['t.txt', 's.txt']);
       const read: Array<string | 0> = [];
       const files = readAttachedFiles(['integration', 'origins', 'c2c_x', '--file', 'origins.txt', '--file=-'], dir, (path) => {
         read.push(path);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import { freePort } from './helpers/processes.js';
 import { startCrmDemo } from '../examples/crm-demo/server.js';
-import { ConfigError, loadConfig, loopbackGatewayWarning } from '../api/config.js';
+import { ConfigError, loadConfig, loopbackGatewayWarning, loopbackWebhookWarning } from '../api/config.js';
 import { localUrl, startNode, type RunningNode } from '../api/serve.js';
 
 describe('npm start with the demo flag', () => {
@@ -221,6 +221,21 @@ describe('configuration', () => {
       expect(message).toContain('PORT');
       expect(message).toContain('DATABASE_URL');
       expect(message).toContain('PUBLIC_BASE_URL');
+    }
+  });
+
+  it('takes Twilio as the voice provider, with where its REST API is reached and how long a request may take', () => {
+    expect(loadConfig({})).toMatchObject({ voiceProvider: 'simulated', twilioApiBaseUrl: undefined, twilioTimeoutMs: 5000 });
+    expect(loadConfig({ VOICE_PROVIDER: 'twilio', TWILIO_API_BASE_URL: 'https://egress.example:8443', TWILIO_TIMEOUT_MS: '2500' })).toMatchObject({
+      voiceProvider: 'twilio',
+      twilioApiBaseUrl: 'https://egress.example:8443',
+      twilioTimeoutMs: 2500,
+    });
+    expect(loopbackWebhookWarning(loadConfig({ VOICE_PROVIDER: 'twilio' }))).toContain('Twilio cannot reach the voice webhook');
+    expect(loopbackWebhookWarning(loadConfig({ VOICE_PROVIDER: 'twilio', PUBLIC_BASE_URL: 'https://c2c.example.com' }))).toBeNull();
+    expect(loopbackWebhookWarning(loadConfig({}))).toBeNull();
+    for (const [name, value] of [['VOICE_PROVIDER', 'plivo'], ['TWILIO_API_BASE_URL', 'api.twilio.com'], ['TWILIO_TIMEOUT_MS', '0']]) {
+      expect(() => loadConfig({ [name!]: value }), name).toThrow(new RegExp(name!));
     }
   });
 

@@ -10,14 +10,18 @@ import { resolve } from 'node:path';
 /** Each `--file` argument as written, with the text it named. */
 export type AttachedFiles = Readonly<Record<string, string>>;
 
-/** The `--file` arguments of a command line: `--file x` and `--file=x`, up to a `--`. */
+/** The flags that name a file: `--file`, and a second secret's `--api-key-secret-file`. */
+const FILE_FLAGS = ['--file', '--api-key-secret-file'];
+
+/** The file arguments of a command line: `--file x` and `--file=x` (and the like), up to a `--`. */
 export function fileArguments(argv: readonly string[]): string[] {
   const paths: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--') break;
-    if (arg === '--file' && i + 1 < argv.length) paths.push(argv[++i]!);
-    else if (arg.startsWith('--file=')) paths.push(arg.slice('--file='.length));
+    const joined = FILE_FLAGS.find((flag) => arg.startsWith(`${flag}=`));
+    if (FILE_FLAGS.includes(arg) && i + 1 < argv.length) paths.push(argv[++i]!);
+    else if (joined) paths.push(arg.slice(joined.length + 1));
   }
   return paths;
 }

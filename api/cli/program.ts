@@ -207,10 +207,10 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   });
   account
     .command('show <accountId>')
-    .description('its kind, status, balance and provider account (never the auth token): what a lost answer left behind')
+    .description("its kind, status, balance and provider account, API key and TwiML App (never a secret): what a lost answer left behind")
     .action(async (id: string) => {
       const shown = await showAccount(await deps('reading'), id);
-      out.result(shown, `account ${shown.id} "${shown.name}" (${shown.kind}, ${shown.status}): balance ${(shown.balance_micros / 1e6).toFixed(2)} ${shown.currency}; provider account ${shown.provider_account_sid}`);
+      out.result(shown, `account ${shown.id} "${shown.name}" (${shown.kind}, ${shown.status}): balance ${(shown.balance_micros / 1e6).toFixed(2)} ${shown.currency}; provider account ${shown.provider_account_sid}, API key ${shown.provider_api_key_sid ?? 'none'}, TwiML App ${shown.provider_twiml_app_sid ?? 'none'}`);
     });
   for (const [name, status] of [['suspend', 'suspended'], ['activate', 'active']] as const) {
     account.command(`${name} <accountId>`).action(async (id: string) => {
@@ -220,14 +220,22 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   }
   account
     .command('set-provider <accountId>')
-    .description("the account's Twilio Account SID and auth token (webhooks are verified against them)")
+    .description(
+      "the account's Twilio credentials, the whole set each time: Account SID and auth token (webhooks are verified against them); with VOICE_PROVIDER=twilio also an API key and the TwiML App (the call windows' tokens)",
+    )
     .requiredOption('--sid <accountSid>')
     .option('--token <authToken>', 'the auth token (it stays in your shell history: prefer --file)')
     .option('--file <file>', 'read the auth token from this file ("-" for standard input)')
-    .action(async (id: string, o: { sid: string; token?: string; file?: string }) => {
+    .option('--api-key <apiKeySid>', 'the API key (SK…) that signs call windows\' access tokens; with --api-key-secret-file')
+    .option('--api-key-secret-file <file>', 'read the API key\'s secret from this file ("-" for standard input)')
+    .option('--twiml-app <appSid>', 'the TwiML App (AP…) whose voice URL is this service\'s voice webhook')
+    .action(async (id: string, o: { sid: string; token?: string; file?: string; apiKey?: string; apiKeySecretFile?: string; twimlApp?: string }) => {
       if ((o.token === undefined) === (o.file === undefined)) throw new InvalidArgumentError('give the auth token with --file (or "-" for standard input), or --token');
+      if ((o.apiKey === undefined) !== (o.apiKeySecretFile === undefined)) throw new InvalidArgumentError('--api-key and --api-key-secret-file go together');
+      if (o.file === '-' && o.apiKeySecretFile === '-') throw new InvalidArgumentError('standard input can hold one secret: give the other in a file');
       const token = o.token ?? attachedText(files, o.file!).trim();
-      await setAccountProvider(await deps(), id, o.sid, token);
+      const apiKey = o.apiKey === undefined ? undefined : { sid: o.apiKey, secret: attachedText(files, o.apiKeySecretFile!).trim() };
+      await setAccountProvider(await deps(), id, { accountSid: o.sid, authToken: token, apiKey, twimlAppSid: o.twimlApp });
       out.result({ account_id: id }, `provider credentials of ${id} set`);
     });
 

@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import type { Sql } from '../store/index.js';
 import type { ProviderAccount, ProviderName, VoiceProvider } from './provider.js';
 import { Simulator } from './simulated/simulator.js';
+import { TwilioProvider } from './twilio/twilio.js';
 
 export type { ProviderAccount, ProviderName, VoiceProvider } from './provider.js';
 export { ProviderUnavailable, ProviderUnreachable } from './provider.js';
@@ -21,7 +22,8 @@ export interface Providers {
 
 export function createProviders(config: Config, clock: Clock): Providers {
   const simulator = new Simulator(clock, config.publicBaseUrl);
-  const configured: VoiceProvider = simulator;
+  const configured: VoiceProvider =
+    config.voiceProvider === 'twilio' ? new TwilioProvider(clock, { apiBaseUrl: config.twilioApiBaseUrl, timeoutMs: config.twilioTimeoutMs }) : simulator;
   return {
     simulator,
     configured,
@@ -29,10 +31,28 @@ export function createProviders(config: Config, clock: Clock): Providers {
   };
 }
 
+interface AccountCredentialsRow {
+  id: string;
+  provider_account_sid: string;
+  provider_auth_token: string;
+  provider_api_key_sid: string | null;
+  provider_api_key_secret: string | null;
+  provider_twiml_app_sid: string | null;
+}
+
 export async function loadProviderAccount(sql: Sql, accountId: string): Promise<ProviderAccount | undefined> {
-  const [row] = await sql.query<{ id: string; provider_account_sid: string; provider_auth_token: string }>(
-    'SELECT id, provider_account_sid, provider_auth_token FROM accounts WHERE id = $1',
+  const [row] = await sql.query<AccountCredentialsRow>(
+    `SELECT id, provider_account_sid, provider_auth_token, provider_api_key_sid, provider_api_key_secret, provider_twiml_app_sid
+       FROM accounts WHERE id = $1`,
     [accountId],
   );
-  return row && { accountId: row.id, accountSid: row.provider_account_sid, authToken: row.provider_auth_token };
+  return (
+    row && {
+      accountId: row.id,
+      accountSid: row.provider_account_sid,
+      authToken: row.provider_auth_token,
+      apiKey: row.provider_api_key_sid && row.provider_api_key_secret ? { sid: row.provider_api_key_sid, secret: row.provider_api_key_secret } : null,
+      twimlAppSid: row.provider_twiml_app_sid,
+    }
+  );
 }

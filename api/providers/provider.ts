@@ -10,6 +10,10 @@ export interface ProviderAccount {
   accountId: string;
   accountSid: string;
   authToken: string;
+  /** the API key access tokens are signed with (Twilio's SK…, and its secret); null until set */
+  apiKey: { sid: string; secret: string } | null;
+  /** the TwiML App a window's outgoing calls go through (Twilio's AP…); null until set */
+  twimlAppSid: string | null;
 }
 
 export interface AccessToken {

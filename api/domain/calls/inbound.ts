@@ -2,8 +2,8 @@
  * Incoming calls through the simulated provider (spec section 8, "incoming"): the call rings one
  * routable agent, the one whose window is ready, has a microphone, is Available, registered and
  * not on a call, in an enabled integration that allows incoming calls to an enabled, covered
- * member. Of several, the one idle longest rings. The real provider's inbound webhook arrives with
- * the Twilio driver; this is what the demo and integrators' CI use.
+ * member. Of several, the one idle longest rings. This is what the demo and integrators' CI use;
+ * Twilio's incoming calls (a number's voice webhook answering <Dial><Client>) are not built yet.
  */
 import { C2CError, isRefusal } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
@@ -47,7 +47,10 @@ export async function injectInbound(
   // Asked before ringing, so that a call nobody can take rings no leg; asked again, and decided, with
   // the call's insert, under the integration's lock (as POST /calls takes it): two calls arriving
   // together, or a call requested meanwhile, must not give one agent two live calls.
-  const first = await chooseAgent(db, integration, request, clock.now());
+  // The simulator rings only windows it carries: with Twilio configured, a real window's Device
+  // listens to Twilio, and would never hear this call ring.
+  const carried = deps.providers.configured === deps.providers.simulator ? 'every window' : 'simulated windows';
+  const first = await chooseAgent(db, integration, request, clock.now(), carried);
   if (!first) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
   // Spec section 8: a call's duration is capped by Policy.max_call_seconds, incoming ones too. The
   // provider is told with the ring (Twilio's <Dial><Client timeLimit>), so from the agent it rings
@@ -63,7 +66,7 @@ export async function injectInbound(
     call = await db.tx(
       async (sql) => {
         const now = clock.now();
-        const chosen = await chooseAgent(sql, integration, request, now);
+        const chosen = await chooseAgent(sql, integration, request, now, carried);
         if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const [row] = await sql.query<CallRow>(
           `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
@@ -112,7 +115,13 @@ interface Chosen {
  * opened. A window silent for LIMITS.engineStaleSeconds no longer holds calls (orphaned): it is
  * not rung either, or the caller would ring out on a window that crashed or sleeps.
  */
-async function chooseAgent(sql: Sql, integration: IntegrationRow, request: InboundRequest, now: number): Promise<Chosen | undefined> {
+async function chooseAgent(
+  sql: Sql,
+  integration: IntegrationRow,
+  request: InboundRequest,
+  now: number,
+  carried: 'every window' | 'simulated windows',
+): Promise<Chosen | undefined> {
   const candidates = await sql.query<EngineRow>(
     `SELECT e.* FROM engines e JOIN members m ON m.id = e.member_id
        JOIN integrations i ON i.id = e.integration_id AND i.status = 'active'
@@ -121,11 +130,12 @@ async function chooseAgent(sql: Sql, integration: IntegrationRow, request: Inbou
        AND e.last_seen_at > $3
        AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL)
        AND ($2::text IS NULL OR lower(m.email) = lower($2))
+       AND (e.simulated OR $4::boolean)
      ORDER BY coalesce(
          (SELECT coalesce(c.ended_at, c.created_at) FROM call_intents c
           WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id ORDER BY c.created_at DESC LIMIT 1),
          e.created_at) ASC, e.created_at ASC`,
-    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000],
+    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000, carried === 'every window'],
   );
   for (const engine of candidates) {
     try {

@@ -40,6 +40,9 @@ export interface AccountRecord {
   balance_micros: number;
   currency: string;
   provider_account_sid: string;
+  /** the Twilio API key windows' tokens are signed with (never its secret); null until set */
+  provider_api_key_sid: string | null;
+  provider_twiml_app_sid: string | null;
 }
 
 export async function createAccount(
@@ -55,7 +58,7 @@ export async function createAccount(
     const [row] = await sql.query<AccountRecord>(
       `INSERT INTO accounts (id, kind, name, balance_micros, currency, provider_account_sid, provider_auth_token, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       RETURNING id, kind, name, status, balance_micros, currency, provider_account_sid`,
+       RETURNING id, kind, name, status, balance_micros, currency, provider_account_sid, provider_api_key_sid, provider_twiml_app_sid`,
       [
         input.id ?? newId(ID_PREFIX.account),
         input.kind,
@@ -75,15 +78,32 @@ export async function createAccount(
   });
 }
 
-export async function setAccountProvider({ db }: OperatorDeps, accountId: string, accountSid: string, authToken: string): Promise<void> {
-  // Twilio's forms: a mistyped or truncated one would make every webhook fail its signature check
+/** An account's Twilio credentials, as `c2c account set-provider` gives them: always the whole set. */
+export interface ProviderCredentials {
+  accountSid: string;
+  authToken: string;
+  /** signs the call windows' access tokens (needed with VOICE_PROVIDER=twilio) */
+  apiKey?: { sid: string; secret: string } | undefined;
+  /** the TwiML App whose voice URL is this service's voice webhook (needed with VOICE_PROVIDER=twilio) */
+  twimlAppSid?: string | undefined;
+}
+
+export async function setAccountProvider({ db }: OperatorDeps, accountId: string, credentials: ProviderCredentials): Promise<void> {
+  const { accountSid, authToken, apiKey, twimlAppSid } = credentials;
+  // Twilio's forms: a mistyped or truncated one would make every webhook fail its signature check,
+  // or every window's token be refused
   if (!/^AC[0-9a-f]{32}$/i.test(accountSid)) throw new OperatorError(`Not a Twilio Account SID (AC and 32 hexadecimal digits): ${accountSid}`);
   if (!/^[0-9a-f]{32}$/i.test(authToken)) throw new OperatorError('Not a Twilio auth token (32 hexadecimal digits).');
-  const rows = await db.query('UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3 WHERE id = $1 RETURNING id', [
-    accountId,
-    accountSid,
-    authToken,
-  ]);
+  if (apiKey && !/^SK[0-9a-f]{32}$/i.test(apiKey.sid)) throw new OperatorError(`Not a Twilio API key SID (SK and 32 hexadecimal digits): ${apiKey.sid}`);
+  if (apiKey && !/^[0-9a-z]{32}$/i.test(apiKey.secret)) throw new OperatorError('Not a Twilio API key secret (32 letters and digits).');
+  if (twimlAppSid !== undefined && !/^AP[0-9a-f]{32}$/i.test(twimlAppSid)) throw new OperatorError(`Not a Twilio TwiML App SID (AP and 32 hexadecimal digits): ${twimlAppSid}`);
+  // The whole set is replaced: an API key or app left from another Twilio account would sign
+  // tokens that Twilio refuses.
+  const rows = await db.query(
+    `UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3, provider_api_key_sid = $4, provider_api_key_secret = $5, provider_twiml_app_sid = $6
+      WHERE id = $1 RETURNING id`,
+    [accountId, accountSid, authToken, apiKey?.sid ?? null, apiKey?.secret ?? null, twimlAppSid ?? null],
+  );
   if (rows.length === 0) throw new OperatorError(`No account ${accountId}.`);
 }
 
@@ -247,10 +267,10 @@ export async function assertAccount(sql: Pick<Sql, 'query'>, accountId: string):
   if (!account) throw new OperatorError(`No account ${accountId}.`);
 }
 
-/** An account as the operator sees it: its kind, status, balance and provider account (never the provider's auth token). */
+/** An account as the operator sees it: its kind, status, balance and provider account (never the auth token or the API key's secret). */
 export async function showAccount({ db }: Pick<OperatorDeps, 'db'>, accountId: string): Promise<AccountRecord> {
   const [row] = await db.query<AccountRecord>(
-    'SELECT id, kind, name, status, balance_micros, currency, provider_account_sid FROM accounts WHERE id = $1',
+    'SELECT id, kind, name, status, balance_micros, currency, provider_account_sid, provider_api_key_sid, provider_twiml_app_sid FROM accounts WHERE id = $1',
     [accountId],
   );
   if (!row) throw new OperatorError(`No account ${accountId}.`);

@@ -44,7 +44,11 @@ export const engineRoutes =
           const token = await services.engines.voiceToken(engineOf(request));
           return { ok: true as const, provider: token.provider, token: token.token, identity: token.identity, expires_at: seconds(token.expiresAt) };
         } catch (error) {
-          if (error instanceof ProviderUnavailable) throw new C2CError('provider_unavailable', undefined, { cause: error });
+          if (error instanceof ProviderUnavailable) {
+            // What the operator must fix (an account's missing Twilio key) is said here: refusals are not logged otherwise.
+            request.log.warn({ reason: error.message }, 'the voice provider cannot issue a token');
+            throw new C2CError('provider_unavailable', undefined, { cause: error });
+          }
           throw error;
         }
       },

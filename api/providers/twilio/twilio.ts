@@ -1,0 +1,70 @@
+/**
+ * The Twilio voice provider, server side: access tokens for call windows, and hangups through
+ * Twilio's REST API, both with the twilio library. The rest of the Twilio path is shared with the
+ * simulator: the webhooks Twilio calls (routes/provider: the TwiML App's voice URL, and status
+ * callbacks), their signatures (signature.ts) and the TwiML they answer (twiml.ts). The call
+ * window's Twilio Device places and takes the calls (window/src/drivers/twilio.ts).
+ */
+import twilio from 'twilio';
+import type { Clock } from '../../clock.js';
+import { ProviderUnavailable, ProviderUnreachable, type AccessToken, type ProviderAccount, type VoiceProvider } from '../provider.js';
+import { RebasedRequestClient } from './rest-client.js';
+
+export interface TwilioOptions {
+  /** where Twilio's REST API is reached instead of https://api.twilio.com (an egress proxy; a test's stand-in) */
+  apiBaseUrl: string | undefined;
+  /** a REST request unanswered this long is given up: the hangup is then uncertain */
+  timeoutMs: number;
+}
+
+/**
+ * Twilio's answers to ending a call that cannot be ended because it is not running: 20404 (no
+ * such call: none to end) and 21220 (the call is not in a state that can change, i.e. it ended).
+ * The interface wants hangup idempotent: a widget's retried hangup can race its first attempt.
+ */
+const ENDED_ALREADY: ReadonlySet<number> = new Set([20404, 21220]);
+
+export class TwilioProvider implements VoiceProvider {
+  readonly name = 'twilio' as const;
+  /** one HTTP client (and keep-alive agent) for every account's requests */
+  readonly #http: twilio.RequestClient;
+
+  constructor(
+    private readonly clock: Clock,
+    options: TwilioOptions,
+  ) {
+    const clientOptions = { timeout: options.timeoutMs, keepAlive: true };
+    this.#http = options.apiBaseUrl ? new RebasedRequestClient(options.apiBaseUrl, clientOptions) : new twilio.RequestClient(clientOptions);
+  }
+
+  async accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken> {
+    // Twilio refuses tokens signed with the auth token, and a Device without an application cannot
+    // place calls: an account without both cannot have a working window, and the operator is told what to set.
+    if (!account.apiKey || !account.twimlAppSid) {
+      throw new ProviderUnavailable(`account ${account.accountId} has no Twilio API key or TwiML App: set them with c2c account set-provider`);
+    }
+    // The library stamps the token with the system time, the only time Twilio accepts.
+    const token = new twilio.jwt.AccessToken(account.accountSid, account.apiKey.sid, account.apiKey.secret, { identity, ttl: ttlSeconds });
+    token.addGrant(new twilio.jwt.AccessToken.VoiceGrant({ incomingAllow: true, outgoingApplicationSid: account.twimlAppSid }));
+    return { token: token.toJwt(), expiresAt: this.clock.now() + ttlSeconds * 1000 };
+  }
+
+  async hangup(account: ProviderAccount, callSid: string): Promise<void> {
+    const client = twilio(account.accountSid, account.authToken, { httpClient: this.#http });
+    try {
+      // `completed` ends a call whatever its state (`canceled` would leave one in progress running);
+      // ending the parent leg, the window's, ends the dialed leg with it.
+      await client.api.v2010.accounts(account.accountSid).calls(callSid).update({ status: 'completed' });
+    } catch (error) {
+      if (error instanceof twilio.RestException && error.code !== undefined && ENDED_ALREADY.has(error.code)) return;
+      // Said without the error itself: the HTTP client's error carries the request, credentials included.
+      throw new ProviderUnreachable(`Twilio did not end call ${callSid}: ${describe(error)}`);
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof twilio.RestException) return `HTTP ${error.status}${error.code === undefined ? '' : `, error ${error.code}`}: ${error.message}`;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return typeof code === 'string' ? code : typeof message === 'string' ? message : 'unknown error';
+}

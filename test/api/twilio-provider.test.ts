@@ -1,0 +1,213 @@
+/**
+ * The Twilio driver (api/providers/twilio/), which this machine cannot test against Twilio: its
+ * access tokens are checked as Twilio checks them (an HS256 JWT signed with the API key's secret,
+ * issued by the key for the account, with the voice grant), verified here with node:crypto rather
+ * than the library that made them; its hangups go to a local server standing in for Twilio's REST
+ * endpoint. Then a whole call through the API with VOICE_PROVIDER=twilio: the test plays Twilio's
+ * webhooks (signed with the library's own code), and the widget's hangup reaches the stand-in.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { buildApp } from '../../api/app.js';
+import { ManualClock } from '../../api/clock.js';
+import { setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
+import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
+import { engineIdentity } from '../../shared/prefixes.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { command, launchTicket, openSession, readyAgent, widgetState } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { providerWebhooks, requestAndClaim } from '../helpers/provider.js';
+import { CALLER_ID, seedTenant, US_NUMBER } from '../helpers/tenant.js';
+import { completedCall, startTwilioStandIn, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+
+const ACCOUNT_SID = `AC${'0a1b2c3d4e5f6789'.repeat(2)}`;
+const AUTH_TOKEN = '9f8e7d6c5b4a3210'.repeat(2);
+const KEY_SID = `SK${'00112233445566778899aabbccddeeff'}`;
+const KEY_SECRET = 'k3ysecretk3ysecretk3ysecretk3yse';
+const APP_SID = `AP${'ffeeddccbbaa99887766554433221100'}`;
+const account: ProviderAccount = {
+  accountId: 'acc_twilio',
+  accountSid: ACCOUNT_SID,
+  authToken: AUTH_TOKEN,
+  apiKey: { sid: KEY_SID, secret: KEY_SECRET },
+  twimlAppSid: APP_SID,
+};
+
+/** The JWT's header and claims once its HS256 signature checks out with the secret; throws otherwise. */
+function verifiedJwt(jwt: string, secret: string): { header: Record<string, unknown>; claims: Record<string, any> } {
+  const [header, payload, signature] = jwt.split('.');
+  const expected = createHmac('sha256', secret).update(`${header}.${payload}`).digest();
+  const given = Buffer.from(signature!, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new Error('signature does not verify');
+  const decode = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+  return { header: decode(header!), claims: decode(payload!) };
+}
+
+describe('the Twilio driver', () => {
+  let standIn: TwilioStandIn;
+  let twilio: TwilioProvider;
+  const clock = new ManualClock(Date.now());
+
+  beforeAll(async () => {
+    standIn = await startTwilioStandIn();
+    twilio = new TwilioProvider(clock, { apiBaseUrl: standIn.url, timeoutMs: 300 });
+  });
+  afterAll(() => standIn.close());
+  beforeEach(() => {
+    standIn.requests.length = 0;
+    standIn.answer(completedCall);
+  });
+
+  it("issues an access token Twilio accepts: HS256, signed with the API key's secret, for the identity, with the voice grant through the TwiML App", async () => {
+    const issued = await twilio.accessToken(account, 'c2c_eng_1', 3600);
+    const { header, claims } = verifiedJwt(issued.token, KEY_SECRET);
+    expect(header).toMatchObject({ alg: 'HS256', typ: 'JWT', cty: 'twilio-fpa;v=1' });
+    expect(claims).toMatchObject({
+      iss: KEY_SID,
+      sub: ACCOUNT_SID,
+      grants: { identity: 'c2c_eng_1', voice: { incoming: { allow: true }, outgoing: { application_sid: APP_SID } } },
+    });
+    expect(claims.exp - claims.iat).toBe(3600);
+    expect(Math.abs(claims.iat * 1000 - Date.now())).toBeLessThan(60_000);
+    expect(issued.expiresAt).toBe(clock.now() + 3600 * 1000);
+    expect(() => verifiedJwt(issued.token, AUTH_TOKEN)).toThrow();
+  });
+
+  it('refuses a token for an account without its API key or TwiML App, naming what to set', async () => {
+    for (const incomplete of [{ ...account, apiKey: null }, { ...account, twimlAppSid: null }]) {
+      await expect(twilio.accessToken(incomplete, 'c2c_eng_1', 3600)).rejects.toThrow(ProviderUnavailable);
+      await expect(twilio.accessToken(incomplete, 'c2c_eng_1', 3600)).rejects.toThrow(/set-provider/);
+    }
+  });
+
+  it("ends a call by updating the call resource to completed, with the account's credentials", async () => {
+    await twilio.hangup(account, 'CAparent1');
+    expect(standIn.requests).toEqual([
+      { method: 'POST', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAparent1.json`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: { Status: 'completed' } },
+    ]);
+  });
+
+  it('counts a call Twilio no longer has, or that can no longer change, as ended: a retried hangup succeeds', async () => {
+    standIn.answer(() => twilioError(404, 20404, 'The requested resource was not found'));
+    await expect(twilio.hangup(account, 'CAgone')).resolves.toBeUndefined();
+    standIn.answer(() => twilioError(400, 21220, 'Call is not in-progress. Cannot redirect.'));
+    await expect(twilio.hangup(account, 'CAended')).resolves.toBeUndefined();
+  });
+
+  it('says unreachable, never ended, when Twilio fails, refuses the credentials, takes too long or cannot be reached, without the credentials in the message', async () => {
+    const failures = [
+      () => twilioError(500, 20500, 'Internal Server Error'),
+      () => twilioError(401, 20003, 'Authenticate'),
+      () => twilioError(429, 20429, 'Too Many Requests'),
+      () => 'hang' as const,
+    ];
+    for (const failure of failures) {
+      standIn.answer(failure);
+      const error = await twilio.hangup(account, 'CAfail').then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ProviderUnreachable);
+      expect((error as Error).message).toContain('CAfail');
+      expect(JSON.stringify(error) + (error as Error).message + String((error as Error).cause ?? '')).not.toContain(AUTH_TOKEN);
+    }
+    const unreachable = new TwilioProvider(clock, { apiBaseUrl: 'http://127.0.0.1:9', timeoutMs: 300 });
+    await expect(unreachable.hangup(account, 'CAfail')).rejects.toThrow(ProviderUnreachable);
+  });
+});
+
+describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio on %s', (driver) => {
+  let standIn: TwilioStandIn;
+  let h: Harness;
+  let api: Client;
+
+  beforeAll(async () => {
+    standIn = await startTwilioStandIn();
+    // demo: the simulated incoming-call route is there beside Twilio, as in a demo deployment
+    h = await createHarness(driver, { voiceProvider: 'twilio', twilioApiBaseUrl: standIn.url, twilioTimeoutMs: 300, demo: true });
+    api = client(h.app);
+  });
+  afterAll(async () => {
+    await h.close();
+    await standIn.close();
+  });
+
+  const { signedVoice, signedStatus } = providerWebhooks(() => h, () => api);
+
+  async function twilioTenant(credentials: { apiKey?: { sid: string; secret: string }; twimlAppSid?: string } = { apiKey: { sid: KEY_SID, secret: KEY_SECRET }, twimlAppSid: APP_SID }) {
+    const t = await seedTenant(h.services);
+    await setAccountProvider(h.services, t.accountId, { accountSid: ACCOUNT_SID, authToken: AUTH_TOKEN, ...credentials });
+    return t;
+  }
+
+  it("pairs a real window on Twilio, gives it Twilio's token for its identity, dials through <Dial>, and ends the call through Twilio's REST API on the widget's hangup", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const token = await api.post('/engine/voice-token', undefined, { auth: agent.engineToken });
+    expect(token.body).toMatchObject({ ok: true, provider: 'twilio', identity: engineIdentity(agent.engineId) });
+    expect(verifiedJwt(token.body.token, KEY_SECRET).claims.grants).toMatchObject({
+      identity: engineIdentity(agent.engineId),
+      voice: { outgoing: { application_sid: APP_SID } },
+    });
+
+    // Twilio, told by the window's Device.connect({params}), asks the TwiML App's voice URL.
+    const id = await requestAndClaim(api, t, agent);
+    const voice = await signedVoice(t, { CallSid: 'CAparent', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID });
+    expect(voice.status).toBe(200);
+    expect(voice.body).toContain(`<Dial callerId="${CALLER_ID}"`);
+    expect(voice.body).toContain(`${US_NUMBER}</Number>`);
+    const leg = { CallSid: 'CAchild', ParentCallSid: 'CAparent', AccountSid: ACCOUNT_SID };
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'ringing' })).status).toBe(204);
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'connected' });
+
+    // Twilio failing: the hangup is uncertain, and the call is not recorded ended.
+    standIn.answer(() => twilioError(503, 20503, 'Service Unavailable'));
+    await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-twilio-1' }), 502, 'hangup_uncertain');
+    expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'connected' });
+
+    standIn.answer(completedCall);
+    standIn.requests.length = 0;
+    const hangup = await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-twilio-2' });
+    expect(hangup.status, JSON.stringify(hangup.body)).toBe(200);
+    expect(standIn.requests).toEqual([
+      { method: 'POST', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAparent.json`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: { Status: 'completed' } },
+    ]);
+    // Twilio's own callback for the hangup it carried out changes nothing further.
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'completed', CallDuration: '7' })).status).toBe(204);
+    const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(ended.body).toMatchObject({ request_id: id, status: 'completed' });
+  });
+
+  it('answers 503 provider_unavailable for the token of a window whose account lacks the API key or TwiML App, and logs what to set', async () => {
+    const lines: string[] = [];
+    const stream = new Writable({ write: (chunk: Buffer, _encoding, done) => done(void lines.push(chunk.toString())) });
+    const logged = await buildApp(h.services, { logger: { level: 'warn', stream } });
+    await logged.ready();
+    const loggedApi = client(logged);
+    try {
+      for (const credentials of [{}, { apiKey: { sid: KEY_SID, secret: KEY_SECRET } }, { twimlAppSid: APP_SID }]) {
+        const t = await twilioTenant(credentials);
+        const ticket = await launchTicket(loggedApi, await openSession(loggedApi, t));
+        const paired = await loggedApi.post('/engine/pair', { ticket, simulated: false });
+        expect(paired.body.voice_provider).toBe('twilio');
+        await expectError(loggedApi.post('/engine/voice-token', undefined, { auth: paired.body.engine_token }), 503, 'provider_unavailable');
+        expect(lines.join('')).toContain(`account ${t.accountId} has no Twilio API key or TwiML App: set them with c2c account set-provider`);
+      }
+    } finally {
+      await logged.close();
+    }
+    expect(lines.join('')).not.toContain(KEY_SECRET);
+  });
+
+  it("rings a simulated incoming call on simulated windows only: a Twilio window's Device would never hear it", async () => {
+    const t = await twilioTenant();
+    await readyAgent(api, t, t.agent.email, false);
+    const inbound = () => api.post('/simulated/inbound-calls', { integration_id: t.integrationId, from: US_NUMBER }, { auth: t.serverKey });
+    await expectError(inbound(), 409, 'agent_offline');
+    const simulated = await readyAgent(api, t, t.agent.email, true);
+    const rung = await inbound();
+    expect(rung.status, JSON.stringify(rung.body)).toBe(201);
+    expect((await widgetState(api, simulated.widgetToken)).body.call).toMatchObject({ request_id: rung.body.request_id, status: 'incoming' });
+  });
+});
