@@ -20,6 +20,7 @@ import { registerRateLimits } from './http/rate-limits.js';
 import { serverKeyRoutes } from './routes/server/index.js';
 import { widgetRoutes } from './routes/widget/index.js';
 import { engineGroup } from './routes/engine/index.js';
+import { incomingRoutes } from './routes/provider/incoming.js';
 import { webhookRoutes } from './routes/provider/webhooks.js';
 import { assetRoutes } from './routes/pages/assets.js';
 import { windowRoutes } from './routes/pages/window.js';
@@ -123,6 +124,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     { prefix: API_PREFIX },
   );
   await app.register(webhookRoutes(services));
+  // Only Twilio brings incoming calls to numbers; the simulator's come through POST /simulated/inbound-calls.
+  if (services.config.voiceProvider === 'twilio') await app.register(incomingRoutes(services));
   await app.register(assetRoutes);
   await app.register(windowRoutes(services));
   attachSimulator(app, services);

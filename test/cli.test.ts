@@ -236,6 +236,22 @@ describe('c2c operator commands', () => {
     expect(await stored()).toEqual({ provider_api_key_sid: null, provider_api_key_secret: null, provider_twiml_app_sid: null });
   });
 
+  it("sets the numbers whose incoming calls ring an integration's agents, one integration's each, shown with the integration", async () => {
+    const account = (await c2c('account', 'create', '--name', 'Kappa')).json.id as string;
+    const first = (await c2c('integration', 'create', '--account', account, '--name', 'K1')).json.integration_id as string;
+    const second = (await c2c('integration', 'create', '--account', account, '--name', 'K2')).json.integration_id as string;
+    expect((await c2c('integration', 'numbers', first, '+12025550162', '+12025550161')).json).toEqual({ integration_id: first, incoming_numbers: ['+12025550161', '+12025550162'] });
+    expect((await c2c('integration', 'show', first)).json.incoming_numbers).toEqual(['+12025550161', '+12025550162']);
+    const taken = await c2c('integration', 'numbers', second, '+12025550162');
+    expect([taken.code, taken.stderr.join('\n')]).toEqual([1, expect.stringContaining(first)]);
+    expect((await c2c('integration', 'numbers', first, 'not-a-number')).code).toBe(1);
+    expect((await c2c('integration', 'numbers', first)).code).toBe(1);
+    expect((await c2c('integration', 'show', first)).json.incoming_numbers).toEqual(['+12025550161', '+12025550162']);
+    expect((await c2c('integration', 'numbers', first, '--none')).json.incoming_numbers).toEqual([]);
+    expect((await c2c('integration', 'numbers', second, '+12025550162')).json.incoming_numbers).toEqual(['+12025550162']);
+    expect((await c2c('integration', 'numbers', 'c2c_nope', '+12025550163')).code).toBe(1);
+  });
+
   it('exits non-zero when a command is left incomplete, and zero when help is asked for', async () => {
     expect((await runCommand(['platform'], async () => h.services)).code).toBe(1);
     expect((await runCommand([], async () => h.services)).code).toBe(1);

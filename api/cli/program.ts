@@ -40,7 +40,7 @@ import {
   type PolicySettings,
 } from '../domain/operator/integrations.js';
 import { closeIntegrationWindows, revokeIntegration } from '../domain/operator/revocation.js';
-import { blockNumber, setRate, unblockNumber } from '../domain/operator/telephony.js';
+import { blockNumber, setIncomingNumbers, setRate, unblockNumber } from '../domain/operator/telephony.js';
 import type { CoverageMode, WindowMode } from '../domain/integrations/model.js';
 import { attachedText, type AttachedFiles } from './files.js';
 import type { Output } from './output.js';
@@ -307,7 +307,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   );
   integration
     .command('show <integrationId>')
-    .description('its settings, origins, policy, coverage and members\' UUIDs and overrides (never a key)')
+    .description('its settings, origins, policy, coverage, members\' UUIDs and overrides, and incoming numbers (never a key)')
     .action(async (id: string) => {
       const shown = await describeIntegration(await deps('reading'), id);
       out.result(
@@ -319,6 +319,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
           `policy: ${JSON.stringify(shown.policy)}`,
           `coverage: ${shown.coverage.mode}${shown.coverage.department_ids.length ? ` ${shown.coverage.department_ids.join(',')}` : ''}${shown.coverage.member_ids.length ? ` ${shown.coverage.member_ids.join(',')}` : ''}; members added later ${shown.coverage.inherit_future ? 'covered' : 'not covered'}`,
           ...shown.members.map((m) => `member ${m.member_id}: integrator UUID ${m.integrator_uuid ?? '(none)'}; overrides ${JSON.stringify(m.overrides)}`),
+          `incoming numbers: ${shown.incoming_numbers.join(' ') || '(none)'}`,
           `live server keys: ${shown.live_server_keys}`,
         ].join('\n'),
       );
@@ -359,6 +360,15 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       if (given && parseOriginLines(origins).length === 0) throw new InvalidArgumentError('the list given holds no origin: nothing was saved (--none removes every origin)');
       const row = await setOrigins(await deps(), id, origins);
       out.result({ integration_id: id, allowed_origins: row.allowed_origins }, `allowed origins: ${row.allowed_origins.join(' ') || '(none)'}`);
+    });
+  integration
+    .command('numbers <integrationId> [numbers...]')
+    .description("replace the phone numbers whose incoming calls ring the integration's agents (Twilio: each number's voice URL is the incoming webhook, docs/twilio.md)")
+    .option('--none', 'take every number away (their calls are refused)')
+    .action(async (id: string, numbers: string[], o: { none?: boolean }) => {
+      if ((numbers.length > 0) === Boolean(o.none)) throw new InvalidArgumentError('give the numbers (E.164, such as +12025550100), or --none to take them all away');
+      const set = await setIncomingNumbers(await deps(), id, numbers);
+      out.result({ integration_id: id, incoming_numbers: set }, `incoming numbers: ${set.join(' ') || '(none)'}`);
     });
   integration
     .command('allow-all <integrationId> <onOff>')

@@ -22,6 +22,9 @@ export interface AccessToken {
   expiresAt: number;
 }
 
+/** An inbound call rings the agent's window for this long before it is no-answer (either provider). */
+export const INBOUND_RING_SECONDS = 30;
+
 /** The provider could not be reached (hangup answers 502 hangup_uncertain). */
 export class ProviderUnreachable extends Error {}
 

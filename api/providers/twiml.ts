@@ -1,6 +1,7 @@
 /**
  * Dial instructions (TwiML) built with the twilio library, and the public URLs the provider is
- * told to call back. Both drivers get the same instructions; the simulator executes them.
+ * told to call back. Both drivers get the same outgoing instructions; the simulator executes them.
+ * Incoming calls are rung by TwiML on Twilio only (the simulator rings its client itself).
  */
 import twilio from 'twilio';
 import { API_PREFIX } from '../config.js';
@@ -8,6 +9,8 @@ import { API_PREFIX } from '../config.js';
 export const PROVIDER_PATHS = {
   voice: `${API_PREFIX}/provider/voice`,
   status: `${API_PREFIX}/provider/status`,
+  /** a number's incoming calls (the voice URL of each number given with `c2c integration numbers`) */
+  incoming: `${API_PREFIX}/provider/incoming`,
 } as const;
 
 export function statusCallbackUrl(publicBaseUrl: string, intentId: string): string {
@@ -32,9 +35,36 @@ export function dialTwiml(plan: DialPlan): string {
   return response.toString();
 }
 
-/** Refuse the call (the intent is unknown, already consumed, or not this engine's). */
-export function rejectTwiml(): string {
+export interface RingPlan {
+  /** the window's client identity, c2c_<engine_id> */
+  identity: string;
+  /** named to the window's Device as the custom parameter `intent` (window/src/drivers/twilio.ts) */
+  intentId: string;
+  ringSeconds: number;
+  timeLimitSeconds: number;
+  statusCallback: string;
+}
+
+/** <Dial> the agent's window as a client, naming the call; status callbacks for that leg. */
+export function ringClientTwiml(plan: RingPlan): string {
   const response = new twilio.twiml.VoiceResponse();
-  response.reject({ reason: 'rejected' });
+  const dial = response.dial({ timeout: plan.ringSeconds, timeLimit: plan.timeLimitSeconds });
+  const client = dial.client({
+    statusCallback: plan.statusCallback,
+    statusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],
+    statusCallbackMethod: 'POST',
+  });
+  client.identity(plan.identity);
+  client.parameter({ name: 'intent', value: plan.intentId });
+  return response.toString();
+}
+
+/**
+ * Refuse the call: `rejected` (the intent is unknown, already consumed, or not this engine's), or
+ * `busy` (an incoming call nobody can take: the caller hears a busy tone).
+ */
+export function rejectTwiml(reason: 'rejected' | 'busy' = 'rejected'): string {
+  const response = new twilio.twiml.VoiceResponse();
+  response.reject({ reason });
   return response.toString();
 }

@@ -21,13 +21,10 @@ import { command, launchTicket, openSession, readyAgent, widgetState } from '../
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, requestAndClaim } from '../helpers/provider.js';
 import { CALLER_ID, seedTenant, US_NUMBER } from '../helpers/tenant.js';
-import { completedCall, startTwilioStandIn, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+import { completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
-const ACCOUNT_SID = `AC${'0a1b2c3d4e5f6789'.repeat(2)}`;
-const AUTH_TOKEN = '9f8e7d6c5b4a3210'.repeat(2);
-const KEY_SID = `SK${'00112233445566778899aabbccddeeff'}`;
-const KEY_SECRET = 'k3ysecretk3ysecretk3ysecretk3yse';
-const APP_SID = `AP${'ffeeddccbbaa99887766554433221100'}`;
+const { accountSid: ACCOUNT_SID, authToken: AUTH_TOKEN, twimlAppSid: APP_SID } = TWILIO;
+const { sid: KEY_SID, secret: KEY_SECRET } = TWILIO.apiKey;
 const account: ProviderAccount = {
   accountId: 'acc_twilio',
   accountSid: ACCOUNT_SID,

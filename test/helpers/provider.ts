@@ -30,6 +30,8 @@ export function providerWebhooks(harness: () => Harness, api: () => Client) {
     postWebhook,
     signedVoice: (t: Tenant, params: WebhookParams) => signed(t, VOICE_PATH, params),
     signedStatus: (t: Tenant, intentId: string, params: WebhookParams) => signed(t, statusPath(intentId), params),
+    /** Twilio's incoming webhook: a call to one of the integration's numbers */
+    signedIncoming: (t: Tenant, params: WebhookParams) => signed(t, PROVIDER_PATHS.incoming, params),
   };
 }
 

@@ -7,6 +7,14 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/** Twilio credentials of the forms Twilio issues (set-provider checks them). */
+export const TWILIO = {
+  accountSid: `AC${'0a1b2c3d4e5f6789'.repeat(2)}`,
+  authToken: '9f8e7d6c5b4a3210'.repeat(2),
+  apiKey: { sid: `SK${'00112233445566778899aabbccddeeff'}`, secret: 'k3ysecretk3ysecretk3ysecretk3yse' },
+  twimlAppSid: `AP${'ffeeddccbbaa99887766554433221100'}`,
+} as const;
+
 export interface TwilioRequest {
   method: string;
   path: string;

@@ -1,17 +1,17 @@
 /**
- * Incoming calls through the simulated provider (spec section 8, "incoming"): the call rings one
+ * Incoming calls (spec section 8, "incoming"): the call rings one
  * routable agent, the one whose window is ready, has a microphone, is Available, registered and
  * not on a call, in an enabled integration that allows incoming calls to an enabled, covered
- * member. Of several, the one idle longest rings. This is what the demo and integrators' CI use;
- * Twilio's incoming calls (a number's voice webhook answering <Dial><Client>) are not built yet.
+ * member. Of several, the one idle longest rings. Through the simulator (the demo, integrators'
+ * CI) or through Twilio (a number's incoming webhook, routes/provider/incoming.ts).
  */
 import { C2CError, isRefusal } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
 import { ID_PREFIX } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
-import { loadProviderAccount, type Providers } from '../../providers/index.js';
-import { INBOUND_RING_SECONDS } from '../../providers/simulated/behaviours.js';
+import { loadProviderAccount, type ProviderAccount, type ProviderName, type Providers } from '../../providers/index.js';
+import { INBOUND_RING_SECONDS } from '../../providers/provider.js';
 import { statusCallbackUrl } from '../../providers/twiml.js';
 import type { Db, Sql } from '../../store/index.js';
 import { reloadAgent } from '../agents.js';
@@ -33,10 +33,36 @@ export interface InboundRequest {
   callerName?: string;
 }
 
-export async function injectInbound(
-  deps: { db: Db; clock: Clock; config: Config; providers: Providers },
-  request: InboundRequest,
-): Promise<{ call: CallRow; changes: Changes }> {
+export type InboundDeps = { db: Db; clock: Clock; config: Config; providers: Providers };
+
+/**
+ * How a provider rings the chosen window: which windows it can ring, and the provider leg the
+ * call is recorded with. The simulator places that leg before the call is recorded (and lets it go
+ * if the call cannot be); Twilio's is the caller's leg, there already, and the window is rung by
+ * the TwiML answered once the call is recorded (routes/provider/incoming.ts).
+ */
+export interface Ringing {
+  provider: ProviderName;
+  /** the windows this provider can ring: a real window's Twilio Device never hears the simulator */
+  windows: 'any' | 'simulated' | 'real';
+  ring(account: ProviderAccount, callId: string, from: string, timeLimitSeconds: number): Promise<string>;
+  abandon(account: ProviderAccount, legSid: string): Promise<void>;
+}
+
+/** An incoming call through the simulator: POST /simulated/inbound-calls, `c2c call inbound`. */
+export function injectInbound(deps: InboundDeps, request: InboundRequest): Promise<{ call: CallRow; changes: Changes }> {
+  const { simulator } = deps.providers;
+  return routeInbound(deps, request, {
+    provider: 'simulated',
+    // With Twilio configured, real windows listen to Twilio only.
+    windows: deps.providers.configured === simulator ? 'any' : 'simulated',
+    ring: (account, callId, from, timeLimit) => simulator.ringClient(account, statusCallbackUrl(deps.config.publicBaseUrl, callId), from, timeLimit),
+    abandon: (account, legSid) => simulator.hangup(account, legSid),
+  });
+}
+
+/** Records an incoming call on the routable agent idle longest, rung as the provider rings. */
+export async function routeInbound(deps: InboundDeps, request: InboundRequest, ringing: Ringing): Promise<{ call: CallRow; changes: Changes }> {
   const { db, clock } = deps;
   const from = parseE164(request.from);
   if (!from) throw new C2CError('invalid_phone_number', 'from must be a valid E.164 number.');
@@ -47,10 +73,7 @@ export async function injectInbound(
   // Asked before ringing, so that a call nobody can take rings no leg; asked again, and decided, with
   // the call's insert, under the integration's lock (as POST /calls takes it): two calls arriving
   // together, or a call requested meanwhile, must not give one agent two live calls.
-  // The simulator rings only windows it carries: with Twilio configured, a real window's Device
-  // listens to Twilio, and would never hear this call ring.
-  const carried = deps.providers.configured === deps.providers.simulator ? 'every window' : 'simulated windows';
-  const first = await chooseAgent(db, integration, request, clock.now(), carried);
+  const first = await chooseAgent(db, integration, request, clock.now(), ringing.windows);
   if (!first) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
   // Spec section 8: a call's duration is capped by Policy.max_call_seconds, incoming ones too. The
   // provider is told with the ring (Twilio's <Dial><Client timeLimit>), so from the agent it rings
@@ -59,19 +82,19 @@ export async function injectInbound(
 
   const changes = new Changes();
   const id = newId(ID_PREFIX.callIntent);
-  const account = await loadProviderAccount(db, integration.account_id);
-  const legSid = await deps.providers.simulator.ringClient(account!, statusCallbackUrl(deps.config.publicBaseUrl, id), from.e164, timeLimit);
+  const account = (await loadProviderAccount(db, integration.account_id))!;
+  const legSid = await ringing.ring(account, id, from.e164, timeLimit);
   let call: CallRow;
   try {
     call = await db.tx(
       async (sql) => {
         const now = clock.now();
-        const chosen = await chooseAgent(sql, integration, request, now, carried);
+        const chosen = await chooseAgent(sql, integration, request, now, ringing.windows);
         if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const [row] = await sql.query<CallRow>(
           `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
              department, policy, engine_id, provider, provider_call_sid, created_at, expires_at, time_limit_seconds)
-           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, 'simulated', $10, $11, $12, $13) RETURNING *`,
+           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
           [
             id,
             integration.id,
@@ -82,6 +105,7 @@ export async function injectInbound(
             chosen.department,
             JSON.stringify(chosen.policy),
             chosen.engine.id,
+            ringing.provider,
             legSid,
             now,
             now + INBOUND_RING_SECONDS * 1000,
@@ -96,7 +120,7 @@ export async function injectInbound(
     );
   } catch (error) {
     // Taken meanwhile (or the store failed): the caller's leg does not ring on.
-    await deps.providers.simulator.hangup(account!, legSid).catch(() => {});
+    await ringing.abandon(account, legSid).catch(() => {});
     throw error;
   }
   return { call, changes };
@@ -120,7 +144,7 @@ async function chooseAgent(
   integration: IntegrationRow,
   request: InboundRequest,
   now: number,
-  carried: 'every window' | 'simulated windows',
+  windows: Ringing['windows'],
 ): Promise<Chosen | undefined> {
   const candidates = await sql.query<EngineRow>(
     `SELECT e.* FROM engines e JOIN members m ON m.id = e.member_id
@@ -130,12 +154,12 @@ async function chooseAgent(
        AND e.last_seen_at > $3
        AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL)
        AND ($2::text IS NULL OR lower(m.email) = lower($2))
-       AND (e.simulated OR $4::boolean)
+       AND ($4::text = 'any' OR e.simulated = ($4::text = 'simulated'))
      ORDER BY coalesce(
          (SELECT coalesce(c.ended_at, c.created_at) FROM call_intents c
           WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id ORDER BY c.created_at DESC LIMIT 1),
          e.created_at) ASC, e.created_at ASC`,
-    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000, carried === 'every window'],
+    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000, windows],
   );
   for (const engine of candidates) {
     try {

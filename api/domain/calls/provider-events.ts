@@ -53,7 +53,7 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
       return `${event.status} does not apply to a ${call.direction} ${call.status} call`;
     }
     if (!isOurLeg(call, event.callSid, event.parentCallSid)) return 'CallSid is not this call\'s provider leg';
-    if (call.direction === 'outbound' && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid) {
+    if (call.provider_leg_sid === null && event.callSid !== call.provider_call_sid) {
       await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
     }
     // The service asked the provider to end the call (calls/hangup.ts): its end is the one asked

@@ -32,15 +32,16 @@ export function mayTake(call: Pick<CallRow, 'direction' | 'status'>, step: Provi
 }
 
 /**
- * Whether a callback is about this call's provider leg. Outbound: the voice webhook stored the
- * parent CallSid; the <Dial> leg reports with its own CallSid and the parent as ParentCallSid, and
- * the first such leg seen is bound (provider_leg_sid) so no other leg can drive the call. Inbound:
- * the leg that rang the client is stored as provider_call_sid.
+ * Whether a callback is about this call's provider leg. The call stores the parent CallSid (an
+ * outbound call's, from the voice webhook; a Twilio inbound call's, the caller's, from the incoming
+ * webhook); the <Dial> leg reports with its own CallSid and the parent as ParentCallSid, and the
+ * first such leg seen is bound (provider_leg_sid) so no other leg can drive the call. The
+ * simulator's inbound call stores the leg that rang the client itself.
  */
-export function isOurLeg(call: Pick<CallRow, 'direction' | 'provider_call_sid' | 'provider_leg_sid'>, callSid: string, parentCallSid: string | null): boolean {
+export function isOurLeg(call: Pick<CallRow, 'provider_call_sid' | 'provider_leg_sid'>, callSid: string, parentCallSid: string | null): boolean {
   if (callSid === call.provider_call_sid || callSid === call.provider_leg_sid) return true;
   if (call.provider_call_sid === null && call.provider_leg_sid === null) return true; // nothing stored to match
-  if (call.direction !== 'outbound' || call.provider_leg_sid !== null) return false;
+  if (call.provider_leg_sid !== null) return false;
   // only a leg of this call's own parent is bound: a stray callback (another call of the account) is not
   return parentCallSid !== null && parentCallSid === call.provider_call_sid;
 }

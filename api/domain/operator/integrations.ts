@@ -126,6 +126,12 @@ async function missingOrRevoked(db: Db | Sql, integrationId: string): Promise<Op
   return new OperatorError(found ? `Integration ${integrationId} was revoked: it cannot be changed; create a new one.` : `No integration ${integrationId}.`);
 }
 
+/** Refuses (naming why) an integration that does not exist or was revoked; locks its row until the transaction ends. */
+export async function assertIntegration(sql: Sql, integrationId: string): Promise<void> {
+  const [row] = await sql.query("SELECT 1 FROM integrations WHERE id = $1 AND status <> 'revoked' FOR UPDATE", [integrationId]);
+  if (!row) throw await missingOrRevoked(sql, integrationId);
+}
+
 /** Validates an allowed-origins list; every bad line is named and nothing is saved. */
 export function parseOriginLines(lines: string[]): string[] {
   const kept = lines.map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
@@ -374,6 +380,7 @@ export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, inte
     [integrationId],
   );
   const [keys] = await db.query<{ live: number }>('SELECT count(*)::int AS live FROM server_keys WHERE integration_id = $1 AND revoked_at IS NULL', [integrationId]);
+  const numbers = await db.query<{ number: string }>('SELECT number FROM incoming_numbers WHERE integration_id = $1 ORDER BY number', [integrationId]);
   return {
     integration_id: row.id,
     account_id: row.account_id,
@@ -403,6 +410,7 @@ export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, inte
     members: members
       .filter((m) => m.integrator_uuid !== null || Object.keys(m.overrides ?? {}).length > 0)
       .map((m) => ({ member_id: m.member_id, integrator_uuid: m.integrator_uuid, overrides: m.overrides ?? {} })),
+    incoming_numbers: numbers.map((n) => n.number),
     live_server_keys: keys?.live ?? 0,
   };
 }

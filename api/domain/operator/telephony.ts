@@ -1,6 +1,7 @@
-/** Operator steps on calling rates and the do-not-call list. */
+/** Operator steps on calling rates, the do-not-call list and the numbers incoming calls arrive on. */
 import { parseE164 } from '../phone.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
+import { assertIntegration } from './integrations.js';
 
 /** A rate for numbers starting with prefix ("+44", "+1212"), in micros per minute. */
 export async function setRate({ db }: OperatorDeps, prefix: string, perMinuteMicros: number): Promise<void> {
@@ -31,4 +32,32 @@ export async function unblockNumber({ db }: OperatorDeps, accountId: string | nu
   if (!parsed) throw new OperatorError(`Not a valid E.164 number: ${number}`);
   const removed = await db.query(`DELETE FROM blocked_numbers WHERE coalesce(account_id, '') = coalesce($1, '') AND number = $2 RETURNING number`, [accountId, parsed.e164]);
   return removed.length > 0;
+}
+
+/**
+ * The numbers whose incoming calls ring an integration's agents (through Twilio), replacing the
+ * ones it had; [] takes them all away. A number is one integration's: one another has is refused,
+ * naming it, and nothing is changed.
+ */
+export async function setIncomingNumbers({ db, clock }: OperatorDeps, integrationId: string, numbers: readonly string[]): Promise<string[]> {
+  const parsed = numbers.map((number) => {
+    const e164 = parseE164(number)?.e164;
+    if (!e164) throw new OperatorError(`Not a valid E.164 number: ${number}`);
+    return e164;
+  });
+  const wanted = [...new Set(parsed)].sort();
+  return db.tx(async (sql) => {
+    await assertIntegration(sql, integrationId);
+    const [taken] = await sql.query<{ number: string; integration_id: string }>(
+      'SELECT number, integration_id FROM incoming_numbers WHERE number = ANY($1::text[]) AND integration_id <> $2 ORDER BY number LIMIT 1',
+      [wanted, integrationId],
+    );
+    if (taken) throw new OperatorError(`${taken.number} takes the incoming calls of ${taken.integration_id} already.`);
+    await sql.query('DELETE FROM incoming_numbers WHERE integration_id = $1 AND NOT (number = ANY($2::text[]))', [integrationId, wanted]);
+    await sql.query(
+      `INSERT INTO incoming_numbers (number, integration_id, created_at) SELECT unnest($2::text[]), $1, $3 ON CONFLICT (number) DO NOTHING`,
+      [integrationId, wanted, clock.now()],
+    );
+    return wanted;
+  });
 }

@@ -45,5 +45,3 @@ export function behaviourFor(number: string): Behaviour {
   return NORMAL;
 }
 
-/** An inbound call rings the agent's client for this long before it is no-answer. */
-export const INBOUND_RING_SECONDS = 30;

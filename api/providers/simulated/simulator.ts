@@ -15,6 +15,7 @@ import type { Clock, Timer } from '../../clock.js';
 import { PROVIDER_PATHS } from '../twiml.js';
 import { signWebhook, type WebhookParams } from '../signature.js';
 import {
+  INBOUND_RING_SECONDS,
   ProviderUnavailable,
   ProviderUnreachable,
   type AccessToken,
@@ -22,7 +23,7 @@ import {
   type ProviderCallStatus,
   type VoiceProvider,
 } from '../provider.js';
-import { behaviourFor, INBOUND_RING_SECONDS } from './behaviours.js';
+import { behaviourFor } from './behaviours.js';
 
 /** Delivers a signed webhook to this service (in-process); answers the response body. */
 export type WebhookDelivery = (path: string, params: WebhookParams, signature: string) => Promise<{ status: number; body: string }>;

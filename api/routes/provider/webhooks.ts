@@ -4,49 +4,26 @@
  * with Twilio's signature scheme against the account the intent belongs to, over the configured
  * public URL. A voice webhook lacking To, Biz or CallerId is refused before anything else.
  */
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { C2CError } from '../../../shared/errors.js';
 import { consumeForDial } from '../../domain/calls/dial.js';
 import { applyProviderEvent } from '../../domain/calls/provider-events.js';
 import type { CallRow } from '../../domain/views.js';
-import { loadProviderAccount } from '../../providers/index.js';
 import type { ProviderCallStatus } from '../../providers/provider.js';
-import { verifyWebhook, type WebhookParams } from '../../providers/signature.js';
 import { dialTwiml, PROVIDER_PATHS, rejectTwiml, statusCallbackUrl } from '../../providers/twiml.js';
 import type { Services } from '../../services.js';
+import { acceptForms, formOf, signatureCheck } from './form.js';
 
 const STATUSES: ReadonlySet<string> = new Set(['queued', 'initiated', 'ringing', 'in-progress', 'completed', 'busy', 'no-answer', 'failed', 'canceled']);
 
 export const webhookRoutes =
   (services: Services): FastifyPluginAsync =>
   async (app) => {
-    // Providers post application/x-www-form-urlencoded, and nothing else is taken here (a body of
-    // another type is refused saying what is expected, not with the API's "must be JSON").
-    app.removeAllContentTypeParsers();
-    app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
-      done(null, Object.fromEntries(new URLSearchParams(body as string)));
-    });
-    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
-      if ((body as Buffer).length === 0) return done(null, undefined);
-      done(new C2CError('invalid_request', 'Provider webhooks take form parameters (Content-Type: application/x-www-form-urlencoded).'), undefined);
-    });
-
-    const params = (request: FastifyRequest): WebhookParams => {
-      const body = request.body;
-      if (!body || typeof body !== 'object') throw new C2CError('invalid_request', 'Expected form parameters.');
-      return body as WebhookParams;
-    };
-    const verify = async (request: FastifyRequest, accountId: string, form: WebhookParams) => {
-      const account = await loadProviderAccount(services.db, accountId);
-      const url = services.config.publicBaseUrl + request.url;
-      const signature = request.headers['x-twilio-signature'];
-      if (!account || !verifyWebhook(account.authToken, typeof signature === 'string' ? signature : undefined, url, form)) {
-        throw new C2CError('signature_invalid');
-      }
-    };
+    acceptForms(app);
+    const verify = signatureCheck(services);
 
     app.post(PROVIDER_PATHS.voice, { schema: { hide: true } }, async (request, reply) => {
-      const form = params(request);
+      const form = formOf(request);
       if (!form.To || !form.Biz || !form.CallerId) throw new C2CError('invalid_request', 'To, Biz and CallerId are required.');
       await verify(request, form.Biz, form);
       // The provider always sends CallSid; it is what tells a retry from a second use of the intent.
@@ -76,7 +53,7 @@ export const webhookRoutes =
     });
 
     app.post(PROVIDER_PATHS.status, { schema: { hide: true } }, async (request, reply) => {
-      const form = params(request);
+      const form = formOf(request);
       const intentId = (request.query as { intent?: string }).intent;
       if (!intentId) throw new C2CError('invalid_request', 'The intent query parameter is required.');
       // Read only to find the account whose token signs the callback (it never changes); the

@@ -1,0 +1,131 @@
+/**
+ * Incoming calls through Twilio (VOICE_PROVIDER=twilio): a call to one of an integration's
+ * numbers rings the routable agent idle longest on a real window, through the TwiML the incoming
+ * webhook answers (<Dial><Client> naming the call to the window's Device); nobody to take it is
+ * <Reject reason="busy">. The test plays Twilio (signed webhooks, status callbacks on the window's
+ * leg); the decline reaches a local stand-in for Twilio's REST API.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
+import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
+import { engineIdentity } from '../../shared/prefixes.js';
+import { storeDrivers } from '../helpers/env.js';
+import { expectError } from '../helpers/expect.js';
+import { command, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
+import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { providerWebhooks } from '../helpers/provider.js';
+import { seedTenant, UK_NUMBER, type Tenant } from '../helpers/tenant.js';
+import { startTwilioStandIn, TWILIO, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+
+const ACCOUNT_SID = TWILIO.accountSid;
+
+describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) => {
+  let standIn: TwilioStandIn;
+  let h: Harness;
+  let api: Client;
+
+  beforeAll(async () => {
+    standIn = await startTwilioStandIn();
+    h = await createHarness(driver, { voiceProvider: 'twilio', twilioApiBaseUrl: standIn.url, twilioTimeoutMs: 300 });
+    api = client(h.app);
+  });
+  afterAll(async () => {
+    await h.close();
+    await standIn.close();
+  });
+
+  const { signedIncoming, signedStatus, postWebhook } = providerWebhooks(() => h, () => api);
+  let serial = 0;
+
+  /** A tenant on Twilio whose integration takes the calls of a number of its own. */
+  async function twilioTenant(): Promise<Tenant & { number: string }> {
+    const t = await seedTenant(h.services);
+    await setAccountProvider(h.services, t.accountId, TWILIO);
+    const number = `+1202555${String(1000 + ++serial).slice(-4)}`;
+    await setIncomingNumbers(h.services, t.integrationId, [number]);
+    return { ...t, number };
+  }
+  const incoming = (t: Tenant & { number: string }, callSid: string, from = UK_NUMBER) =>
+    signedIncoming(t, { CallSid: callSid, From: from, To: t.number, AccountSid: ACCOUNT_SID, Direction: 'inbound' });
+  const intentOf = (twiml: string) => /<Parameter name="intent" value="([^"]+)"\/>/.exec(twiml)?.[1];
+
+  it("rings the agent's Twilio window with <Dial><Client> naming the call; the window's leg answers it and the caller's end completes it", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const rung = await incoming(t, 'CAin-1');
+    expect(rung.status).toBe(200);
+    const id = intentOf(rung.body);
+    expect(id).toMatch(/^ci_/);
+    expect(rung.body).toContain('<Dial timeout="30"');
+    expect(rung.body).toContain(`<Identity>${engineIdentity(agent.engineId)}</Identity>`);
+    expect(rung.body).toContain(`statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}"`);
+    expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, direction: 'inbound', status: 'incoming' });
+
+    // Twilio asking again for the same call gets the same call, not a second one.
+    expect(intentOf((await incoming(t, 'CAin-1')).body)).toBe(id);
+
+    const leg = { CallSid: 'CAin-1-client', ParentCallSid: 'CAin-1', AccountSid: ACCOUNT_SID };
+    expect((await signedStatus(t, id!, { ...leg, CallStatus: 'ringing' })).status).toBe(204);
+    expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ status: 'incoming' });
+    // A leg of another call cannot drive this one.
+    await signedStatus(t, id!, { CallSid: 'CAother', ParentCallSid: 'CAother-parent', CallStatus: 'in-progress', AccountSid: ACCOUNT_SID });
+    expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ status: 'incoming' });
+    expect((await signedStatus(t, id!, { ...leg, CallStatus: 'in-progress' })).status).toBe(204);
+    expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ status: 'connected' });
+    expect((await signedStatus(t, id!, { ...leg, CallStatus: 'completed', CallDuration: '12' })).status).toBe(204);
+    const [row] = await h.services.db.query<{ status: string; provider: string; provider_leg_sid: string }>('SELECT status, provider, provider_leg_sid FROM call_intents WHERE id = $1', [id]);
+    expect(row).toEqual({ status: 'completed', provider: 'twilio', provider_leg_sid: 'CAin-1-client' });
+  });
+
+  it("ends the caller's leg through Twilio's REST API when the agent declines", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = intentOf((await incoming(t, 'CAin-2')).body);
+    standIn.requests.length = 0;
+    const declined = await command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-twilio' });
+    expect(declined.status, JSON.stringify(declined.body)).toBe(200);
+    expect(standIn.requests.map((r) => [r.path, r.form])).toEqual([[`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAin-2.json`, { Status: 'completed' }]]);
+    const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]);
+    expect(row!.status).toBe('rejected');
+  });
+
+  it('ends a call its agent let ring out no_answer', async () => {
+    const t = await twilioTenant();
+    await readyAgent(api, t, t.agent.email, false);
+    const id = intentOf((await incoming(t, 'CAin-3')).body)!;
+    await signedStatus(t, id, { CallSid: 'CAin-3-client', ParentCallSid: 'CAin-3', CallStatus: 'no-answer', AccountSid: ACCOUNT_SID });
+    const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]);
+    expect(row!.status).toBe('no_answer');
+  });
+
+  it('answers <Reject reason="busy"> and records nothing when nobody can take the call: no window, a simulated one only, or a caller number withheld', async () => {
+    const t = await twilioTenant();
+    const count = async () => (await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1', [t.integrationId]))[0]!.n;
+    const busy = '<Reject reason="busy"/>';
+    expect((await incoming(t, 'CAin-4')).body).toContain(busy);
+    // A simulated window listens to the simulator, never to Twilio.
+    await readyAgent(api, t, t.agent.email, true);
+    expect((await incoming(t, 'CAin-5')).body).toContain(busy);
+    await readyAgent(api, t, t.agent.email, false);
+    expect((await incoming(t, 'CAin-6', 'anonymous')).body).toContain(busy);
+    expect(await count()).toBe(0);
+  });
+
+  it("refuses a number no integration takes (404), a request not signed with the number's account token (403), and one without To, From or CallSid (422)", async () => {
+    const t = await twilioTenant();
+    const params = { CallSid: 'CAin-7', From: UK_NUMBER, To: '+12025550999', AccountSid: ACCOUNT_SID };
+    await expectError(signedIncoming(t, params), 404, 'not_found');
+    await expectError(postWebhook(PROVIDER_PATHS.incoming, { ...params, To: t.number }, 'bm90IGEgc2lnbmF0dXJl'), 403, 'signature_invalid');
+    await expectError(signedIncoming(t, { From: UK_NUMBER, To: t.number }), 422, 'invalid_request');
+  });
+
+  it('takes a number for one integration only, and gives it up with --none', async () => {
+    const a = await twilioTenant();
+    const b = await seedTenant(h.services);
+    await expect(setIncomingNumbers(h.services, b.integrationId, [a.number])).rejects.toThrow(`${a.number} takes the incoming calls of ${a.integrationId} already.`);
+    await expect(setIncomingNumbers(h.services, b.integrationId, ['12345'])).rejects.toThrow('Not a valid E.164 number');
+    expect(await setIncomingNumbers(h.services, a.integrationId, [])).toEqual([]);
+    expect(await setIncomingNumbers(h.services, b.integrationId, [a.number, a.number])).toEqual([a.number]);
+  });
+});
