@@ -6,7 +6,8 @@
  * leg); the decline reaches a local stand-in for Twilio's REST API.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { takeTwilioCall } from '../../api/domain/calls/incoming-twilio.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { engineIdentity } from '../../shared/prefixes.js';
@@ -76,6 +77,35 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect((await signedStatus(t, id!, { ...leg, CallStatus: 'completed', CallDuration: '12' })).status).toBe(204);
     const [row] = await h.services.db.query<{ status: string; provider: string; provider_leg_sid: string }>('SELECT status, provider, provider_leg_sid FROM call_intents WHERE id = $1', [id]);
     expect(row).toEqual({ status: 'completed', provider: 'twilio', provider_leg_sid: 'CAin-1-client' });
+  });
+
+  it('records one call when Twilio asks twice at once, though a second agent could take another', async () => {
+    const t = await twilioTenant();
+    const bea = await createMember(h.services, { accountId: t.accountId, email: 'bea@acme.example', name: 'Bea', departmentId: t.salesId });
+    await readyAgent(api, t, t.agent.email, false);
+    await readyAgent(api, t, bea.email, false);
+    // The second request has looked for the call and found none when the first records it.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const db = new Proxy(h.services.db, {
+      get: (target, name) =>
+        name === 'query'
+          ? async (text: string, params?: unknown[]) => {
+              const rows = await target.query(text, params);
+              if (text.includes('provider_call_sid = $1')) await gate;
+              return rows;
+            }
+          : Reflect.get(target, name, target),
+    });
+    const request = { integrationId: t.integrationId, callSid: 'CAin-twice', from: UK_NUMBER };
+    const second = takeTwilioCall({ ...h.services, db }, request);
+    const first = await takeTwilioCall(h.services, request);
+    release();
+    if (!('ring' in first)) throw new Error(`the first was refused: ${first.refuse}`);
+    const again = await second;
+    expect('ring' in again && again.ring.id).toBe(first.ring.id);
+    const rows = await h.services.db.query('SELECT id FROM call_intents WHERE integration_id = $1', [t.integrationId]);
+    expect(rows).toHaveLength(1);
   });
 
   it("ends the caller's leg through Twilio's REST API when the agent declines", async () => {

@@ -21,11 +21,8 @@ export type IncomingDecision = { ring: CallRow; changes?: Changes } | { refuse: 
 
 /** The call to ring (recorded now, or by the same webhook before: Twilio may ask again), or why none rings. */
 export async function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming): Promise<IncomingDecision> {
-  const [asked] = await deps.db.query<CallRow>(
-    `SELECT * FROM call_intents WHERE integration_id = $1 AND provider_call_sid = $2 AND direction = 'inbound' AND provider = 'twilio'`,
-    [incoming.integrationId, incoming.callSid],
-  );
-  if (asked) return asked.status === 'incoming' ? { ring: asked } : { refuse: `the call is ${asked.status} already` };
+  const asked = await recorded(deps, incoming);
+  if (asked) return asked;
   try {
     const { call, changes } = await routeInbound(
       deps,
@@ -34,9 +31,21 @@ export async function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming
     );
     return { ring: call, changes };
   } catch (error) {
+    // The same webhook, asked again at once, recorded the call first (CallSids are unique, migration 002).
+    if ((error as { code?: unknown }).code === '23505') return (await recorded(deps, incoming)) ?? { refuse: "the CallSid is another integration's call" };
     // Nobody to take it, a withheld or invalid caller number, the integration disabled: the caller
     // hears it refused. The store failing is not a refusal: Twilio then tries the number's fallback.
     if (isRefusal(error)) return { refuse: error.code };
     throw error;
   }
+}
+
+/** What a call already recorded for this CallSid decides: ring it again while it rings, else refuse. */
+async function recorded(deps: InboundDeps, incoming: TwilioIncoming): Promise<IncomingDecision | null> {
+  const [asked] = await deps.db.query<CallRow>(
+    `SELECT * FROM call_intents WHERE provider_call_sid = $1 AND direction = 'inbound' AND provider = 'twilio' AND integration_id = $2`,
+    [incoming.callSid, incoming.integrationId],
+  );
+  if (!asked) return null;
+  return asked.status === 'incoming' ? { ring: asked } : { refuse: `the call is ${asked.status} already` };
 }

@@ -7,3 +7,4 @@ CREATE TABLE incoming_numbers (
   created_at      bigint NOT NULL
 );
 CREATE INDEX incoming_numbers_integration ON incoming_numbers (integration_id);
+
