@@ -124,8 +124,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     { prefix: API_PREFIX },
   );
   await app.register(webhookRoutes(services));
-  // Only Twilio brings incoming calls to numbers; the simulator's come through POST /simulated/inbound-calls.
-  if (services.config.voiceProvider === 'twilio') await app.register(incomingRoutes(services));
+  await app.register(incomingRoutes(services));
   await app.register(assetRoutes);
   await app.register(windowRoutes(services));
   attachSimulator(app, services);

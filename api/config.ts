@@ -33,6 +33,8 @@ const urlWithScheme = (schemes: string[]) =>
  */
 const MAX_TIMEOUT_MS = 3_600_000;
 
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
 const EnvSchema = z.object({
   PORT: port.default(8080),
   GATEWAY_PORT: port.default(8081),
@@ -54,7 +56,16 @@ const EnvSchema = z.object({
   /** the provider of real call windows; simulated windows (demos, tests) always use the simulator */
   VOICE_PROVIDER: z.enum(['simulated', 'twilio']).default('simulated'),
   /** where the Twilio driver reaches Twilio's REST API (an egress proxy); https://api.twilio.com when unset */
-  TWILIO_API_BASE_URL: urlWithScheme(['https:', 'http:']).optional(),
+  TWILIO_API_BASE_URL: z
+    .string()
+    .refine((value) => parseOrigin(value) !== null, {
+      message: 'must be an origin such as https://egress.example:8443 (the REST paths are Twilio\'s; no path of its own)',
+      abort: true,
+    })
+    .refine((value) => value.startsWith('https:') || LOOPBACK_HOSTS.has(new URL(value).hostname), {
+      message: 'must be https (it is sent the account\'s credentials); http only on loopback',
+    })
+    .optional(),
   /** a Twilio REST request (a hangup) unanswered this long is given up: the hangup answers 502 hangup_uncertain */
   TWILIO_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -194,8 +205,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   };
   return { ...config, ...overrides };
 }
-
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
 /**
  * A public service whose gateway address was left at its loopback default: browsers (elsewhere,

@@ -29,3 +29,9 @@ export type CredentialKind = keyof typeof CREDENTIAL_PREFIX;
 export function engineIdentity(engineId: string): string {
   return `c2c_${engineId}`;
 }
+
+/**
+ * The custom parameter an incoming call's TwiML names the call with (`<Parameter>`), which the call
+ * window's Twilio Device reads from the ringing call (window/src/drivers/twilio.ts).
+ */
+export const INCOMING_CALL_PARAMETER = 'intent';

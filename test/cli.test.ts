@@ -202,7 +202,7 @@ describe('c2c operator commands', () => {
     expect((await c2c('account', 'set-provider', account, '--sid', sid)).code).toBe(1);
   });
 
-  it("sets the API key and TwiML App the Twilio driver signs windows' tokens with, the secret read from a file, the whole set each time", async () => {
+  it("sets the API key and TwiML App the Twilio driver signs windows' tokens with, the secret read from a file, kept while the Twilio account stays", async () => {
     const account = (await c2c('account', 'create', '--name', 'Iota')).json.id as string;
     const sid = `AC${'0123456789abcdef'.repeat(2)}`;
     const token = 'fedcba9876543210'.repeat(2);
@@ -231,8 +231,18 @@ describe('c2c operator commands', () => {
     await refused('--api-key', keySid, '--api-key-secret-file', 'token.txt', '--twiml-app', 'AP123');
     expect((await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', '-', '--api-key', keySid, '--api-key-secret-file', '-'], async () => h.services, { '-': token })).code).toBe(1);
 
-    // Given without them, the key and the app are emptied: they belonged to the credentials replaced.
-    expect((await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', 'token.txt'], async () => h.services, files)).code).toBe(0);
+    // A secret pasted into a SID's flag is refused without being printed.
+    const pasted = await runCommand(['account', 'set-provider', account, '--sid', sid, '--file', 'token.txt', '--twiml-app', secret], async () => h.services, files);
+    expect(pasted.code).toBe(1);
+    expect(pasted.stderr.join('\n') + pasted.stdout.join('\n')).not.toContain(secret);
+
+    // The auth token rotated (the same Account SID): the key and the app are kept.
+    const rotated = '0123456789abcdef'.repeat(2);
+    expect((await runCommand(['account', 'set-provider', account, '--sid', sid, '--token', rotated], async () => h.services)).code).toBe(0);
+    expect(await stored()).toEqual({ provider_api_key_sid: keySid, provider_api_key_secret: secret, provider_twiml_app_sid: appSid });
+    // Another Twilio account: they were the old one's, and are emptied.
+    const otherSid = `AC${'fedcba9876543210'.repeat(2)}`;
+    expect((await runCommand(['account', 'set-provider', account, '--sid', otherSid, '--token', rotated], async () => h.services)).code).toBe(0);
     expect(await stored()).toEqual({ provider_api_key_sid: null, provider_api_key_secret: null, provider_twiml_app_sid: null });
   });
 

@@ -234,7 +234,16 @@ describe('configuration', () => {
     expect(loopbackWebhookWarning(loadConfig({ VOICE_PROVIDER: 'twilio' }))).toContain('Twilio cannot reach the voice webhook');
     expect(loopbackWebhookWarning(loadConfig({ VOICE_PROVIDER: 'twilio', PUBLIC_BASE_URL: 'https://c2c.example.com' }))).toBeNull();
     expect(loopbackWebhookWarning(loadConfig({}))).toBeNull();
-    for (const [name, value] of [['VOICE_PROVIDER', 'plivo'], ['TWILIO_API_BASE_URL', 'api.twilio.com'], ['TWILIO_TIMEOUT_MS', '0']]) {
+    // The stand-in of the tests is on loopback; anywhere else, the credentials it is sent need https.
+    expect(loadConfig({ TWILIO_API_BASE_URL: 'http://127.0.0.1:4010' }).twilioApiBaseUrl).toBe('http://127.0.0.1:4010');
+    const refused = [
+      ['VOICE_PROVIDER', 'plivo'],
+      ['TWILIO_API_BASE_URL', 'api.twilio.com'],
+      ['TWILIO_API_BASE_URL', 'http://egress.example'],
+      ['TWILIO_API_BASE_URL', 'https://egress.example/twilio'],
+      ['TWILIO_TIMEOUT_MS', '0'],
+    ];
+    for (const [name, value] of refused) {
       expect(() => loadConfig({ [name!]: value }), name).toThrow(new RegExp(name!));
     }
   });

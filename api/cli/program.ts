@@ -221,7 +221,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   account
     .command('set-provider <accountId>')
     .description(
-      "the account's Twilio credentials, the whole set each time: Account SID and auth token (webhooks are verified against them); with VOICE_PROVIDER=twilio also an API key and the TwiML App (the call windows' tokens)",
+      "the account's Twilio credentials: Account SID and auth token (webhooks are verified against them); with VOICE_PROVIDER=twilio also an API key and the TwiML App (the call windows' tokens), kept when left out and the Account SID stays, emptied when it changes",
     )
     .requiredOption('--sid <accountSid>')
     .option('--token <authToken>', 'the auth token (it stays in your shell history: prefer --file)')

@@ -4,6 +4,7 @@
  * Incoming calls are rung by TwiML on Twilio only (the simulator rings its client itself).
  */
 import twilio from 'twilio';
+import { INCOMING_CALL_PARAMETER } from '../../shared/prefixes.js';
 import { API_PREFIX } from '../config.js';
 
 export const PROVIDER_PATHS = {
@@ -38,7 +39,7 @@ export function dialTwiml(plan: DialPlan): string {
 export interface RingPlan {
   /** the window's client identity, c2c_<engine_id> */
   identity: string;
-  /** named to the window's Device as the custom parameter `intent` (window/src/drivers/twilio.ts) */
+  /** named to the window's Device as the custom parameter INCOMING_CALL_PARAMETER (window/src/drivers/twilio.ts) */
   intentId: string;
   ringSeconds: number;
   timeLimitSeconds: number;
@@ -55,7 +56,7 @@ export function ringClientTwiml(plan: RingPlan): string {
     statusCallbackMethod: 'POST',
   });
   client.identity(plan.identity);
-  client.parameter({ name: 'intent', value: plan.intentId });
+  client.parameter({ name: INCOMING_CALL_PARAMETER, value: plan.intentId });
   return response.toString();
 }
 

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
 import { takeTwilioCall } from '../../api/domain/calls/incoming-twilio.js';
+import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { engineIdentity } from '../../shared/prefixes.js';
@@ -17,7 +18,7 @@ import { command, readyAgent, widgetState, type Agent } from '../helpers/flows.j
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks } from '../helpers/provider.js';
 import { seedTenant, UK_NUMBER, type Tenant } from '../helpers/tenant.js';
-import { startTwilioStandIn, TWILIO, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+import { completedCall, startTwilioStandIn, TWILIO, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
 const ACCOUNT_SID = TWILIO.accountSid;
 
@@ -79,33 +80,37 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(row).toEqual({ status: 'completed', provider: 'twilio', provider_leg_sid: 'CAin-1-client' });
   });
 
-  it('records one call when Twilio asks twice at once, though a second agent could take another', async () => {
-    const t = await twilioTenant();
-    const bea = await createMember(h.services, { accountId: t.accountId, email: 'bea@acme.example', name: 'Bea', departmentId: t.salesId });
-    await readyAgent(api, t, t.agent.email, false);
-    await readyAgent(api, t, bea.email, false);
-    // The second request has looked for the call and found none when the first records it.
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const db = new Proxy(h.services.db, {
-      get: (target, name) =>
-        name === 'query'
-          ? async (text: string, params?: unknown[]) => {
-              const rows = await target.query(text, params);
-              if (text.includes('provider_call_sid = $1')) await gate;
-              return rows;
-            }
-          : Reflect.get(target, name, target),
-    });
-    const request = { integrationId: t.integrationId, callSid: 'CAin-twice', from: UK_NUMBER };
-    const second = takeTwilioCall({ ...h.services, db }, request);
-    const first = await takeTwilioCall(h.services, request);
-    release();
-    if (!('ring' in first)) throw new Error(`the first was refused: ${first.refuse}`);
-    const again = await second;
-    expect('ring' in again && again.ring.id).toBe(first.ring.id);
-    const rows = await h.services.db.query('SELECT id FROM call_intents WHERE integration_id = $1', [t.integrationId]);
-    expect(rows).toHaveLength(1);
+  it('records one call, and rings it for both, when Twilio asks twice at once: with one agent free, or a second one who could take another', async () => {
+    for (const agents of [1, 2]) {
+      const t = await twilioTenant();
+      await readyAgent(api, t, t.agent.email, false);
+      if (agents === 2) {
+        const bea = await createMember(h.services, { accountId: t.accountId, email: 'bea@acme.example', name: 'Bea', departmentId: t.salesId });
+        await readyAgent(api, t, bea.email, false);
+      }
+      // The second request has looked for the call and found none when the first records it.
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const db = new Proxy(h.services.db, {
+        get: (target, name) =>
+          name === 'query'
+            ? async (text: string, params?: unknown[]) => {
+                const rows = await target.query(text, params);
+                if (text.includes('provider_call_sid = $1') && rows.length === 0) await gate;
+                return rows;
+              }
+            : Reflect.get(target, name, target),
+      });
+      const request = { integrationId: t.integrationId, callSid: `CAin-twice-${agents}`, from: UK_NUMBER };
+      const second = takeTwilioCall({ ...h.services, db }, request);
+      const first = await takeTwilioCall(h.services, request);
+      release();
+      if (!('ring' in first)) throw new Error(`the first was refused: ${first.refuse}`);
+      const again = await second;
+      expect('ring' in again && again.ring.id, `${agents} agent(s)`).toBe(first.ring.id);
+      const rows = await h.services.db.query('SELECT id FROM call_intents WHERE integration_id = $1', [t.integrationId]);
+      expect(rows).toHaveLength(1);
+    }
   });
 
   it("ends the caller's leg through Twilio's REST API when the agent declines", async () => {
@@ -118,6 +123,26 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(standIn.requests.map((r) => [r.path, r.form])).toEqual([[`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAin-2.json`, { Status: 'completed' }]]);
     const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]);
     expect(row!.status).toBe('rejected');
+  });
+
+  it("records a decline as declined when the window's leg reports its end before Twilio answers the hangup", async () => {
+    for (const [n, status] of (['busy', 'no-answer', 'canceled'] as const).entries()) {
+      const t = await twilioTenant();
+      const agent = await readyAgent(api, t, t.agent.email, false);
+      const callSid = `CAin-race-${n}`;
+      const id = intentOf((await incoming(t, callSid)).body)!;
+      standIn.answer(async (request) => {
+        await signedStatus(t, id, { CallSid: `${callSid}-client`, ParentCallSid: callSid, CallStatus: status, AccountSid: ACCOUNT_SID });
+        return completedCall(request);
+      });
+      try {
+        expect((await command(api, agent.widgetToken, { kind: 'decline', request_id: `decline-race-${n}` })).status).toBe(200);
+      } finally {
+        standIn.answer(completedCall);
+      }
+      const [row] = await h.services.db.query<{ status: string; end_reason: string }>('SELECT status, end_reason FROM call_intents WHERE id = $1', [id]);
+      expect(row, status).toEqual({ status: 'rejected', end_reason: 'declined' });
+    }
   });
 
   it('ends a call its agent let ring out no_answer', async () => {
@@ -157,5 +182,34 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     await expect(setIncomingNumbers(h.services, b.integrationId, ['12345'])).rejects.toThrow('Not a valid E.164 number');
     expect(await setIncomingNumbers(h.services, a.integrationId, [])).toEqual([]);
     expect(await setIncomingNumbers(h.services, b.integrationId, [a.number, a.number])).toEqual([a.number]);
+  });
+
+  it("frees a revoked integration's numbers for the integration that replaces it", async () => {
+    const old = await twilioTenant();
+    const replacement = await seedTenant(h.services);
+    await revokeIntegration(h.services, old.integrationId);
+    expect(await h.services.db.query('SELECT number FROM incoming_numbers WHERE integration_id = $1', [old.integrationId])).toEqual([]);
+    expect(await setIncomingNumbers(h.services, replacement.integrationId, [old.number])).toEqual([old.number]);
+    // a number a revoked integration still holds (revoked before revocation let go of them) is free too
+    const other = await twilioTenant();
+    await revokeIntegration(h.services, other.integrationId);
+    await h.services.db.query('INSERT INTO incoming_numbers (number, integration_id, created_at) VALUES ($1, $2, 0)', [other.number, other.integrationId]);
+    expect(await setIncomingNumbers(h.services, replacement.integrationId, [old.number, other.number])).toEqual([old.number, other.number].sort());
+    const held = await h.services.db.query<{ number: string }>('SELECT number FROM incoming_numbers WHERE integration_id = $1 ORDER BY number', [replacement.integrationId]);
+    expect(held.map((row) => row.number)).toEqual([old.number, other.number].sort());
+  });
+});
+
+describe('the incoming webhook on the simulated provider', () => {
+  it('is not served: only Twilio brings calls to numbers', async () => {
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const { signedIncoming } = providerWebhooks(() => h, () => client(h.app));
+      await setIncomingNumbers(h.services, t.integrationId, ['+12025550190']);
+      await expectError(signedIncoming(t, { CallSid: 'CAsim', From: UK_NUMBER, To: '+12025550190' }), 404, 'not_found');
+    } finally {
+      await h.close();
+    }
   });
 });

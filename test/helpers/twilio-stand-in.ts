@@ -30,8 +30,8 @@ export type TwilioAnswer = { status: number; body: Record<string, unknown> } | '
 export interface TwilioStandIn {
   url: string;
   requests: TwilioRequest[];
-  /** answers the next requests this way (by default a call resource, completed) */
-  answer(next: (request: TwilioRequest) => TwilioAnswer): void;
+  /** answers the next requests this way (by default a call resource, completed), perhaps after doing something first */
+  answer(next: (request: TwilioRequest) => TwilioAnswer | Promise<TwilioAnswer>): void;
   close(): Promise<void>;
 }
 
@@ -49,17 +49,17 @@ export const twilioError = (status: number, code: number, message: string): Twil
 
 export async function startTwilioStandIn(): Promise<TwilioStandIn> {
   const requests: TwilioRequest[] = [];
-  let respond: (request: TwilioRequest) => TwilioAnswer = completedCall;
+  let respond: (request: TwilioRequest) => TwilioAnswer | Promise<TwilioAnswer> = completedCall;
   const hung: ServerResponse[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
+    req.on('end', async () => {
       const [user = '', password = ''] = Buffer.from((req.headers.authorization ?? '').replace(/^Basic /, ''), 'base64').toString('utf8').split(':');
       const request: TwilioRequest = { method: req.method ?? '', path: req.url ?? '', user, password, form: Object.fromEntries(new URLSearchParams(body)) };
       requests.push(request);
-      const answer = respond(request);
+      const answer = await respond(request);
       if (answer === 'hang') return void hung.push(res);
       res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(answer.body));
     });

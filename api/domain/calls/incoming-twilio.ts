@@ -31,8 +31,15 @@ export async function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming
     );
     return { ring: call, changes };
   } catch (error) {
-    // The same webhook, asked again at once, recorded the call first (CallSids are unique, migration 002).
-    if ((error as { code?: unknown }).code === '23505') return (await recorded(deps, incoming)) ?? { refuse: "the CallSid is another integration's call" };
+    // The same webhook asked again while the first was under way (a retry after a timeout, a
+    // fallback URL that is this one): the first recorded the call meanwhile, which then took its
+    // agent (a refusal here) or its CallSid (unique, migration 002). Both are answered that call.
+    const duplicate = (error as { code?: unknown }).code === '23505';
+    if (duplicate || isRefusal(error)) {
+      const first = await recorded(deps, incoming);
+      if (first) return first;
+    }
+    if (duplicate) return { refuse: "the CallSid is another integration's call" };
     // Nobody to take it, a withheld or invalid caller number, the integration disabled: the caller
     // hears it refused. The store failing is not a refusal: Twilio then tries the number's fallback.
     if (isRefusal(error)) return { refuse: error.code };

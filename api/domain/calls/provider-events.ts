@@ -15,7 +15,7 @@ import type { ProviderCallStatus } from '../../providers/provider.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
-import { advanceCall, askedEnd, finishCall, reviseAsAnswered } from './lifecycle.js';
+import { advanceCall, askedEnd, finishCall, reviseAsAnswered, type Finish } from './lifecycle.js';
 import { isOurLeg, mayTake, providerStep } from './provider-transitions.js';
 
 export interface ProviderEvent {
@@ -79,21 +79,16 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
         return null;
       }
       case 'busy':
-        // An inbound leg that is "busy" was declined by the agent's device.
-        await finishCall(sql, changes, now, call.id, call.direction === 'inbound' ? { status: 'rejected', reason: 'declined', endedAt: eventTime } : { status: 'busy', reason: 'provider', error: 'busy', endedAt: eventTime });
-        return null;
       case 'no-answer':
-        await finishCall(sql, changes, now, call.id, { status: 'no_answer', reason: 'provider', error: 'no_answer', endedAt: eventTime });
-        return null;
       case 'failed':
-        await finishCall(sql, changes, now, call.id, { status: 'failed', reason: 'provider', error: 'provider_failed', endedAt: eventTime });
-        return null;
       case 'canceled':
-        if (!hungUp) {
-          await finishCall(sql, changes, now, call.id, { status: 'canceled', reason: 'provider', endedAt: eventTime });
-        } else {
+        // An end the service asked for is the one it asked for: a decline ends the caller's leg, and
+        // the window's leg may report that busy, no-answer or canceled before the hangup's answer.
+        if (hungUp) {
           await finishCall(sql, changes, now, call.id, { ...askedEnd(call), endedAt: eventTime });
+          return null;
         }
+        await finishCall(sql, changes, now, call.id, { ...UNASKED_ENDS[event.status](call), endedAt: eventTime });
         return null;
       default:
         return null;
@@ -101,6 +96,15 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
   });
   return { changes, ignored };
 }
+
+/** How the provider's own unanswered ends end a call (none was asked for). */
+const UNASKED_ENDS: Record<'busy' | 'no-answer' | 'failed' | 'canceled', (call: CallRow) => Omit<Finish, 'endedAt'>> = {
+  // An inbound leg that is "busy" was declined by the agent's device.
+  busy: (call) => (call.direction === 'inbound' ? { status: 'rejected', reason: 'declined' } : { status: 'busy', reason: 'provider', error: 'busy' }),
+  'no-answer': () => ({ status: 'no_answer', reason: 'provider', error: 'no_answer' }),
+  failed: () => ({ status: 'failed', reason: 'provider', error: 'provider_failed' }),
+  canceled: () => ({ status: 'canceled', reason: 'provider' }),
+};
 
 /**
  * The answer moment implied by a final callback: its time (Timestamp, else now) less CallDuration,

@@ -78,34 +78,41 @@ export async function createAccount(
   });
 }
 
-/** An account's Twilio credentials, as `c2c account set-provider` gives them: always the whole set. */
+/** An account's Twilio credentials, as `c2c account set-provider` gives them. */
 export interface ProviderCredentials {
   accountSid: string;
   authToken: string;
-  /** signs the call windows' access tokens (needed with VOICE_PROVIDER=twilio) */
+  /** signs the call windows' access tokens (needed with VOICE_PROVIDER=twilio); undefined keeps the account's, if the Account SID stays */
   apiKey?: { sid: string; secret: string } | undefined;
-  /** the TwiML App whose voice URL is this service's voice webhook (needed with VOICE_PROVIDER=twilio) */
+  /** the TwiML App whose voice URL is this service's voice webhook (needed with VOICE_PROVIDER=twilio); undefined as apiKey */
   twimlAppSid?: string | undefined;
 }
 
 export async function setAccountProvider({ db }: OperatorDeps, accountId: string, credentials: ProviderCredentials): Promise<void> {
   const { accountSid, authToken, apiKey, twimlAppSid } = credentials;
   // Twilio's forms: a mistyped or truncated one would make every webhook fail its signature check,
-  // or every window's token be refused
-  if (!/^AC[0-9a-f]{32}$/i.test(accountSid)) throw new OperatorError(`Not a Twilio Account SID (AC and 32 hexadecimal digits): ${accountSid}`);
+  // or every window's token be refused. A refusal never repeats what was given: a secret pasted
+  // into the wrong flag would be printed.
+  if (!/^AC[0-9a-f]{32}$/i.test(accountSid)) throw new OperatorError(`Not a Twilio Account SID (AC and 32 hexadecimal digits): ${described(accountSid)}`);
   if (!/^[0-9a-f]{32}$/i.test(authToken)) throw new OperatorError('Not a Twilio auth token (32 hexadecimal digits).');
-  if (apiKey && !/^SK[0-9a-f]{32}$/i.test(apiKey.sid)) throw new OperatorError(`Not a Twilio API key SID (SK and 32 hexadecimal digits): ${apiKey.sid}`);
+  if (apiKey && !/^SK[0-9a-f]{32}$/i.test(apiKey.sid)) throw new OperatorError(`Not a Twilio API key SID (SK and 32 hexadecimal digits): ${described(apiKey.sid)}`);
   if (apiKey && !/^[0-9a-z]{32}$/i.test(apiKey.secret)) throw new OperatorError('Not a Twilio API key secret (32 letters and digits).');
-  if (twimlAppSid !== undefined && !/^AP[0-9a-f]{32}$/i.test(twimlAppSid)) throw new OperatorError(`Not a Twilio TwiML App SID (AP and 32 hexadecimal digits): ${twimlAppSid}`);
-  // The whole set is replaced: an API key or app left from another Twilio account would sign
-  // tokens that Twilio refuses.
+  if (twimlAppSid !== undefined && !/^AP[0-9a-f]{32}$/i.test(twimlAppSid)) throw new OperatorError(`Not a Twilio TwiML App SID (AP and 32 hexadecimal digits): ${described(twimlAppSid)}`);
+  // The API key and app are kept when not given and the Twilio account stays the same (a rotated
+  // auth token), and emptied when it changes: another account's would sign tokens Twilio refuses.
   const rows = await db.query(
-    `UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3, provider_api_key_sid = $4, provider_api_key_secret = $5, provider_twiml_app_sid = $6
-      WHERE id = $1 RETURNING id`,
+    `UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3,
+       provider_api_key_sid = CASE WHEN $4::text IS NOT NULL THEN $4 WHEN provider_account_sid = $2 THEN provider_api_key_sid END,
+       provider_api_key_secret = CASE WHEN $4::text IS NOT NULL THEN $5 WHEN provider_account_sid = $2 THEN provider_api_key_secret END,
+       provider_twiml_app_sid = CASE WHEN $6::text IS NOT NULL THEN $6 WHEN provider_account_sid = $2 THEN provider_twiml_app_sid END
+     WHERE id = $1 RETURNING id`,
     [accountId, accountSid, authToken, apiKey?.sid ?? null, apiKey?.secret ?? null, twimlAppSid ?? null],
   );
   if (rows.length === 0) throw new OperatorError(`No account ${accountId}.`);
 }
+
+/** A value given for a SID, described without repeating it: its first two characters and its length. */
+const described = (value: string) => `"${value.slice(0, 2)}…" (${value.length} characters)`;
 
 export async function fundAccount({ db, clock }: OperatorDeps, accountId: string, amountMicros: number): Promise<number> {
   // A top-up adds money; nothing here takes it away (a call's debit is billing's, with its ledger reason).

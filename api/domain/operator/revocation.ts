@@ -78,6 +78,8 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
     );
     for (const { id } of sessions) changes.sessionEnded(id, 'integration_revoked');
     const engines = await closeEngines(sql, integrationId, now, 'integration_revoked', changes);
+    // Its numbers are free for the integration that replaces it (a revoked one can no longer be changed).
+    await sql.query('DELETE FROM incoming_numbers WHERE integration_id = $1', [integrationId]);
     const calls = await sql.query<{ id: string }>(`SELECT id FROM call_intents WHERE integration_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [integrationId]);
     return { sessions: sessions.length, engines: engines.length, callIds: calls.map((c) => c.id) };
   });

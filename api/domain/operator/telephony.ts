@@ -48,14 +48,18 @@ export async function setIncomingNumbers({ db, clock }: OperatorDeps, integratio
   const wanted = [...new Set(parsed)].sort();
   return db.tx(async (sql) => {
     await assertIntegration(sql, integrationId);
+    // A number of a revoked integration is free (revocation lets go of them; rows from before it did, too).
     const [taken] = await sql.query<{ number: string; integration_id: string }>(
-      'SELECT number, integration_id FROM incoming_numbers WHERE number = ANY($1::text[]) AND integration_id <> $2 ORDER BY number LIMIT 1',
+      `SELECT n.number, n.integration_id FROM incoming_numbers n JOIN integrations i ON i.id = n.integration_id
+        WHERE n.number = ANY($1::text[]) AND n.integration_id <> $2 AND i.status <> 'revoked' ORDER BY n.number LIMIT 1`,
       [wanted, integrationId],
     );
     if (taken) throw new OperatorError(`${taken.number} takes the incoming calls of ${taken.integration_id} already.`);
     await sql.query('DELETE FROM incoming_numbers WHERE integration_id = $1 AND NOT (number = ANY($2::text[]))', [integrationId, wanted]);
     await sql.query(
-      `INSERT INTO incoming_numbers (number, integration_id, created_at) SELECT unnest($2::text[]), $1, $3 ON CONFLICT (number) DO NOTHING`,
+      `INSERT INTO incoming_numbers (number, integration_id, created_at) SELECT unnest($2::text[]), $1, $3
+       ON CONFLICT (number) DO UPDATE SET integration_id = EXCLUDED.integration_id, created_at = EXCLUDED.created_at
+       WHERE incoming_numbers.integration_id IN (SELECT id FROM integrations WHERE status = 'revoked')`,
       [integrationId, wanted, clock.now()],
     );
     return wanted;

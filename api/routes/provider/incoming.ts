@@ -22,6 +22,8 @@ export const incomingRoutes =
     const verify = signatureCheck(services);
 
     app.post(PROVIDER_PATHS.incoming, { schema: { hide: true } }, async (request, reply) => {
+      // Only Twilio brings calls to numbers; the simulator's come through POST /simulated/inbound-calls.
+      if (services.config.voiceProvider !== 'twilio') throw new C2CError('not_found', 'Incoming calls to numbers come through Twilio; this service runs VOICE_PROVIDER=simulated.');
       const form = formOf(request);
       if (!form.To || !form.From || !form.CallSid) throw new C2CError('invalid_request', 'To, From and CallSid are required.');
       const number = parseE164(form.To)?.e164;

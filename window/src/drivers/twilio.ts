@@ -5,6 +5,7 @@
  * this file never imports the SDK itself: twilio-entry.ts passes the real constructor, the unit
  * tests a fake.
  */
+import { INCOMING_CALL_PARAMETER } from '../../../shared/prefixes.js';
 import { DTMF_DIGITS, DriverEvents, type ConnectParams, type DriverListener, type VoiceDriver } from './types.js';
 
 type Listener = (...args: any[]) => void;
@@ -50,8 +51,8 @@ export interface TwilioDriverOptions {
   register: boolean;
 }
 
-/** Custom parameters an incoming call may carry to name its call intent. */
-const REF_PARAMETERS = ['intent', 'call_id', 'To'];
+/** Custom parameters an incoming call may carry to name its call intent: the service's TwiML names it with the first. */
+const REF_PARAMETERS = [INCOMING_CALL_PARAMETER, 'call_id', 'To'];
 
 export class TwilioDriver implements VoiceDriver {
   readonly kind = 'twilio' as const;
