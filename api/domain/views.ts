@@ -42,7 +42,8 @@ export interface CallRow {
   direction: 'outbound' | 'inbound';
   status: CallStatus;
   error: string | null;
-  phone_number: string;
+  /** null: an incoming call whose caller withheld the number */
+  phone_number: string | null;
   display_name: string | null;
   display_company: string | null;
   contact_reference: string | null;

@@ -154,7 +154,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(row!.status).toBe('no_answer');
   });
 
-  it('answers <Reject reason="busy"> and records nothing when nobody can take the call: no window, a simulated one only, or a caller number withheld', async () => {
+  it('answers <Reject reason="busy"> and records nothing when nobody can take the call: no window, or a simulated one only', async () => {
     const t = await twilioTenant();
     const count = async () => (await h.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM call_intents WHERE integration_id = $1', [t.integrationId]))[0]!.n;
     const busy = '<Reject reason="busy"/>';
@@ -162,9 +162,20 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     // A simulated window listens to the simulator, never to Twilio.
     await readyAgent(api, t, t.agent.email, true);
     expect((await incoming(t, 'CAin-5')).body).toContain(busy);
-    await readyAgent(api, t, t.agent.email, false);
-    expect((await incoming(t, 'CAin-6', 'anonymous')).body).toContain(busy);
     expect(await count()).toBe(0);
+  });
+
+  it('rings a caller who withholds the number like any other, shown with no number (with the name Twilio looked up, if any)', async () => {
+    for (const [n, from] of ['anonymous', '+266696687', 'client:someone'].entries()) {
+      const t = await twilioTenant();
+      const agent = await readyAgent(api, t, t.agent.email, false);
+      const rung = await signedIncoming(t, { CallSid: `CAin-withheld-${n}`, From: from, To: t.number, CallerName: n === 0 ? 'Pat Doe' : '', AccountSid: ACCOUNT_SID });
+      const id = intentOf(rung.body);
+      expect(id, from).toMatch(/^ci_/);
+      const call = (await widgetState(api, agent.widgetToken)).body.call;
+      expect(call, from).toMatchObject({ request_id: id, direction: 'inbound', status: 'incoming', display: { number: null, name: n === 0 ? 'Pat Doe' : null } });
+      await command(api, agent.widgetToken, { kind: 'decline', request_id: `decline-withheld-${n}` });
+    }
   });
 
   it("refuses a number no integration takes (404), a request not signed with the number's account token (403), and one without To, From or CallSid (422)", async () => {

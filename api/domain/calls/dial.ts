@@ -27,7 +27,8 @@ export async function consumeForDial(db: Db, clock: Clock, webhook: DialWebhook)
   const decision = await db.tx(async (sql): Promise<DialDecision> => {
     const [call] = await sql.query<CallRow>('SELECT * FROM call_intents WHERE id = $1 AND account_id = $2 FOR UPDATE', [webhook.to, webhook.biz]);
     if (!call || call.direction !== 'outbound') return { reject: 'unknown intent' };
-    const plan = (limit: number) => ({ dial: { number: call.phone_number, callerId: call.caller_id!, timeLimitSeconds: limit, intentId: call.id } });
+    // an outbound call always has its number (POST /calls checked it); only incoming ones may not
+    const plan = (limit: number) => ({ dial: { number: call.phone_number!, callerId: call.caller_id!, timeLimitSeconds: limit, intentId: call.id } });
     // Without a CallSid a request cannot be told apart from a retry (nor the call hung up later).
     // The route refuses such a webhook (422) before this; kept here for any other caller.
     if (!webhook.callSid) return { reject: 'no CallSid' };

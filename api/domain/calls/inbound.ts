@@ -27,7 +27,8 @@ import { LIVE_STATUS_LIST } from './checks.js';
 
 export interface InboundRequest {
   integrationId: string;
-  from: string;
+  /** the caller's number; null when the caller withholds it (Twilio) */
+  from: string | null;
   /** ring only this member's window */
   memberEmail?: string;
   callerName?: string;
@@ -45,7 +46,7 @@ export interface Ringing {
   provider: ProviderName;
   /** the windows this provider can ring: a real window's Twilio Device never hears the simulator */
   windows: 'any' | 'simulated' | 'real';
-  ring(account: ProviderAccount, callId: string, from: string, timeLimitSeconds: number): Promise<string>;
+  ring(account: ProviderAccount, callId: string, from: string | null, timeLimitSeconds: number): Promise<string>;
   abandon(account: ProviderAccount, legSid: string): Promise<void>;
 }
 
@@ -64,8 +65,8 @@ export function injectInbound(deps: InboundDeps, request: InboundRequest): Promi
 /** Records an incoming call on the routable agent idle longest, rung as the provider rings. */
 export async function routeInbound(deps: InboundDeps, request: InboundRequest, ringing: Ringing): Promise<{ call: CallRow; changes: Changes }> {
   const { db, clock } = deps;
-  const from = parseE164(request.from);
-  if (!from) throw new C2CError('invalid_phone_number', 'from must be a valid E.164 number.');
+  const from = request.from === null ? null : parseE164(request.from);
+  if (request.from !== null && !from) throw new C2CError('invalid_phone_number', 'from must be a valid E.164 number.');
   const integration = await findIntegration(db, request.integrationId);
   if (!integration) throw new C2CError('not_found', 'No such integration.');
   assertIntegrationUsable(integration);
@@ -83,7 +84,7 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
   const changes = new Changes();
   const id = newId(ID_PREFIX.callIntent);
   const account = (await loadProviderAccount(db, integration.account_id))!;
-  const legSid = await ringing.ring(account, id, from.e164, timeLimit);
+  const legSid = await ringing.ring(account, id, from?.e164 ?? null, timeLimit);
   let call: CallRow;
   try {
     call = await db.tx(
@@ -100,7 +101,7 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
             integration.id,
             integration.account_id,
             chosen.engine.member_id,
-            from.e164,
+            from?.e164 ?? null,
             request.callerName ?? null,
             chosen.department,
             JSON.stringify(chosen.policy),

@@ -13,7 +13,8 @@ export interface TwilioIncoming {
   integrationId: string;
   /** the caller's leg */
   callSid: string;
-  from: string;
+  /** null: the caller withheld the number */
+  from: string | null;
   callerName?: string | undefined;
 }
 
@@ -40,8 +41,8 @@ export async function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming
       if (first) return first;
     }
     if (duplicate) return { refuse: "the CallSid is another integration's call" };
-    // Nobody to take it, a withheld or invalid caller number, the integration disabled: the caller
-    // hears it refused. The store failing is not a refusal: Twilio then tries the number's fallback.
+    // Nobody to take it, the integration disabled or not taking incoming calls: the caller hears
+    // it refused. The store failing is not a refusal: Twilio then tries the number's fallback.
     if (isRefusal(error)) return { refuse: error.code };
     throw error;
   }

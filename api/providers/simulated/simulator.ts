@@ -174,12 +174,12 @@ export class Simulator implements VoiceProvider {
    * An inbound call ringing the client `identity`; progress is reported to statusCallback. Once
    * answered, it ends by itself `timeLimitSeconds` later (Twilio's `<Dial><Client timeLimit>`).
    */
-  async ringClient(account: ProviderAccount, statusCallback: string, from: string, timeLimitSeconds: number): Promise<string> {
+  async ringClient(account: ProviderAccount, statusCallback: string, from: string | null, timeLimitSeconds: number): Promise<string> {
     const leg: Leg = {
       sid: newSid(),
       parentSid: null,
       account,
-      to: from,
+      to: from ?? 'anonymous',
       direction: 'inbound',
       status: 'ringing',
       statusCallback,

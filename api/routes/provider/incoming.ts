@@ -39,7 +39,8 @@ export const incomingRoutes =
       const decision = await takeTwilioCall(services, {
         integrationId: owner.integration_id,
         callSid: form.CallSid,
-        from: form.From,
+        // Withheld (Twilio's `anonymous`, `+266696687`) or not a number a call can be shown with: rung all the same, without one.
+        from: parseE164(form.From)?.e164 ?? null,
         callerName: form.CallerName || undefined,
       });
       if ('refuse' in decision) {
