@@ -236,14 +236,19 @@ describe('c2c operator commands', () => {
     expect(pasted.code).toBe(1);
     expect(pasted.stderr.join('\n') + pasted.stdout.join('\n')).not.toContain(secret);
 
-    // The auth token rotated (the same Account SID): the key and the app are kept.
+    // The auth token rotated (the same Account SID, even typed in capitals): the key and the app are kept, nothing said.
     const rotated = '0123456789abcdef'.repeat(2);
-    expect((await runCommand(['account', 'set-provider', account, '--sid', sid, '--token', rotated], async () => h.services)).code).toBe(0);
+    const same = await runCommand(['account', 'set-provider', account, '--sid', `AC${sid.slice(2).toUpperCase()}`, '--token', rotated], async () => h.services);
+    expect([same.code, same.stderr]).toEqual([0, []]);
     expect(await stored()).toEqual({ provider_api_key_sid: keySid, provider_api_key_secret: secret, provider_twiml_app_sid: appSid });
-    // Another Twilio account: they were the old one's, and are emptied.
+    // Another Twilio account: they were the old one's, and are emptied, with a warning.
     const otherSid = `AC${'fedcba9876543210'.repeat(2)}`;
-    expect((await runCommand(['account', 'set-provider', account, '--sid', otherSid, '--token', rotated], async () => h.services)).code).toBe(0);
+    const moved = await runCommand(['account', 'set-provider', account, '--sid', otherSid, '--token', rotated], async () => h.services);
+    expect(moved.code).toBe(0);
+    expect(moved.stderr.join('\n')).toContain('the API key and TwiML App');
     expect(await stored()).toEqual({ provider_api_key_sid: null, provider_api_key_secret: null, provider_twiml_app_sid: null });
+    const [row] = await h.services.db.query<{ provider_account_sid: string }>('SELECT provider_account_sid FROM accounts WHERE id = $1', [account]);
+    expect(row!.provider_account_sid).toBe(otherSid);
   });
 
   it("sets the numbers whose incoming calls ring an integration's agents, one integration's each, shown with the integration", async () => {

@@ -235,8 +235,11 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
       if (o.file === '-' && o.apiKeySecretFile === '-') throw new InvalidArgumentError('standard input can hold one secret: give the other in a file');
       const token = o.token ?? attachedText(files, o.file!).trim();
       const apiKey = o.apiKey === undefined ? undefined : { sid: o.apiKey, secret: attachedText(files, o.apiKeySecretFile!).trim() };
-      await setAccountProvider(await deps(), id, { accountSid: o.sid, authToken: token, apiKey, twimlAppSid: o.twimlApp });
+      const { emptied } = await setAccountProvider(await deps(), id, { accountSid: o.sid, authToken: token, apiKey, twimlAppSid: o.twimlApp });
       out.result({ account_id: id }, `provider credentials of ${id} set`);
+      if (emptied) {
+        out.warn('the Account SID changed, so the API key and TwiML App (the old account\'s) were emptied: windows on Twilio get no token until --api-key, --api-key-secret-file and --twiml-app are given');
+      }
     });
 
   const department = program.command('department').description('departments');
@@ -364,7 +367,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
   integration
     .command('numbers <integrationId> [numbers...]')
     .description("replace the phone numbers whose incoming calls ring the integration's agents (Twilio: each number's voice URL is the incoming webhook, docs/twilio.md)")
-    .option('--none', 'take every number away (their calls are refused)')
+    .option('--none', "take every number away (the incoming webhook then answers their calls 404: Twilio's fallback URL or error message)")
     .action(async (id: string, numbers: string[], o: { none?: boolean }) => {
       if ((numbers.length > 0) === Boolean(o.none)) throw new InvalidArgumentError('give the numbers (E.164, such as +12025550100), or --none to take them all away');
       const set = await setIncomingNumbers(await deps(), id, numbers);

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
-import { takeTwilioCall } from '../../api/domain/calls/incoming-twilio.js';
+import { takeTwilioCall } from '../../api/domain/calls/inbound-twilio.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
@@ -59,9 +59,12 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(rung.status).toBe(200);
     const id = intentOf(rung.body);
     expect(id).toMatch(/^ci_/);
-    expect(rung.body).toContain('<Dial timeout="30"');
-    expect(rung.body).toContain(`<Identity>${engineIdentity(agent.engineId)}</Identity>`);
-    expect(rung.body).toContain(`statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}"`);
+    // All of it: without `answered` among the events, Twilio would never say the call was answered.
+    expect(rung.body).toBe(
+      '<?xml version="1.0" encoding="UTF-8"?><Response><Dial timeout="30" timeLimit="3600">' +
+        `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
+        `<Identity>${engineIdentity(agent.engineId)}</Identity><Parameter name="intent" value="${id}"/></Client></Dial></Response>`,
+    );
     expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, direction: 'inbound', status: 'incoming' });
 
     // Twilio asking again for the same call gets the same call, not a second one.

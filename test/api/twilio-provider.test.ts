@@ -14,6 +14,7 @@ import { ManualClock } from '../../api/clock.js';
 import { setAccountProvider } from '../../api/domain/operator/accounts.js';
 import { ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
+import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -32,6 +33,9 @@ const account: ProviderAccount = {
   apiKey: { sid: KEY_SID, secret: KEY_SECRET },
   twimlAppSid: APP_SID,
 };
+
+/** The time limit a <Dial> was given (the wallet's share decides it): the rest of the TwiML is fixed. */
+const voiceTimeLimit = (twiml: string) => /timeLimit="(\d+)"/.exec(twiml)?.[1];
 
 /** The JWT's header and claims once its HS256 signature checks out with the secret; throws otherwise. */
 function verifiedJwt(jwt: string, secret: string): { header: Record<string, unknown>; claims: Record<string, any> } {
@@ -151,8 +155,11 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     const id = await requestAndClaim(api, t, agent);
     const voice = await signedVoice(t, { CallSid: 'CAparent', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID });
     expect(voice.status).toBe(200);
-    expect(voice.body).toContain(`<Dial callerId="${CALLER_ID}"`);
-    expect(voice.body).toContain(`${US_NUMBER}</Number>`);
+    // All of it: without `answered` among the events, Twilio would never say the call was answered.
+    expect(voice.body).toBe(
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${CALLER_ID}" timeLimit="${voiceTimeLimit(voice.body)}" answerOnBridge="true">` +
+        `<Number statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">${US_NUMBER}</Number></Dial></Response>`,
+    );
     const leg = { CallSid: 'CAchild', ParentCallSid: 'CAparent', AccountSid: ACCOUNT_SID };
     expect((await signedStatus(t, id, { ...leg, CallStatus: 'ringing' })).status).toBe(204);
     expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress' })).status).toBe(204);

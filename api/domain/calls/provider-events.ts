@@ -20,7 +20,7 @@ import { isOurLeg, mayTake, providerStep } from './provider-transitions.js';
 
 export interface ProviderEvent {
   callSid: string;
-  /** ParentCallSid, sent for the <Dial> leg of an outbound call */
+  /** ParentCallSid, sent for a <Dial> leg (the dialed number of an outbound call, the window's client of a Twilio inbound one) */
   parentCallSid: string | null;
   status: ProviderCallStatus;
   /** the provider's time of the event, Unix ms, when it sent one */
@@ -83,8 +83,10 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
       case 'failed':
       case 'canceled':
         // An end the service asked for is the one it asked for: a decline ends the caller's leg, and
-        // the window's leg may report that busy, no-answer or canceled before the hangup's answer.
-        if (hungUp) {
+        // the window's leg may report that busy, no-answer or canceled before the hangup's answer. An
+        // outbound call's busy, no-answer or failed is the far end's own answer, kept as before (its
+        // hangup may have been uncertain, and never reached the provider).
+        if (hungUp && (event.status === 'canceled' || call.direction === 'inbound')) {
           await finishCall(sql, changes, now, call.id, { ...askedEnd(call), endedAt: eventTime });
           return null;
         }

@@ -88,28 +88,48 @@ export interface ProviderCredentials {
   twimlAppSid?: string | undefined;
 }
 
-export async function setAccountProvider({ db }: OperatorDeps, accountId: string, credentials: ProviderCredentials): Promise<void> {
-  const { accountSid, authToken, apiKey, twimlAppSid } = credentials;
+/**
+ * Sets an account's Twilio credentials; answers whether an API key or TwiML App it had was emptied
+ * (the Account SID changed and none was given), which leaves its windows on Twilio without tokens.
+ */
+export async function setAccountProvider({ db }: OperatorDeps, accountId: string, credentials: ProviderCredentials): Promise<{ emptied: boolean }> {
+  const { authToken, apiKey } = credentials;
   // Twilio's forms: a mistyped or truncated one would make every webhook fail its signature check,
   // or every window's token be refused. A refusal never repeats what was given: a secret pasted
   // into the wrong flag would be printed.
-  if (!/^AC[0-9a-f]{32}$/i.test(accountSid)) throw new OperatorError(`Not a Twilio Account SID (AC and 32 hexadecimal digits): ${described(accountSid)}`);
+  if (!/^AC[0-9a-f]{32}$/i.test(credentials.accountSid)) throw new OperatorError(`Not a Twilio Account SID (AC and 32 hexadecimal digits): ${described(credentials.accountSid)}`);
   if (!/^[0-9a-f]{32}$/i.test(authToken)) throw new OperatorError('Not a Twilio auth token (32 hexadecimal digits).');
   if (apiKey && !/^SK[0-9a-f]{32}$/i.test(apiKey.sid)) throw new OperatorError(`Not a Twilio API key SID (SK and 32 hexadecimal digits): ${described(apiKey.sid)}`);
   if (apiKey && !/^[0-9a-z]{32}$/i.test(apiKey.secret)) throw new OperatorError('Not a Twilio API key secret (32 letters and digits).');
-  if (twimlAppSid !== undefined && !/^AP[0-9a-f]{32}$/i.test(twimlAppSid)) throw new OperatorError(`Not a Twilio TwiML App SID (AP and 32 hexadecimal digits): ${described(twimlAppSid)}`);
-  // The API key and app are kept when not given and the Twilio account stays the same (a rotated
-  // auth token), and emptied when it changes: another account's would sign tokens Twilio refuses.
-  const rows = await db.query(
-    `UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3,
-       provider_api_key_sid = CASE WHEN $4::text IS NOT NULL THEN $4 WHEN provider_account_sid = $2 THEN provider_api_key_sid END,
-       provider_api_key_secret = CASE WHEN $4::text IS NOT NULL THEN $5 WHEN provider_account_sid = $2 THEN provider_api_key_secret END,
-       provider_twiml_app_sid = CASE WHEN $6::text IS NOT NULL THEN $6 WHEN provider_account_sid = $2 THEN provider_twiml_app_sid END
-     WHERE id = $1 RETURNING id`,
-    [accountId, accountSid, authToken, apiKey?.sid ?? null, apiKey?.secret ?? null, twimlAppSid ?? null],
-  );
-  if (rows.length === 0) throw new OperatorError(`No account ${accountId}.`);
+  if (credentials.twimlAppSid !== undefined && !/^AP[0-9a-f]{32}$/i.test(credentials.twimlAppSid)) {
+    throw new OperatorError(`Not a Twilio TwiML App SID (AP and 32 hexadecimal digits): ${described(credentials.twimlAppSid)}`);
+  }
+  // SIDs as Twilio writes them (lower-case hexadecimal), so the same one typed in capitals is the same
+  const accountSid = sidOf(credentials.accountSid);
+  const twimlAppSid = credentials.twimlAppSid === undefined ? null : sidOf(credentials.twimlAppSid);
+  return db.tx(async (sql) => {
+    const [before] = await sql.query<{ sid: string; key: string | null; app: string | null }>(
+      'SELECT provider_account_sid AS sid, provider_api_key_sid AS key, provider_twiml_app_sid AS app FROM accounts WHERE id = $1 FOR UPDATE',
+      [accountId],
+    );
+    if (!before) throw new OperatorError(`No account ${accountId}.`);
+    // The API key and app are kept when not given and the Twilio account stays the same (a rotated
+    // auth token), and emptied when it changes: another account's would sign tokens Twilio refuses.
+    const kept = before.sid.toLowerCase() === accountSid.toLowerCase();
+    await sql.query(
+      `UPDATE accounts SET provider_account_sid = $2, provider_auth_token = $3,
+         provider_api_key_sid = CASE WHEN $4::text IS NOT NULL THEN $4 WHEN $7::boolean THEN provider_api_key_sid END,
+         provider_api_key_secret = CASE WHEN $4::text IS NOT NULL THEN $5 WHEN $7::boolean THEN provider_api_key_secret END,
+         provider_twiml_app_sid = CASE WHEN $6::text IS NOT NULL THEN $6 WHEN $7::boolean THEN provider_twiml_app_sid END
+       WHERE id = $1`,
+      [accountId, accountSid, authToken, apiKey ? sidOf(apiKey.sid) : null, apiKey?.secret ?? null, twimlAppSid, kept],
+    );
+    return { emptied: !kept && ((before.key !== null && !apiKey) || (before.app !== null && twimlAppSid === null)) };
+  });
 }
+
+/** A SID as Twilio writes it: its two-letter prefix in capitals, its hexadecimal digits in lower case. */
+const sidOf = (sid: string) => sid.slice(0, 2).toUpperCase() + sid.slice(2).toLowerCase();
 
 /** A value given for a SID, described without repeating it: its first two characters and its length. */
 const described = (value: string) => `"${value.slice(0, 2)}…" (${value.length} characters)`;

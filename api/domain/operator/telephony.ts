@@ -1,5 +1,6 @@
 /** Operator steps on calling rates, the do-not-call list and the numbers incoming calls arrive on. */
 import { parseE164 } from '../phone.js';
+import type { Db } from '../../store/index.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
 import { assertIntegration } from './integrations.js';
 
@@ -46,6 +47,8 @@ export async function setIncomingNumbers({ db, clock }: OperatorDeps, integratio
     return e164;
   });
   const wanted = [...new Set(parsed)].sort();
+  // One assignment at a time (an advisory lock): two integrations given a free number together
+  // would both pass the check, and the second's insert would be skipped without a word.
   return db.tx(async (sql) => {
     await assertIntegration(sql, integrationId);
     // A number of a revoked integration is free (revocation lets go of them; rows from before it did, too).
@@ -63,5 +66,14 @@ export async function setIncomingNumbers({ db, clock }: OperatorDeps, integratio
       [integrationId, wanted, clock.now()],
     );
     return wanted;
-  });
+  }, { lock: 'c2c:incoming-numbers' });
+}
+
+/** The integration (and its account) whose agents take the incoming calls of this E.164 number, if any. */
+export async function incomingNumberOwner(db: Db, number: string): Promise<{ integration_id: string; account_id: string } | undefined> {
+  const [owner] = await db.query<{ integration_id: string; account_id: string }>(
+    'SELECT n.integration_id, i.account_id FROM incoming_numbers n JOIN integrations i ON i.id = n.integration_id WHERE n.number = $1',
+    [number],
+  );
+  return owner;
 }

@@ -53,7 +53,7 @@ export class TwilioProvider implements VoiceProvider {
     const client = twilio(account.accountSid, account.authToken, { httpClient: this.#http });
     try {
       // `completed` ends a call whatever its state (`canceled` would leave one in progress running);
-      // ending the parent leg, the window's, ends the dialed leg with it.
+      // ending the parent leg (the window's when outgoing, the caller's when incoming) ends the dialed leg with it.
       await client.api.v2010.accounts(account.accountSid).calls(callSid).update({ status: 'completed' });
     } catch (error) {
       if (error instanceof twilio.RestException && error.code !== undefined && ENDED_ALREADY.has(error.code)) return;

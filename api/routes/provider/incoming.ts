@@ -8,12 +8,13 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { C2CError } from '../../../shared/errors.js';
 import { engineIdentity } from '../../../shared/prefixes.js';
-import { takeTwilioCall } from '../../domain/calls/incoming-twilio.js';
+import { takeTwilioCall } from '../../domain/calls/inbound-twilio.js';
+import { incomingNumberOwner } from '../../domain/operator/telephony.js';
 import { parseE164 } from '../../domain/phone.js';
 import { INBOUND_RING_SECONDS } from '../../providers/provider.js';
 import { PROVIDER_PATHS, rejectTwiml, ringClientTwiml, statusCallbackUrl } from '../../providers/twiml.js';
 import type { Services } from '../../services.js';
-import { acceptForms, formOf, signatureCheck } from './form.js';
+import { acceptForms, formOf, signatureCheck } from './webhook-request.js';
 
 export const incomingRoutes =
   (services: Services): FastifyPluginAsync =>
@@ -27,12 +28,7 @@ export const incomingRoutes =
       const form = formOf(request);
       if (!form.To || !form.From || !form.CallSid) throw new C2CError('invalid_request', 'To, From and CallSid are required.');
       const number = parseE164(form.To)?.e164;
-      const [owner] = number
-        ? await services.db.query<{ integration_id: string; account_id: string }>(
-            'SELECT n.integration_id, i.account_id FROM incoming_numbers n JOIN integrations i ON i.id = n.integration_id WHERE n.number = $1',
-            [number],
-          )
-        : [];
+      const owner = number ? await incomingNumberOwner(services.db, number) : undefined;
       if (!owner) throw new C2CError('not_found', 'No integration takes the incoming calls of this number.');
       await verify(request, owner.account_id, form);
       if (await services.platform.isDisabled()) return reply.type('text/xml').send(rejectTwiml());

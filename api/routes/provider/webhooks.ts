@@ -12,7 +12,7 @@ import type { CallRow } from '../../domain/views.js';
 import type { ProviderCallStatus } from '../../providers/provider.js';
 import { dialTwiml, PROVIDER_PATHS, rejectTwiml, statusCallbackUrl } from '../../providers/twiml.js';
 import type { Services } from '../../services.js';
-import { acceptForms, formOf, signatureCheck } from './form.js';
+import { acceptForms, formOf, signatureCheck } from './webhook-request.js';
 
 const STATUSES: ReadonlySet<string> = new Set(['queued', 'initiated', 'ringing', 'in-progress', 'completed', 'busy', 'no-answer', 'failed', 'canceled']);
 

@@ -2,9 +2,11 @@
  * An incoming call Twilio brings to one of an integration's numbers: it rings the routable agent
  * idle longest, on a real window (whose Twilio Device is registered), through the TwiML the
  * incoming webhook answers (routes/provider/incoming.ts). The call is recorded with the caller's
- * leg; the window's leg binds itself with its first status callback (provider-events.ts).
+ * leg; the window's leg (whose ParentCallSid is the caller's) is bound by the first status callback
+ * that moves the call (provider-events.ts).
  */
 import { isRefusal } from '../../../shared/errors.js';
+import { isUniqueViolation } from '../../store/db.js';
 import type { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { routeInbound, type InboundDeps } from './inbound.js';
@@ -35,7 +37,7 @@ export async function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming
     // The same webhook asked again while the first was under way (a retry after a timeout, a
     // fallback URL that is this one): the first recorded the call meanwhile, which then took its
     // agent (a refusal here) or its CallSid (unique, migration 002). Both are answered that call.
-    const duplicate = (error as { code?: unknown }).code === '23505';
+    const duplicate = isUniqueViolation(error);
     if (duplicate || isRefusal(error)) {
       const first = await recorded(deps, incoming);
       if (first) return first;
