@@ -1,11 +1,12 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, refused handshakes by code, connections closed for not reading, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, and the statements
- * that failed because the database was out of reach.
+ * sockets by kind, refused handshakes by code, connections closed for not reading, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, the statements
+ * that failed because the database was out of reach, and hangups the voice provider did not confirm.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bus } from './bus/index.js';
 import { epochMs } from './domain/changes.js';
+import type { Providers } from './providers/index.js';
 import type { Db } from './store/index.js';
 
 /** A counter a part keeps itself (the store's failures, the bus's relays): collected as its rise since the last scrape. */
@@ -23,7 +24,7 @@ function keptCount(registry: Registry, name: string, help: string, read: () => n
   });
 }
 
-export function createMetrics(bus: Bus, db: Db) {
+export function createMetrics(bus: Bus, db: Db, providers: Providers) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'c2c_' });
   const sockets = new Gauge({ name: 'c2c_sockets_connected', help: 'Connected sockets on this node', labelNames: ['kind'] as const, registers: [registry] });
@@ -63,6 +64,19 @@ export function createMetrics(bus: Bus, db: Db) {
     },
   });
   keptCount(registry, 'c2c_pushes_relayed_total', "Pushes made on other nodes that reached this node through Redis for its sockets (a gateway's share of the fan-out; c2c_pushes_total counts a node's own)", () => bus.relayedCount());
+  let hangupFailuresSeen: Record<string, number> = {};
+  new Counter({
+    name: 'c2c_provider_hangup_failures_total',
+    help: 'Hangups the voice provider could not be asked for or did not confirm (Twilio down, refusing the credentials, rate-limiting, silent past TWILIO_TIMEOUT_MS), each answered 502 hangup_uncertain and tried again by its caller',
+    labelNames: ['provider'] as const,
+    registers: [registry],
+    collect() {
+      const now: Record<string, number> = {};
+      for (const provider of new Set([providers.simulator, providers.configured])) now[provider.name] = provider.hangupFailures;
+      for (const [provider, count] of Object.entries(now)) this.inc({ provider }, count - (hangupFailuresSeen[provider] ?? 0));
+      hangupFailuresSeen = now;
+    },
+  });
   keptCount(registry, 'c2c_store_unavailable_total', 'Statements that failed because the database was out of reach or stuck (each answered 503)', () => db.unavailableCount());
   return {
     registry,

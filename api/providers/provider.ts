@@ -42,6 +42,8 @@ export interface VoiceProvider {
    * hangup can race its first attempt; commands/service.ts).
    */
   hangup(account: ProviderAccount, callSid: string): Promise<void>;
+  /** hangups that failed with ProviderUnreachable since the node started (/metrics) */
+  readonly hangupFailures: number;
 }
 
 /** Provider status callback values (Twilio's CallStatus). */

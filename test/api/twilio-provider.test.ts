@@ -169,6 +169,8 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     standIn.answer(() => twilioError(503, 20503, 'Service Unavailable'));
     await expectError(command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-twilio-1' }), 502, 'hangup_uncertain');
     expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'connected' });
+    // and the operator sees it
+    expect(await h.services.metrics.registry.getSingleMetricAsString('c2c_provider_hangup_failures_total')).toContain('c2c_provider_hangup_failures_total{provider="twilio"} 1');
 
     standIn.answer(completedCall);
     standIn.requests.length = 0;

@@ -60,6 +60,7 @@ export class Simulator implements VoiceProvider {
   readonly name = 'simulated' as const;
   /** fault switches, for tests and demos of the error paths */
   readonly faults = { tokens: true };
+  hangupFailures = 0;
   readonly #legs = new Map<string, Leg>();
   /** call sids hung up while no leg here answered to them: when, ms */
   readonly #earlyHangups = new Map<string, number>();
@@ -107,12 +108,17 @@ export class Simulator implements VoiceProvider {
       this.#hungUpEarly(callSid);
       // The leg may be another node's, which only the bus reaches: with the bus down the hangup
       // cannot be carried, and saying so (502 hangup_uncertain, retried) beats a false "ended".
-      if (this.#bus && this.#bus.state() !== 'up') throw new ProviderUnreachable('simulated provider unreachable: the bus to the other nodes is down');
+      if (this.#bus && this.#bus.state() !== 'up') throw this.#unreachable('simulated provider unreachable: the bus to the other nodes is down');
       return this.#relay({ type: 'simulator', op: 'hangup', callSid });
     }
     for (const leg of legs) leg.hangupsAsked += 1;
-    if (legs.some((leg) => leg.unreachableOnHangup)) throw new ProviderUnreachable('simulated provider unreachable');
+    if (legs.some((leg) => leg.unreachableOnHangup)) throw this.#unreachable('simulated provider unreachable');
     for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
+  }
+
+  #unreachable(message: string): ProviderUnreachable {
+    this.hangupFailures += 1;
+    return new ProviderUnreachable(message);
   }
 
   /**
