@@ -60,7 +60,7 @@ export class Simulator implements VoiceProvider {
   readonly name = 'simulated' as const;
   /** fault switches, for tests and demos of the error paths */
   readonly faults = { tokens: true };
-  hangupFailures = 0;
+  #hangupFailures = 0;
   readonly #legs = new Map<string, Leg>();
   /** call sids hung up while no leg here answered to them: when, ms */
   readonly #earlyHangups = new Map<string, number>();
@@ -116,8 +116,12 @@ export class Simulator implements VoiceProvider {
     for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
   }
 
+  get hangupFailures(): number {
+    return this.#hangupFailures;
+  }
+
   #unreachable(message: string): ProviderUnreachable {
-    this.hangupFailures += 1;
+    this.#hangupFailures += 1;
     return new ProviderUnreachable(message);
   }
 

@@ -28,7 +28,7 @@ export class TwilioProvider implements VoiceProvider {
   readonly name = 'twilio' as const;
   /** one HTTP client (and keep-alive agent) for every account's requests */
   readonly #http: twilio.RequestClient;
-  hangupFailures = 0;
+  #hangupFailures = 0;
 
   constructor(
     private readonly clock: Clock,
@@ -36,6 +36,10 @@ export class TwilioProvider implements VoiceProvider {
   ) {
     const clientOptions = { timeout: options.timeoutMs, keepAlive: true };
     this.#http = options.apiBaseUrl ? new RebasedRequestClient(options.apiBaseUrl, clientOptions) : new twilio.RequestClient(clientOptions);
+  }
+
+  get hangupFailures(): number {
+    return this.#hangupFailures;
   }
 
   async accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken> {
@@ -58,7 +62,7 @@ export class TwilioProvider implements VoiceProvider {
       await client.api.v2010.accounts(account.accountSid).calls(callSid).update({ status: 'completed' });
     } catch (error) {
       if (error instanceof twilio.RestException && error.code !== undefined && ENDED_ALREADY.has(error.code)) return;
-      this.hangupFailures += 1;
+      this.#hangupFailures += 1;
       // Said without the error itself: the HTTP client's error carries the request, credentials included.
       throw new ProviderUnreachable(`Twilio did not end call ${callSid}: ${describe(error)}`);
     }
