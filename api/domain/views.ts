@@ -58,6 +58,8 @@ export interface CallRow {
   engine_id: string | null;
   provider_call_sid: string | null;
   provider_leg_sid: string | null;
+  /** 1, or which agent in turn an incoming call rings on the caller's leg (calls/inbound-twilio.ts) */
+  ring_attempt: number;
   orphaned: boolean;
   created_at: number;
   expires_at: number;

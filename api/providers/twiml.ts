@@ -12,10 +12,17 @@ export const PROVIDER_PATHS = {
   status: `${API_PREFIX}/provider/status`,
   /** a number's incoming calls (the voice URL of each number given with `c2c integration numbers`) */
   incoming: `${API_PREFIX}/provider/incoming`,
+  /** the incoming <Dial>'s action: its ring ended, answered or not (the next agent rings, or the caller's leg ends) */
+  ringEnded: `${API_PREFIX}/provider/incoming/ring-ended`,
 } as const;
 
 export function statusCallbackUrl(publicBaseUrl: string, intentId: string): string {
   return `${publicBaseUrl}${PROVIDER_PATHS.status}?intent=${encodeURIComponent(intentId)}`;
+}
+
+/** Where Twilio asks what follows an incoming call's ring on this intent. */
+export function ringEndedUrl(publicBaseUrl: string, intentId: string): string {
+  return `${publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${encodeURIComponent(intentId)}`;
 }
 
 export interface DialPlan {
@@ -44,12 +51,17 @@ export interface RingPlan {
   ringSeconds: number;
   timeLimitSeconds: number;
   statusCallback: string;
+  /** asked when the ring ends, answered or not (ringEndedUrl) */
+  action: string;
 }
 
-/** <Dial> the agent's window as a client, naming the call; status callbacks for that leg. */
+/**
+ * <Dial> the agent's window as a client, naming the call; status callbacks for that leg. When the
+ * <Dial> ends, Twilio asks its action what the caller's leg does next.
+ */
 export function ringClientTwiml(plan: RingPlan): string {
   const response = new twilio.twiml.VoiceResponse();
-  const dial = response.dial({ timeout: plan.ringSeconds, timeLimit: plan.timeLimitSeconds });
+  const dial = response.dial({ timeout: plan.ringSeconds, timeLimit: plan.timeLimitSeconds, action: plan.action, method: 'POST' });
   const client = dial.client({
     statusCallback: plan.statusCallback,
     statusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],
@@ -67,5 +79,12 @@ export function ringClientTwiml(plan: RingPlan): string {
 export function rejectTwiml(reason: 'rejected' | 'busy' = 'rejected'): string {
   const response = new twilio.twiml.VoiceResponse();
   response.reject({ reason });
+  return response.toString();
+}
+
+/** End the caller's leg: after an answered call, or when no other agent can take it. */
+export function hangupTwiml(): string {
+  const response = new twilio.twiml.VoiceResponse();
+  response.hangup();
   return response.toString();
 }

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
-import { takeTwilioCall } from '../../api/domain/calls/inbound-twilio.js';
+import { INBOUND_MAX_RINGS, takeTwilioCall } from '../../api/domain/calls/inbound-twilio.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
@@ -16,7 +16,7 @@ import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { command, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
-import { providerWebhooks } from '../helpers/provider.js';
+import { providerWebhooks, ringEndedPath } from '../helpers/provider.js';
 import { seedTenant, UK_NUMBER, type Tenant } from '../helpers/tenant.js';
 import { completedCall, startTwilioStandIn, TWILIO, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
@@ -37,7 +37,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     await standIn.close();
   });
 
-  const { signedIncoming, signedStatus, postWebhook } = providerWebhooks(() => h, () => api);
+  const { signedIncoming, signedStatus, signedRingEnded, postWebhook } = providerWebhooks(() => h, () => api);
   let serial = 0;
 
   /** A tenant on Twilio whose integration takes the calls of a number of its own. */
@@ -61,7 +61,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(id).toMatch(/^ci_/);
     // All of it: without `answered` among the events, Twilio would never say the call was answered.
     expect(rung.body).toBe(
-      '<?xml version="1.0" encoding="UTF-8"?><Response><Dial timeout="30" timeLimit="3600">' +
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${id}" method="POST">` +
         `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
         `<Identity>${engineIdentity(agent.engineId)}</Identity><Parameter name="intent" value="${id}"/></Client></Dial></Response>`,
     );
@@ -108,7 +108,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
       const second = takeTwilioCall({ ...h.services, db }, request);
       const first = await takeTwilioCall(h.services, request);
       release();
-      if (!('ring' in first)) throw new Error(`the first was refused: ${first.refuse}`);
+      if (!('ring' in first)) throw new Error(`the first was refused: ${first.noRing}`);
       const again = await second;
       expect('ring' in again && again.ring.id, `${agents} agent(s)`).toBe(first.ring.id);
       const rows = await h.services.db.query('SELECT id FROM call_intents WHERE integration_id = $1', [t.integrationId]);
@@ -116,7 +116,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     }
   });
 
-  it("ends the caller's leg through Twilio's REST API when the agent declines", async () => {
+  it("ends the caller's leg through Twilio's REST API when the agent declines before Twilio named the window's leg", async () => {
     const t = await twilioTenant();
     const agent = await readyAgent(api, t, t.agent.email, false);
     const id = intentOf((await incoming(t, 'CAin-2')).body);
@@ -155,6 +155,130 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     await signedStatus(t, id, { CallSid: 'CAin-3-client', ParentCallSid: 'CAin-3', CallStatus: 'no-answer', AccountSid: ACCOUNT_SID });
     const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]);
     expect(row!.status).toBe('no_answer');
+  });
+
+  /** A Twilio tenant with `count` agents ready on real windows, in the order they opened them (the first is idle longest). */
+  async function team(count: number): Promise<{ t: Tenant & { number: string }; agents: Agent[] }> {
+    const t = await twilioTenant();
+    const agents = [await readyAgent(api, t, t.agent.email, false)];
+    for (let n = 1; n < count; n++) {
+      const member = await createMember(h.services, { accountId: t.accountId, email: `agent${n}@acme.example`, name: `Agent ${n}`, departmentId: t.salesId });
+      agents.push(await readyAgent(api, t, member.email, false));
+    }
+    return { t, agents };
+  }
+  const rings = (t: Tenant) =>
+    h.services.db.query<{ id: string; member_id: string; status: string; end_reason: string | null; ring_attempt: number; phone_number: string }>(
+      'SELECT id, member_id, status, end_reason, ring_attempt, phone_number FROM call_intents WHERE integration_id = $1 ORDER BY ring_attempt',
+      [t.integrationId],
+    );
+  /** The agent whose window a <Dial><Client> rings. */
+  const agentRung = (agents: Agent[], twiml: string) => agents.find((agent) => twiml.includes(`<Identity>${engineIdentity(agent.engineId)}</Identity>`))!;
+  const HANGUP = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>';
+
+  it('rings the next agent when one lets the call ring out, never one already rung; the caller is hung up once nobody else can take it', async () => {
+    const { t, agents } = await team(2);
+    const rung = await incoming(t, 'CAin-next');
+    const first = intentOf(rung.body)!;
+    const [alex, bea] = [agentRung(agents, rung.body), agents.find((agent) => agent !== agentRung(agents, rung.body))!];
+    // Twilio's action may come before the leg's own no-answer callback: it records the ring's end itself.
+    const ended = { CallSid: 'CAin-next', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-next-client-1', AccountSid: ACCOUNT_SID };
+    const next = await signedRingEnded(t, first, ended);
+    expect(next.status).toBe(200);
+    const second = intentOf(next.body)!;
+    expect(second).toMatch(/^ci_/);
+    expect(next.body).toBe(
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${second}" method="POST">` +
+        `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${second}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
+        `<Identity>${engineIdentity(bea.engineId)}</Identity><Parameter name="intent" value="${second}"/></Client></Dial></Response>`,
+    );
+    expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: first, status: 'no_answer' });
+    expect((await widgetState(api, bea.widgetToken)).body.call).toMatchObject({ request_id: second, direction: 'inbound', status: 'incoming' });
+    // Twilio asking again about the first ring gets the same second one, not a third.
+    expect(intentOf((await signedRingEnded(t, first, ended)).body)).toBe(second);
+
+    // Bea lets it ring out too: Alex is free, but was rung already.
+    const last = await signedRingEnded(t, second, { ...ended, DialCallSid: 'CAin-next-client-2' });
+    expect(last.body).toBe(HANGUP);
+    expect((await rings(t)).map((ring) => [ring.ring_attempt, ring.status, ring.phone_number])).toEqual([
+      [1, 'no_answer', UK_NUMBER],
+      [2, 'no_answer', UK_NUMBER],
+    ]);
+  });
+
+  it("ends only the window's leg when the agent declines, and the caller rings the next agent", async () => {
+    const { t, agents } = await team(2);
+    const rung = await incoming(t, 'CAin-decline-next');
+    const first = intentOf(rung.body)!;
+    const [alex, bea] = [agentRung(agents, rung.body), agents.find((agent) => agent !== agentRung(agents, rung.body))!];
+    // The window's leg is named by its first callback, `initiated`, which moves nothing.
+    const leg = { CallSid: 'CAin-decline-next-client', ParentCallSid: 'CAin-decline-next', AccountSid: ACCOUNT_SID };
+    expect((await signedStatus(t, first, { ...leg, CallStatus: 'initiated' })).status).toBe(204);
+    standIn.requests.length = 0;
+    expect((await command(api, alex.widgetToken, { kind: 'decline', request_id: 'decline-next' })).status).toBe(200);
+    expect(standIn.requests.map((r) => [r.path, r.form])).toEqual([[`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${leg.CallSid}.json`, { Status: 'completed' }]]);
+    // However Twilio reports the window's leg it was asked to end, the record (declined) decides.
+    for (const DialCallStatus of ['completed', 'canceled']) {
+      const next = await signedRingEnded(t, first, { CallSid: 'CAin-decline-next', CallStatus: 'in-progress', DialCallStatus, DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
+      expect(next.body, DialCallStatus).toContain(`<Identity>${engineIdentity(bea.engineId)}</Identity>`);
+    }
+    expect((await rings(t)).map((ring) => [ring.ring_attempt, ring.status, ring.end_reason])).toEqual([
+      [1, 'rejected', 'declined'],
+      [2, 'incoming', null],
+    ]);
+  });
+
+  it('hangs up the caller after an answered call, and when the caller hung up while it rang; nobody else rings', async () => {
+    const { t } = await team(2);
+    // answered, its callbacks come first
+    const answered = intentOf((await incoming(t, 'CAin-answered')).body)!;
+    const leg = { CallSid: 'CAin-answered-client', ParentCallSid: 'CAin-answered', AccountSid: ACCOUNT_SID };
+    await signedStatus(t, answered, { ...leg, CallStatus: 'in-progress' });
+    await signedStatus(t, answered, { ...leg, CallStatus: 'completed', CallDuration: '42' });
+    const after = { CallSid: 'CAin-answered', CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallSid: leg.CallSid, DialCallDuration: '42', AccountSid: ACCOUNT_SID };
+    expect((await signedRingEnded(t, answered, after)).body).toBe(HANGUP);
+    // answered, the action before any callback: it records the call answered, from its talk time
+    const t2 = (await team(2)).t;
+    const early = intentOf((await incoming(t2, 'CAin-early')).body)!;
+    expect((await signedRingEnded(t2, early, { ...after, CallSid: 'CAin-early', DialCallSid: 'CAin-early-client' })).body).toBe(HANGUP);
+    // the caller hung up while it rang
+    const t3 = (await team(2)).t;
+    const gone = intentOf((await incoming(t3, 'CAin-gone')).body)!;
+    const left = { CallSid: 'CAin-gone', CallStatus: 'completed', DialCallStatus: 'canceled', DialCallSid: 'CAin-gone-client', AccountSid: ACCOUNT_SID };
+    expect((await signedRingEnded(t3, gone, left)).body).toBe(HANGUP);
+    expect((await rings(t)).map((ring) => ring.status)).toEqual(['completed']);
+    expect((await rings(t2)).map((ring) => ring.status)).toEqual(['completed']);
+    expect((await rings(t3)).map((ring) => ring.status)).toEqual(['canceled']);
+  });
+
+  it(`rings ${INBOUND_MAX_RINGS} agents at most, one after the other, then hangs up the caller`, async () => {
+    const { t, agents } = await team(INBOUND_MAX_RINGS + 1);
+    let answer = (await incoming(t, 'CAin-round')).body;
+    const rung: Agent[] = [];
+    while (answer !== HANGUP) {
+      rung.push(agentRung(agents, answer));
+      answer = (await signedRingEnded(t, intentOf(answer)!, { CallSid: 'CAin-round', CallStatus: 'in-progress', DialCallStatus: 'no-answer', AccountSid: ACCOUNT_SID })).body;
+    }
+    // each a different agent, the last agent never rang
+    expect(new Set(rung).size).toBe(INBOUND_MAX_RINGS);
+    expect((await rings(t)).map((ring) => [ring.ring_attempt, ring.status])).toEqual(rung.map((_, n) => [n + 1, 'no_answer']));
+  });
+
+  it("refuses a ring-ended request for no incoming Twilio call (404), unsigned (403), or without a known DialCallStatus or with another caller's CallSid (422); with the platform off it rings nobody", async () => {
+    const { t } = await team(2);
+    const id = intentOf((await incoming(t, 'CAin-ended-refusals')).body)!;
+    const params = { CallSid: 'CAin-ended-refusals', CallStatus: 'in-progress', DialCallStatus: 'no-answer', AccountSid: ACCOUNT_SID };
+    await expectError(signedRingEnded(t, 'ci_unknown', params), 404, 'not_found');
+    await expectError(postWebhook(ringEndedPath(id), params, 'bm90IGEgc2lnbmF0dXJl'), 403, 'signature_invalid');
+    await expectError(signedRingEnded(t, id, { ...params, DialCallStatus: 'ringing' }), 422, 'invalid_request');
+    await expectError(signedRingEnded(t, id, { ...params, CallSid: 'CAanother' }), 422, 'invalid_request');
+    await h.services.platform.setDisabled(true);
+    try {
+      expect((await signedRingEnded(t, id, params)).body).toBe(HANGUP);
+    } finally {
+      await h.services.platform.setDisabled(false);
+    }
+    expect((await rings(t)).map((ring) => ring.ring_attempt)).toEqual([1]);
   });
 
   it('answers <Reject reason="busy"> and records nothing when nobody can take the call: no window, or a simulated one only', async () => {

@@ -8,6 +8,7 @@ import type { Tenant } from './tenant.js';
 
 export const VOICE_PATH = PROVIDER_PATHS.voice;
 export const statusPath = (intentId: string) => `${PROVIDER_PATHS.status}?intent=${encodeURIComponent(intentId)}`;
+export const ringEndedPath = (intentId: string) => `${PROVIDER_PATHS.ringEnded}?intent=${encodeURIComponent(intentId)}`;
 
 /** Webhooks as the provider sends them to the harness's app (both are read when called: suites assign them in beforeAll). */
 export function providerWebhooks(harness: () => Harness, api: () => Client) {
@@ -32,6 +33,8 @@ export function providerWebhooks(harness: () => Harness, api: () => Client) {
     signedStatus: (t: Tenant, intentId: string, params: WebhookParams) => signed(t, statusPath(intentId), params),
     /** Twilio's incoming webhook: a call to one of the integration's numbers */
     signedIncoming: (t: Tenant, params: WebhookParams) => signed(t, PROVIDER_PATHS.incoming, params),
+    /** the incoming <Dial>'s action: a ring of this intent ended */
+    signedRingEnded: (t: Tenant, intentId: string, params: WebhookParams) => signed(t, ringEndedPath(intentId), params),
   };
 }
 

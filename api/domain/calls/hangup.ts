@@ -44,7 +44,7 @@ export async function hangupCall({ db, clock, providers }: HangupDeps, callId: s
     if (ended) return { call: ended, changes };
     call = await read();
   }
-  const providerCallSid = call.provider_call_sid;
+  const providerCallSid = legToEnd(call, reason);
   if (isTerminal(call.status) || providerCallSid === null) return { call, changes };
 
   // With its reason: the provider's callback for this hangup may come first (provider-events.ts).
@@ -66,4 +66,15 @@ export async function hangupCall({ db, clock, providers }: HangupDeps, callId: s
     call = await read();
   }
   return { call, changes };
+}
+
+/**
+ * The provider leg a hangup ends: the call's (an outbound call's parent, an inbound caller's), and
+ * with it every leg bridged to it. An agent's decline of a Twilio incoming call ends the window's
+ * leg alone, once it is known (bound at its first callback): the caller then goes on to the next
+ * agent (the <Dial>'s action, inbound-twilio.ts). A backend's or agent's hangup ends the caller's.
+ */
+function legToEnd(call: CallRow, reason: EndReason): string | null {
+  const passedOn = reason === 'declined' && call.direction === 'inbound' && call.provider === 'twilio' && call.status === 'incoming';
+  return passedOn && call.provider_leg_sid !== null ? call.provider_leg_sid : call.provider_call_sid;
 }

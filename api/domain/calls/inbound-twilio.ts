@@ -4,12 +4,24 @@
  * incoming webhook answers (routes/provider/incoming.ts). The call is recorded with the caller's
  * leg; the window's leg (whose ParentCallSid is the caller's) is bound by the first status callback
  * that moves the call (provider-events.ts).
+ *
+ * When that ring ends unanswered (the agent let it ring out, declined it, or the window's leg
+ * failed), Twilio asks the <Dial>'s action what follows, and the next routable agent rings: a new
+ * intent on the same caller's leg, numbered in turn (ring_attempt), never an agent already rung,
+ * at most INBOUND_MAX_RINGS agents. Nobody left to ring ends the caller's leg.
  */
 import { isRefusal } from '../../../shared/errors.js';
 import { isUniqueViolation } from '../../store/db.js';
-import type { Changes } from '../changes.js';
+import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { routeInbound, type InboundDeps } from './inbound.js';
+import { applyProviderEvent } from './provider-events.js';
+
+/**
+ * How many agents one caller rings in turn, 30 s each (INBOUND_RING_SECONDS): two minutes at most
+ * before the caller's leg ends, rather than ringing round an idle team for ever.
+ */
+export const INBOUND_MAX_RINGS = 4;
 
 export interface TwilioIncoming {
   integrationId: string;
@@ -20,42 +32,104 @@ export interface TwilioIncoming {
   callerName?: string | undefined;
 }
 
-export type IncomingDecision = { ring: CallRow; changes?: Changes } | { refuse: string };
+/** The ring to ring, or why no agent rings. */
+export type IncomingDecision = { ring: CallRow; changes?: Changes } | { noRing: string; changes?: Changes };
 
 /** The call to ring (recorded now, or by the same webhook before: Twilio may ask again), or why none rings. */
-export async function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming): Promise<IncomingDecision> {
-  const asked = await recorded(deps, incoming);
+export function takeTwilioCall(deps: InboundDeps, incoming: TwilioIncoming): Promise<IncomingDecision> {
+  return ringOnce(deps, incoming, 1, []);
+}
+
+/** Twilio's account of how an incoming call's ring ended: the <Dial> action's parameters. */
+export interface RingEnded {
+  /** the caller's leg (CallSid) and its CallStatus now: a caller who hung up is gone */
+  callSid: string;
+  callStatus: string | null;
+  /** DialCallStatus: completed, answered, busy, no-answer, failed or canceled */
+  dialStatus: 'completed' | 'answered' | 'busy' | 'no-answer' | 'failed' | 'canceled';
+  /** the window's leg, DialCallSid, when Twilio made one */
+  dialCallSid: string | null;
+  dialDurationSeconds: number | null;
+}
+
+/** The caller's leg is over or ending: no other agent rings. */
+const CALLER_GONE: ReadonlySet<string> = new Set(['completed', 'canceled', 'busy', 'failed', 'no-answer']);
+
+/**
+ * What follows a ring of `call`, once Twilio says it ended: the next agent's ring, or why the
+ * caller's leg ends (answered and over, the caller gone, nobody else to ring). The ring's own end
+ * is recorded first when its status callback has not come yet (Twilio does not order them); once
+ * recorded, the record decides (a decline ends the window's leg, which Twilio may report as any
+ * status).
+ */
+export async function afterRing(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<IncomingDecision> {
+  const changes = new Changes();
+  const answered = ended.dialStatus === 'answered' || ended.dialStatus === 'completed';
+  // An answer without its talk time is left to the leg's callbacks (or the reaper): it cannot be billed from here.
+  if (call.status === 'incoming' && (!answered || (ended.dialDurationSeconds ?? 0) > 0)) {
+    const applied = await applyProviderEvent(deps.db, deps.clock, call.id, {
+      callSid: ended.dialCallSid ?? ended.callSid,
+      parentCallSid: ended.callSid,
+      status: ended.dialStatus === 'answered' ? 'completed' : ended.dialStatus,
+      timestamp: null,
+      durationSeconds: ended.dialDurationSeconds,
+    });
+    changes.merge(applied.changes);
+  }
+  const [rung] = await deps.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]);
+  if (rung!.answered_at !== null) return { noRing: 'the call was answered', changes };
+  // Answered by Twilio's account but not (yet) by the record, or an end that is not this call's leg's.
+  if (rung!.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded`, changes };
+  if (ended.callStatus !== null && CALLER_GONE.has(ended.callStatus)) return { noRing: 'the caller hung up', changes };
+  if (rung!.ring_attempt >= INBOUND_MAX_RINGS) return { noRing: `${INBOUND_MAX_RINGS} agents rang`, changes };
+  const passedOver = await deps.db.query<{ member_id: string }>(
+    `SELECT member_id FROM call_intents WHERE provider_call_sid = $1 AND integration_id = $2 AND direction = 'inbound' AND provider = 'twilio'`,
+    [ended.callSid, rung!.integration_id],
+  );
+  const next = await ringOnce(
+    deps,
+    { integrationId: rung!.integration_id, callSid: ended.callSid, from: rung!.phone_number, callerName: rung!.display_name ?? undefined },
+    rung!.ring_attempt + 1,
+    passedOver.map((row) => row.member_id),
+  );
+  if (next.changes) changes.merge(next.changes);
+  return { ...next, changes };
+}
+
+/** Records and rings ring number `attempt` of the caller's leg, or says why none rings. */
+async function ringOnce(deps: InboundDeps, incoming: TwilioIncoming, attempt: number, passedOver: readonly string[]): Promise<IncomingDecision> {
+  const asked = await recorded(deps, incoming, attempt);
   if (asked) return asked;
   try {
     const { call, changes } = await routeInbound(
       deps,
-      { integrationId: incoming.integrationId, from: incoming.from, callerName: incoming.callerName },
+      { integrationId: incoming.integrationId, from: incoming.from, callerName: incoming.callerName, passedOver, ringAttempt: attempt },
       { provider: 'twilio', windows: 'real', ring: async () => incoming.callSid, abandon: async () => {} },
     );
     return { ring: call, changes };
   } catch (error) {
     // The same webhook asked again while the first was under way (a retry after a timeout, a
-    // fallback URL that is this one): the first recorded the call meanwhile, which then took its
-    // agent (a refusal here) or its CallSid (unique, migration 002). Both are answered that call.
+    // fallback URL that is this one): the first recorded the ring meanwhile, which then took its
+    // agent (a refusal here) or its CallSid and number (unique, migration 019). Both are answered that ring.
     const duplicate = isUniqueViolation(error);
     if (duplicate || isRefusal(error)) {
-      const first = await recorded(deps, incoming);
+      const first = await recorded(deps, incoming, attempt);
       if (first) return first;
     }
-    if (duplicate) return { refuse: "the CallSid is another integration's call" };
+    if (duplicate) return { noRing: "the CallSid is another integration's call" };
     // Nobody to take it, the integration disabled or not taking incoming calls: the caller hears
     // it refused. The store failing is not a refusal: Twilio then tries the number's fallback.
-    if (isRefusal(error)) return { refuse: error.code };
+    if (isRefusal(error)) return { noRing: error.code };
     throw error;
   }
 }
 
-/** What a call already recorded for this CallSid decides: ring it again while it rings, else refuse. */
-async function recorded(deps: InboundDeps, incoming: TwilioIncoming): Promise<IncomingDecision | null> {
+/** What a ring already recorded for this CallSid and number decides: ring it again while it rings, else refuse. */
+async function recorded(deps: InboundDeps, incoming: TwilioIncoming, attempt: number): Promise<IncomingDecision | null> {
   const [asked] = await deps.db.query<CallRow>(
-    `SELECT * FROM call_intents WHERE provider_call_sid = $1 AND direction = 'inbound' AND provider = 'twilio' AND integration_id = $2`,
-    [incoming.callSid, incoming.integrationId],
+    `SELECT * FROM call_intents WHERE provider_call_sid = $1 AND ring_attempt = $3 AND direction = 'inbound' AND provider = 'twilio' AND integration_id = $2`,
+    [incoming.callSid, incoming.integrationId, attempt],
   );
   if (!asked) return null;
-  return asked.status === 'incoming' ? { ring: asked } : { refuse: `the call is ${asked.status} already` };
+  return asked.status === 'incoming' ? { ring: asked } : { noRing: `the call is ${asked.status} already` };
 }

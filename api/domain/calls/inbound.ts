@@ -32,6 +32,10 @@ export interface InboundRequest {
   /** ring only this member's window */
   memberEmail?: string;
   callerName?: string;
+  /** members not to ring: those an earlier ring of the same caller went to (calls/inbound-twilio.ts) */
+  passedOver?: readonly string[];
+  /** which ring of the caller's leg this is: 1, or the next after an agent let it ring out or declined */
+  ringAttempt?: number;
 }
 
 export type InboundDeps = { db: Db; clock: Clock; config: Config; providers: Providers };
@@ -94,8 +98,8 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
         if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const [row] = await sql.query<CallRow>(
           `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
-             department, policy, engine_id, provider, provider_call_sid, created_at, expires_at, time_limit_seconds)
-           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
+             department, policy, engine_id, provider, provider_call_sid, created_at, expires_at, time_limit_seconds, ring_attempt)
+           VALUES ($1, $2, $3, $4, 'inbound', 'incoming', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING *`,
           [
             id,
             integration.id,
@@ -111,6 +115,7 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
             now,
             now + INBOUND_RING_SECONDS * 1000,
             timeLimit,
+            request.ringAttempt ?? 1,
           ],
         );
         await changes.touchAgent(sql, integration.id, chosen.engine.member_id);
@@ -156,11 +161,12 @@ async function chooseAgent(
        AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL)
        AND ($2::text IS NULL OR lower(m.email) = lower($2))
        AND ($4::text = 'any' OR e.simulated = ($4::text = 'simulated'))
+       AND NOT (e.member_id = ANY($5::text[]))
      ORDER BY coalesce(
          (SELECT coalesce(c.ended_at, c.created_at) FROM call_intents c
           WHERE c.integration_id = e.integration_id AND c.member_id = e.member_id ORDER BY c.created_at DESC LIMIT 1),
          e.created_at) ASC, e.created_at ASC`,
-    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000, windows],
+    [integration.id, request.memberEmail ?? null, now - LIMITS.engineStaleSeconds * 1000, windows, request.passedOver ?? []],
   );
   for (const engine of candidates) {
     try {

@@ -14,7 +14,7 @@ import type { Clock } from '../../clock.js';
 import type { ProviderCallStatus } from '../../providers/provider.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
-import type { CallRow } from '../views.js';
+import { isTerminal, type CallRow } from '../views.js';
 import { advanceCall, askedEnd, finishCall, reviseAsAnswered, type Finish } from './lifecycle.js';
 import { isOurLeg, mayTake, providerStep } from './provider-transitions.js';
 
@@ -41,6 +41,12 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
   const ignored = await db.tx(async (sql): Promise<string | null> => {
     const [call] = await sql.query<CallRow>('SELECT * FROM call_intents WHERE id = $1 FOR UPDATE', [callId]);
     if (!call) return 'unknown call';
+    // The leg is bound at its first callback, `initiated` and an inbound `ringing` included (they
+    // move nothing): a decline then ends that leg alone, and Twilio rings the next agent (hangup.ts).
+    if (!isTerminal(call.status) && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid && isOurLeg(call, event.callSid, event.parentCallSid)) {
+      await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
+      call.provider_leg_sid = event.callSid;
+    }
     const step = providerStep(event.status);
     if (step === null) return null;
     // The provider's clock decides the answer and end moments, but never a moment in the future or before the call.
@@ -53,9 +59,6 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
       return `${event.status} does not apply to a ${call.direction} ${call.status} call`;
     }
     if (!isOurLeg(call, event.callSid, event.parentCallSid)) return 'CallSid is not this call\'s provider leg';
-    if (call.provider_leg_sid === null && event.callSid !== call.provider_call_sid) {
-      await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
-    }
     // The service asked the provider to end the call (calls/hangup.ts): its end is the one asked
     // for (askedEnd), whichever of the hangup's own record and this callback comes first.
     const hungUp = call.hangup_requested_at !== null;
