@@ -4,8 +4,8 @@
  * backoff, and closes its connection when Redis stops answering without closing it
  * (redis-liveness.ts). Command clients fail fast instead of queueing while disconnected; subscriber clients
  * (`queueWhileOffline`) queue. ioredis drops its queue after a few failed reconnects, which is right
- * for the bus's one SUBSCRIBE at start (a node does not start without Redis), but not for the
- * socket adapter's subscriber (`keepQueued`): ioredis renews after a reconnect only the
+ * for the bus's subscriber (a node does not start without Redis, and it subscribes again itself
+ * each time it reconnects: bus/redis.ts), but not for the socket adapter's subscriber (`keepQueued`): ioredis renews after a reconnect only the
  * subscriptions Redis confirmed, so a dropped SSUBSCRIBE — a room a socket joined during an
  * outage — would never be made, and that room would get no pushes. No auto-pipelining: its batch
  * promise rejects unhandled when a client disconnects with commands queued.

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createShardedAdapter } from '@socket.io/redis-adapter';
+import type { Redis } from 'ioredis';
 import { adapterSubscriber, connectedRedis, handledRejections, redisClient, writeTogether } from '../redis.js';
 import { steadyClock, systemClock, type Clock, type Timer } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
@@ -132,10 +133,10 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   // A subscriber's 'ready' comes before Redis has taken its subscriptions back: ioredis sends them
   // again as it turns ready, without waiting for the answer. A message published in between would
   // be lost while this node took itself for up (and resynced: its caches emptied, then filled again
-  // from the store, to hear of no later change). A PING answered after them says they hold (Redis
-  // answers in order): only then is the subscriber counted back.
+  // from the store, to hear of no later change). Only once Redis answered after them (Redis answers
+  // in order) is the subscriber counted back.
   let adapterSubscribed = true;
-  const whenSubscriptionsHold = (subscriber: typeof sub, back: () => void) => {
+  const whenSubscriptionsHold = (subscriber: Redis, back: () => void) => {
     subscriber.on('ready', () => {
       subscriber.ping().then(() => {
         back();
@@ -145,7 +146,18 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   };
   sub.on('close', () => void (subscribed = false));
   adapterSub.on('close', () => void (adapterSubscribed = false));
-  whenSubscriptionsHold(sub, () => void (subscribed ||= everSubscribed));
+  // The bus's subscriber subscribes again itself, and is counted back on Redis's answer: ioredis
+  // renews only the subscriptions Redis confirmed on the connection before, so a re-SUBSCRIBE lost
+  // with that connection, and given up after a failed reconnect, would never be sent again, while a
+  // PING would still be answered: the node would count itself up and hear no other node. (A
+  // subscription already renewed is not doubled: Redis holds a channel once per connection.)
+  sub.on('ready', () => {
+    sub.subscribe(channels.bus).then(() => {
+      subscribed ||= everSubscribed;
+      recovered();
+    }, () => {}); // closed again: its next 'ready' tries again
+  });
+  // The adapter's subscriber keeps its queue however many reconnects fail (redis.ts, keepQueued).
   whenSubscriptionsHold(adapterSub, () => void (adapterSubscribed = true));
   await sub.subscribe(channels.bus);
   subscribed = true;

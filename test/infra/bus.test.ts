@@ -242,10 +242,11 @@ describe.skipIf(!url)('Redis bus, what crosses nodes', () => {
 
 /**
  * A TCP proxy in front of the Redis on `port`, which holds chunks as `delay` says (ms; 0 passes at
- * once), in order per direction: `up` is what a client sends, `down` what Redis answers; `name` is
- * the connection's name once its CLIENT SETNAME went by (c2c-bus-sub, …).
+ * once; 'cut' drops the chunk and the connection), in order per direction: `up` is what a client
+ * sends, `down` what Redis answers; `name` is the connection's name once its CLIENT SETNAME went by
+ * (c2c-bus-sub, …).
  */
-async function redisProxy(port: number, delay: (direction: 'up' | 'down', chunk: Buffer, name: string | null) => number) {
+async function redisProxy(port: number, delay: (direction: 'up' | 'down', chunk: Buffer, name: string | null) => number | 'cut') {
   const links = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = connectTo(port, '127.0.0.1');
@@ -254,6 +255,7 @@ async function redisProxy(port: number, delay: (direction: 'up' | 'down', chunk:
     const queues = { up: Promise.resolve(), down: Promise.resolve() };
     const forward = (direction: 'up' | 'down', chunk: Buffer, to: Socket) => {
       const ms = delay(direction, chunk, name);
+      if (ms === 'cut') return end();
       queues[direction] = queues[direction].then(() => (ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined)).then(() => void to.write(chunk));
     };
     client.on('data', (chunk: Buffer) => {
@@ -269,8 +271,14 @@ async function redisProxy(port: number, delay: (direction: 'up' | 'down', chunk:
     for (const side of [client, upstream]) side.on('close', end).on('error', end);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const proxyPort = (server.address() as AddressInfo).port;
   return {
-    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: `redis://127.0.0.1:${proxyPort}`,
+    /** stops listening for `ms` (connections are refused), then listens on the same port again */
+    refuseFor(ms: number) {
+      server.close();
+      setTimeout(() => server.listen(proxyPort, '127.0.0.1'), ms);
+    },
     /** cuts every connection through it (a network blip) */
     cut: () => links.forEach((link) => link.destroy()),
     close() {
@@ -371,6 +379,39 @@ describe.skipIf(!url)('Redis bus faults', () => {
       expect(a.state()).toBe('up');
       // What A reads after its resync is current until it hears otherwise: it must hear this.
       b.publish({ type: 'integration', integrationId: 'int_changed' });
+      await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
+    } finally {
+      await a.close();
+      await b.close();
+      proxy.close();
+      await server.stop();
+    }
+  });
+
+  it('hears other nodes again when its re-SUBSCRIBE was lost with its connection and the next reconnect failed', async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    // Node A reaches Redis through a proxy that, once armed, drops the connection that carries A's
+    // re-SUBSCRIBE to the bus channel, then refuses connections for a while: ioredis gives up the
+    // unanswered SUBSCRIBE after a failed reconnect, and renews only subscriptions Redis confirmed.
+    let trap = false;
+    const subscribing = new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i');
+    const proxy = await redisProxy(port, (direction, chunk, name) => {
+      if (!trap || direction !== 'up' || name !== 'c2c-bus-sub' || !subscribing.test(chunk.toString('latin1'))) return 0;
+      trap = false;
+      proxy.refuseFor(1500);
+      return 'cut';
+    });
+    const a = await createRedisBus(proxy.url);
+    const b = await createRedisBus(`redis://127.0.0.1:${port}`);
+    try {
+      const heardOnA: BusMessage[] = [];
+      a.subscribe((message) => heardOnA.push(message));
+      trap = true;
+      proxy.cut(); // a network blip on A's connections; its re-SUBSCRIBE is lost with the next
+      await waitFor(() => !trap && a.state() === 'up' && heardOnA.some((m) => m.type === 'resync'), 10_000);
+      b.publish({ type: 'integration', integrationId: 'int_after_the_blip' });
       await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
     } finally {
       await a.close();
