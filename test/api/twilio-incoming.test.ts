@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { hangupCall } from '../../api/domain/calls/hangup.js';
 import { INBOUND_MAX_RINGS, takeTwilioCall } from '../../api/domain/calls/inbound-twilio.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
@@ -18,7 +19,7 @@ import { command, readyAgent, widgetState, type Agent } from '../helpers/flows.j
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, ringEndedPath } from '../helpers/provider.js';
 import { seedTenant, UK_NUMBER, type Tenant } from '../helpers/tenant.js';
-import { completedCall, startTwilioStandIn, TWILIO, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+import { completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
 const ACCOUNT_SID = TWILIO.accountSid;
 
@@ -116,16 +117,56 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     }
   });
 
-  it("ends the caller's leg through Twilio's REST API when the agent declines before Twilio named the window's leg", async () => {
-    const t = await twilioTenant();
-    const agent = await readyAgent(api, t, t.agent.email, false);
-    const id = intentOf((await incoming(t, 'CAin-2')).body);
+  it("records a decline before Twilio named the window's leg at once, asking Twilio for nothing: the window's ring ends, and the caller goes on", async () => {
+    const { t, agents } = await team(2);
+    const rung = await incoming(t, 'CAin-2');
+    const id = intentOf(rung.body)!;
+    const [alex, bea] = [agentRung(agents, rung.body), agents.find((agent) => agent !== agentRung(agents, rung.body))!];
     standIn.requests.length = 0;
-    const declined = await command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-twilio' });
+    const declined = await command(api, alex.widgetToken, { kind: 'decline', request_id: 'decline-twilio' });
     expect(declined.status, JSON.stringify(declined.body)).toBe(200);
-    expect(standIn.requests.map((r) => [r.path, r.form])).toEqual([[`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAin-2.json`, { Status: 'completed' }]]);
-    const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]);
-    expect(row!.status).toBe('rejected');
+    // the caller's leg is not ended; the window sees its call over and rejects its ring
+    expect(standIn.requests).toEqual([]);
+    expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'rejected' });
+    const next = await signedRingEnded(t, id, { CallSid: 'CAin-2', CallStatus: 'in-progress', DialCallStatus: 'busy', DialCallSid: 'CAin-2-client', AccountSid: ACCOUNT_SID });
+    expect(next.body).toContain(`<Identity>${engineIdentity(bea.engineId)}</Identity>`);
+  });
+
+  it("ends the caller's leg when the backend hangs up a ringing call, and does not ring the caller on after it, also when Twilio did not confirm", async () => {
+    const { t } = await team(2);
+    const id = intentOf((await incoming(t, 'CAin-backend')).body)!;
+    await signedStatus(t, id, { CallSid: 'CAin-backend-client', ParentCallSid: 'CAin-backend', CallStatus: 'initiated', AccountSid: ACCOUNT_SID });
+    standIn.requests.length = 0;
+    // Twilio fails the first hangup: 502, and the ring times out meanwhile
+    standIn.answer(() => twilioError(500, 20500, 'Internal Server Error'));
+    try {
+      await expectError(api.post(`/calls/${id}/hangup`, undefined, { auth: t.serverKey }), 502, 'hangup_uncertain');
+    } finally {
+      standIn.answer(completedCall);
+    }
+    expect(standIn.requests.map((r) => r.path)).toEqual([`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAin-backend.json`]);
+    const after = await signedRingEnded(t, id, { CallSid: 'CAin-backend', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-backend-client', AccountSid: ACCOUNT_SID });
+    expect(after.body).toBe(HANGUP);
+    expect((await rings(t)).map((ring) => ring.ring_attempt)).toEqual([1]);
+  });
+
+  it("passes the caller on when the agent hangs up a call still ringing (a decline), from the widget or the window, and when the window went offline", async () => {
+    for (const from of ['widget', 'window', 'offline'] as const) {
+      const { t, agents } = await team(2);
+      const rung = await incoming(t, `CAin-hangup-${from}`);
+      const id = intentOf(rung.body)!;
+      const alex = agentRung(agents, rung.body);
+      const leg = { CallSid: `CAin-hangup-${from}-client`, ParentCallSid: `CAin-hangup-${from}`, AccountSid: ACCOUNT_SID };
+      await signedStatus(t, id, { ...leg, CallStatus: 'initiated' });
+      standIn.requests.length = 0;
+      if (from === 'widget') expect((await command(api, alex.widgetToken, { kind: 'hangup', request_id: 'hangup-ringing' })).status).toBe(200);
+      else if (from === 'window') expect((await api.post('/engine/hangup', {}, { auth: alex.engineToken })).status).toBe(200);
+      // what the reaper does with the calls of a window gone silent, or whose socket dropped for good
+      else await hangupCall(h.services, id, 'engine_offline');
+      expect(standIn.requests.map((r) => r.path), from).toEqual([`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${leg.CallSid}.json`]);
+      const next = await signedRingEnded(t, id, { CallSid: leg.ParentCallSid, CallStatus: 'in-progress', DialCallStatus: 'canceled', DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
+      expect(next.body, from).toContain('<Dial ');
+    }
   });
 
   it("records a decline as declined when the window's leg reports its end before Twilio answers the hangup", async () => {
@@ -134,6 +175,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
       const agent = await readyAgent(api, t, t.agent.email, false);
       const callSid = `CAin-race-${n}`;
       const id = intentOf((await incoming(t, callSid)).body)!;
+      await signedStatus(t, id, { CallSid: `${callSid}-client`, ParentCallSid: callSid, CallStatus: 'initiated', AccountSid: ACCOUNT_SID });
       standIn.answer(async (request) => {
         await signedStatus(t, id, { CallSid: `${callSid}-client`, ParentCallSid: callSid, CallStatus: status, AccountSid: ACCOUNT_SID });
         return completedCall(request);
@@ -215,13 +257,21 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     const leg = { CallSid: 'CAin-decline-next-client', ParentCallSid: 'CAin-decline-next', AccountSid: ACCOUNT_SID };
     expect((await signedStatus(t, first, { ...leg, CallStatus: 'initiated' })).status).toBe(204);
     standIn.requests.length = 0;
-    expect((await command(api, alex.widgetToken, { kind: 'decline', request_id: 'decline-next' })).status).toBe(200);
-    expect(standIn.requests.map((r) => [r.path, r.form])).toEqual([[`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${leg.CallSid}.json`, { Status: 'completed' }]]);
-    // However Twilio reports the window's leg it was asked to end, the record (declined) decides.
-    for (const DialCallStatus of ['completed', 'canceled']) {
-      const next = await signedRingEnded(t, first, { CallSid: 'CAin-decline-next', CallStatus: 'in-progress', DialCallStatus, DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
-      expect(next.body, DialCallStatus).toContain(`<Identity>${engineIdentity(bea.engineId)}</Identity>`);
+    // Twilio asks the <Dial>'s action as soon as the leg ends, before its answer to the hangup
+    // reaches the service, and may report the leg it was asked to end `completed`, with no talk time.
+    let next: Awaited<ReturnType<typeof signedRingEnded>> | undefined;
+    standIn.answer(async (request) => {
+      next = await signedRingEnded(t, first, { CallSid: 'CAin-decline-next', CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
+      return completedCall(request);
+    });
+    try {
+      expect((await command(api, alex.widgetToken, { kind: 'decline', request_id: 'decline-next' })).status).toBe(200);
+    } finally {
+      standIn.answer(completedCall);
     }
+    expect(standIn.requests.map((r) => [r.path, r.form])).toEqual([[`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${leg.CallSid}.json`, { Status: 'completed' }]]);
+    // the record (declined), not DialCallStatus, says how the ring ended
+    expect(next?.body).toContain(`<Identity>${engineIdentity(bea.engineId)}</Identity>`);
     expect((await rings(t)).map((ring) => [ring.ring_attempt, ring.status, ring.end_reason])).toEqual([
       [1, 'rejected', 'declined'],
       [2, 'incoming', null],

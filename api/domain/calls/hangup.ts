@@ -11,7 +11,7 @@ import { loadProviderAccount, ProviderUnreachable, type Providers } from '../../
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { isTerminal, type CallRow } from '../views.js';
-import { askedEnd, endStatusFor, finishCall, type EndReason } from './lifecycle.js';
+import { askedEnd, endStatusFor, finishCall, passesCallerOn, type EndReason } from './lifecycle.js';
 
 export interface HangupDeps {
   db: Db;
@@ -19,7 +19,16 @@ export interface HangupDeps {
   providers: Providers;
 }
 
-export async function hangupCall({ db, clock, providers }: HangupDeps, callId: string, reason: EndReason = 'hangup'): Promise<{ call: CallRow; changes: Changes }> {
+/**
+ * `byAgent`: the agent asked (the widget's or the window's hang up), not the backend or the
+ * service: a call still ringing is then declined.
+ */
+export async function hangupCall(
+  { db, clock, providers }: HangupDeps,
+  callId: string,
+  reason: EndReason = 'hangup',
+  { byAgent = false }: { byAgent?: boolean } = {},
+): Promise<{ call: CallRow; changes: Changes }> {
   const changes = new Changes();
   const read = async () => {
     const [row] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [callId]);
@@ -44,37 +53,47 @@ export async function hangupCall({ db, clock, providers }: HangupDeps, callId: s
     if (ended) return { call: ended, changes };
     call = await read();
   }
-  const providerCallSid = legToEnd(call, reason);
-  if (isTerminal(call.status) || providerCallSid === null) return { call, changes };
+  if (isTerminal(call.status)) return { call, changes };
+  // An agent's hang up of a call still ringing is a decline (lifecycle.ts, askedEnd), and passes a
+  // Twilio caller on like one.
+  const asked: EndReason = byAgent && reason === 'hangup' && call.status === 'incoming' ? 'declined' : reason;
+  const leg = legToEnd(call, asked);
 
   // With its reason: the provider's callback for this hangup may come first (provider-events.ts).
   await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2), hangup_reason = coalesce(hangup_reason, $3) WHERE id = $1', [
     call.id,
     clock.now(),
-    reason,
+    asked,
   ]);
-  const account = await loadProviderAccount(db, call.account_id);
-  try {
-    await providers.byName(call.provider).hangup(account!, providerCallSid);
-  } catch (error) {
-    if (error instanceof ProviderUnreachable) throw new C2CError('hangup_uncertain', undefined, { cause: error });
-    throw error;
-  }
-  call = await read();
-  if (!isTerminal(call.status)) {
-    await db.tx((sql) => finishCall(sql, changes, clock.now(), call.id, askedEnd(call, reason)));
+  if (leg !== null) {
+    const account = await loadProviderAccount(db, call.account_id);
+    try {
+      await providers.byName(call.provider).hangup(account!, leg);
+    } catch (error) {
+      if (error instanceof ProviderUnreachable) throw new C2CError('hangup_uncertain', undefined, { cause: error });
+      throw error;
+    }
     call = await read();
+  }
+  if (!isTerminal(call.status)) {
+    const seen = call;
+    // With no leg ended, only as seen: a ring answered meanwhile is not declined.
+    const finish = { ...askedEnd(seen, asked), ...(leg === null ? { onlyIfStill: { status: seen.status } } : {}) };
+    // The ended row as committed: a read after it that failed would leave its change unannounced.
+    call = (await db.tx((sql) => finishCall(sql, changes, clock.now(), seen.id, finish))) ?? (await read());
   }
   return { call, changes };
 }
 
 /**
  * The provider leg a hangup ends: the call's (an outbound call's parent, an inbound caller's), and
- * with it every leg bridged to it. An agent's decline of a Twilio incoming call ends the window's
- * leg alone, once it is known (bound at its first callback): the caller then goes on to the next
- * agent (the <Dial>'s action, inbound-twilio.ts). A backend's or agent's hangup ends the caller's.
+ * with it every leg bridged to it. A Twilio incoming call still ringing that its agent declines, or
+ * whose window went offline, keeps its caller (passesCallerOn): only the window's leg ends, and
+ * Twilio asks the <Dial>'s action what follows, which rings the next agent (inbound-twilio.ts).
+ * Before Twilio named that leg (its first callback), no leg: the window rejects the ring once it
+ * sees the call ended, else the ring times out, and the caller goes on all the same.
  */
 function legToEnd(call: CallRow, reason: EndReason): string | null {
-  const passedOn = reason === 'declined' && call.direction === 'inbound' && call.provider === 'twilio' && call.status === 'incoming';
-  return passedOn && call.provider_leg_sid !== null ? call.provider_leg_sid : call.provider_call_sid;
+  const keepsCaller = call.direction === 'inbound' && call.provider === 'twilio' && call.status === 'incoming' && passesCallerOn(reason);
+  return keepsCaller ? call.provider_leg_sid : call.provider_call_sid;
 }

@@ -15,6 +15,7 @@ import { isUniqueViolation } from '../../store/db.js';
 import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { routeInbound, type InboundDeps } from './inbound.js';
+import { passesCallerOn, type EndReason } from './lifecycle.js';
 import { applyProviderEvent } from './provider-events.js';
 
 /**
@@ -65,8 +66,10 @@ const CALLER_GONE: ReadonlySet<string> = new Set(['completed', 'canceled', 'busy
 export async function afterRing(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<IncomingDecision> {
   const changes = new Changes();
   const answered = ended.dialStatus === 'answered' || ended.dialStatus === 'completed';
-  // An answer without its talk time is left to the leg's callbacks (or the reaper): it cannot be billed from here.
-  if (call.status === 'incoming' && (!answered || (ended.dialDurationSeconds ?? 0) > 0)) {
+  // An answer without its talk time is left to the leg's callbacks (or the reaper): it cannot be
+  // billed from here. Unless the service asked for the end: a leg it ended may be reported as any
+  // status, and the end is the one asked for (provider-events.ts).
+  if (call.status === 'incoming' && (!answered || (ended.dialDurationSeconds ?? 0) > 0 || call.hangup_requested_at !== null)) {
     const applied = await applyProviderEvent(deps.db, deps.clock, call.id, {
       callSid: ended.dialCallSid ?? ended.callSid,
       parentCallSid: ended.callSid,
@@ -81,6 +84,9 @@ export async function afterRing(deps: InboundDeps, call: CallRow, ended: RingEnd
   // Answered by Twilio's account but not (yet) by the record, or an end that is not this call's leg's.
   if (rung!.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded`, changes };
   if (ended.callStatus !== null && CALLER_GONE.has(ended.callStatus)) return { noRing: 'the caller hung up', changes };
+  // An end asked for that was to end the caller's call too (the backend's hang up, whose request to
+  // Twilio may have failed): the caller is not rung on under a call the backend never saw.
+  if (rung!.hangup_reason !== null && !passesCallerOn(rung!.hangup_reason as EndReason)) return { noRing: `the call was ended (${rung!.hangup_reason})`, changes };
   if (rung!.ring_attempt >= INBOUND_MAX_RINGS) return { noRing: `${INBOUND_MAX_RINGS} agents rang`, changes };
   const passedOver = await deps.db.query<{ member_id: string }>(
     `SELECT member_id FROM call_intents WHERE provider_call_sid = $1 AND integration_id = $2 AND direction = 'inbound' AND provider = 'twilio'`,

@@ -41,6 +41,16 @@ export type EndReason =
   | 'insufficient_balance'
   | 'integration_disabled';
 
+/**
+ * Whether an incoming call's ring that ends for this reason passes its caller on to the next agent
+ * (Twilio: calls/inbound-twilio.ts): the agent declined (or hung up while it rang), or the window
+ * went offline. Any other end the service asks for (the backend's hang up, a revoked or disabled
+ * integration) ends the caller's call.
+ */
+export function passesCallerOn(reason: EndReason): boolean {
+  return reason === 'declined' || reason === 'engine_offline';
+}
+
 /** How a live call ends when someone hangs up or the service ends it: by whether it was answered. */
 export function endStatusFor(call: Pick<CallRow, 'status' | 'answered_at' | 'direction'>, reason: EndReason): CallStatus {
   if (call.answered_at !== null) return 'completed';

@@ -43,7 +43,8 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
     if (!call) return 'unknown call';
     // The leg is bound at its first callback, `initiated` and an inbound `ringing` included (they
     // move nothing): a decline then ends that leg alone, and Twilio rings the next agent (hangup.ts).
-    if (!isTerminal(call.status) && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid && isOurLeg(call, event.callSid, event.parentCallSid)) {
+    const unbound = call.provider_call_sid !== null && call.provider_leg_sid === null && event.callSid !== call.provider_call_sid;
+    if (unbound && !isTerminal(call.status) && isOurLeg(call, event.callSid, event.parentCallSid)) {
       await sql.query('UPDATE call_intents SET provider_leg_sid = $2 WHERE id = $1', [call.id, event.callSid]);
       call.provider_leg_sid = event.callSid;
     }

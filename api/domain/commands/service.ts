@@ -72,7 +72,7 @@ export function createCommands(deps: CommandsDeps) {
    */
   async function runHangup(row: CommandRow): Promise<CommandResult> {
     try {
-      const ended = await hangupCall(deps, row.call_id!, row.kind === 'decline' ? 'declined' : 'hangup');
+      const ended = await hangupCall(deps, row.call_id!, row.kind === 'decline' ? 'declined' : 'hangup', { byAgent: true });
       ended.changes.publish(bus);
     } catch (error) {
       if (!isRefusal(error)) throw error;

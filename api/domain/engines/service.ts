@@ -146,7 +146,7 @@ export function createEngines(deps: EnginesDeps) {
         [context.engine.integration_id, context.engine.member_id, callId ?? null, context.engine.id],
       );
       if (!call) return null;
-      const ended = await hangupCall(deps, call.id, 'hangup');
+      const ended = await hangupCall(deps, call.id, 'hangup', { byAgent: true });
       ended.changes.publish(bus);
       return ended.call;
     },
