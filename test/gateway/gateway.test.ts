@@ -442,8 +442,22 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     const engine = open(agent.engineToken, h.config.siteUrl);
     await engine.next('work');
     const ended = engine.next('ended');
-    await revokeIntegration(h.services, revoked.integrationId);
+    // The window's ending is announced before the integration's change, whose re-check of the
+    // window's credential would end it saying only that it was closed; and before the calls'
+    // hangups (one provider request each, a while with many calls), which would give that re-check
+    // the time to win.
+    const heard: string[] = [];
+    const unsubscribe = h.services.bus.subscribe((message) => void heard.push(message.type === 'engine' ? `engine:${message.reason}` : message.type));
+    try {
+      await revokeIntegration(h.services, revoked.integrationId);
+    } finally {
+      unsubscribe();
+    }
     expect(await ended).toEqual({ code: 'unauthorized', final: true, message: 'This call window was closed (integration_revoked).' });
+    expect(heard.indexOf('engine:closed')).toBeGreaterThanOrEqual(0);
+    expect(heard.indexOf('session')).toBeGreaterThanOrEqual(0);
+    expect(heard.indexOf('engine:closed')).toBeLessThan(heard.indexOf('integration'));
+    expect(heard.indexOf('session')).toBeLessThan(heard.indexOf('integration'));
   });
 
   it("pushes a change of the agent's department to its widgets, and a poll sees it too", async () => {

@@ -83,15 +83,20 @@ export async function revokeIntegration(deps: OperatorDeps & { providers: Provid
     const calls = await sql.query<{ id: string }>(`SELECT id FROM call_intents WHERE integration_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [integrationId]);
     return { sessions: sessions.length, engines: engines.length, callIds: calls.map((c) => c.id) };
   });
+  // The sessions and windows ended first, then the integration's change: a socket is then ended
+  // for the reason named (integration_revoked), not by the gateway's re-check of its credential
+  // (which says only that it was closed), and before the calls' hangups, one provider request each.
+  changes.publish(deps.bus);
   deps.bus.publish({ type: 'integration', integrationId });
+  const hungUp = new Changes();
   let uncertain = 0;
   for (const callId of revoked.callIds) {
     try {
-      changes.merge((await hangupCall(deps, callId, 'integration_revoked')).changes);
+      hungUp.merge((await hangupCall(deps, callId, 'integration_revoked')).changes);
     } catch {
       uncertain += 1;
     }
   }
-  changes.publish(deps.bus);
+  hungUp.publish(deps.bus);
   return { sessions: revoked.sessions, engines: revoked.engines, calls: revoked.callIds.length, uncertain };
 }
