@@ -1,12 +1,12 @@
 /**
  * How `c2c serve` takes SIGTERM and SIGINT (api/cli/signals.ts): the first starts the stop, a
- * second exits at once, and a stop that outlasts its deadline exits anyway; the deadline starts
+ * second exits at once (but the first's echo within a second), and a stop that outlasts its deadline exits anyway; the deadline starts
  * again when the stop itself begins, so a slow start does not eat it. The process-level behaviour
  * (a signal during start-up) is in serve-process.test.ts.
  */
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { STOP_DEADLINE_MS, stopSignal } from '../api/cli/signals.js';
+import { ECHO_MS, STOP_DEADLINE_MS, stopSignal } from '../api/cli/signals.js';
 
 describe('stopping on a signal', () => {
   beforeEach(() => void vi.useFakeTimers());
@@ -28,6 +28,18 @@ describe('stopping on a signal', () => {
     signals.emit('SIGINT', 'SIGINT');
     expect(exit).toHaveBeenCalledWith(1);
     expect(logged).toEqual(['SIGTERM: shutting down', 'SIGINT again: exiting without finishing the shutdown']);
+  });
+
+  it("takes the same signal again within a second for the first one's echo (npm forwards what the terminal or the process group sent node too); later, it insists", async () => {
+    const { signals, logged, exit, stop } = watch();
+    signals.emit('SIGINT', 'SIGINT');
+    await stop.received;
+    signals.emit('SIGINT', 'SIGINT');
+    expect(exit).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(ECHO_MS);
+    signals.emit('SIGINT', 'SIGINT');
+    expect(exit).toHaveBeenCalledWith(1);
+    expect(logged).toEqual(['SIGINT: shutting down', 'SIGINT again: exiting without finishing the shutdown']);
   });
 
   it('exits at the deadline, counted again from when the stop itself begins', async () => {

@@ -4,7 +4,13 @@
  * start settles, instead of killing it half-opened (admin.json left behind, sockets not told to
  * reconnect). A second signal exits at once: the operator insists. A stop that outlasts the
  * deadline exits anyway, and says so.
+ *
+ * The same signal again within ECHO_MS is the first one's echo, not an insistence: under `npm
+ * start` (whose script execs node, so that npm's forwarding reaches it), Ctrl-C reaches node from
+ * the terminal and again from npm, and a stop sent to the process group (`kill -- -pgid`, a
+ * container's stop) from the group and again from npm.
  */
+export const ECHO_MS = 1000;
 
 /** How long a stop may take: above the API's drain (serve.ts DRAIN_MS) and the gateway's close. */
 export const STOP_DEADLINE_MS = 10_000;
@@ -37,13 +43,17 @@ export function stopSignal(
   };
   const received = new Promise<Signal>((resolve) => {
     let first: Signal | undefined;
+    let echoing = false;
     const on = (signal: Signal) => {
+      if (first && echoing && signal === first) return;
       if (first) {
         log(`${signal} again: exiting without finishing the shutdown`);
         exit(1);
         return;
       }
       first = signal;
+      echoing = true;
+      setTimeout(() => void (echoing = false), ECHO_MS).unref();
       log(`${signal}: shutting down`);
       arm();
       resolve(signal);
