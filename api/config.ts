@@ -8,7 +8,17 @@ import { parseOrigin } from '../shared/origin.js';
 import { trustOf, type TrustProxy } from './http/client-address.js';
 import { PG_DEFAULTS } from './store/db.js';
 
-const port = z.coerce.number().int().min(0).max(65535);
+const PORT_MESSAGE = 'must be a port number, 0 to 65535 (0 takes any free port: tests)';
+/**
+ * A port in decimal digits; unset or blank, `fallback` (an env file's `PORT=`). Not Number()'s
+ * reading, which takes ' ' for 0 (a random port, which PUBLIC_BASE_URL's default would then name
+ * as :0), and 0x1F90 or 1e3 for 8080 or 1000.
+ */
+const port = (fallback: number) =>
+  z.preprocess(
+    (value) => (value === undefined || (typeof value === 'string' && value.trim() === '') ? String(fallback) : value),
+    z.string().trim().regex(/^\d{1,5}$/, PORT_MESSAGE).transform(Number).pipe(z.number().max(65535, PORT_MESSAGE)),
+  );
 const flag = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
   .transform((value) => ['1', 'true', 'yes'].includes(value));
@@ -36,9 +46,9 @@ const MAX_TIMEOUT_MS = 3_600_000;
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
 const EnvSchema = z.object({
-  PORT: port.default(8080),
-  GATEWAY_PORT: port.default(8081),
-  DEMO_PORT: port.default(3000),
+  PORT: port(8080),
+  GATEWAY_PORT: port(8081),
+  DEMO_PORT: port(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   C2C_DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),

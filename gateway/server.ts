@@ -5,7 +5,7 @@
  * services as the REST routes.
  */
 import type { Socket } from 'socket.io';
-import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { C2CError } from '../shared/errors.js';
 import { checkStoreWritable } from '../api/store/db.js';
 import { ConfigError } from '../api/config.js';
@@ -32,20 +32,38 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** GET (and HEAD, as load balancers' checks ask) `path`: `body`'s text, or 503 with the error's envelope. */
 function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: string; text: string }>): void {
-  app.get(path, (res) => {
+  const serve = (withBody: boolean) => (res: HttpResponse) => {
     let aborted = false;
     res.onAborted(() => void (aborted = true));
+    const end = (status: string, type: string, text: string) =>
+      !aborted && res.cork(() => {
+        res.writeStatus(status).writeHeader('content-type', type);
+        if (withBody) res.end(text);
+        else res.endWithoutBody(Buffer.byteLength(text));
+      });
     body().then(
-      ({ type, text }) => !aborted && res.cork(() => res.writeHeader('content-type', type).end(text)),
-      (error: unknown) =>
-        !aborted &&
-        res.cork(() =>
-          res
-            .writeStatus('503 Service Unavailable')
-            .writeHeader('content-type', 'application/json')
-            .end(JSON.stringify(error instanceof C2CError ? error.toJSON() : new C2CError('service_unavailable').toJSON())),
-        ),
+      ({ type, text }) => end('200 OK', type, text),
+      (error: unknown) => end('503 Service Unavailable', 'application/json', JSON.stringify(error instanceof C2CError ? error.toJSON() : new C2CError('service_unavailable').toJSON())),
+    );
+  };
+  app.get(path, serve(true));
+  app.head(path, serve(false));
+}
+
+/**
+ * Anything else on the gateway's port (Socket.IO's own path excepted, which uWS matches first: a
+ * static route before a wildcard) is 404 in the envelope, not a connection closed without an
+ * answer, which a proxy's check of `/` would take for a dead node.
+ */
+function notFound(app: TemplatedApp): void {
+  app.any('/*', (res) => {
+    res.cork(() =>
+      res
+        .writeStatus('404 Not Found')
+        .writeHeader('content-type', 'application/json')
+        .end(JSON.stringify(new C2CError('not_found', 'The gateway serves Socket.IO (/socket.io/), /healthz and /metrics.').toJSON())),
     );
   });
 }
@@ -157,6 +175,7 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     return { type: 'application/json', text: JSON.stringify({ ok: true, role: 'gateway', native, store: services.db.driver, bus: services.bus.state() }) };
   });
   serveText(app, '/metrics', async () => ({ type: services.metrics.registry.contentType, text: await services.metrics.registry.metrics() }));
+  notFound(app);
 
   return async () => {
     closing = true;

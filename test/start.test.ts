@@ -224,6 +224,14 @@ describe('configuration', () => {
     }
   });
 
+  it('reads ports as decimal digits only, and a blank one as unset', () => {
+    expect(loadConfig({ PORT: ' ', GATEWAY_PORT: '', DEMO_PORT: ' 3001 ' })).toMatchObject({ port: 8080, gatewayPort: 8081, demoPort: 3001 });
+    expect(loadConfig({ PORT: '0' }).port).toBe(0);
+    for (const bad of ['0x1F90', '1e3', '70000', '-1', '80.5', '8080a']) {
+      expect(() => loadConfig({ PORT: bad }), bad).toThrow(/PORT.*must be a port number/);
+    }
+  });
+
   it('takes Twilio as the voice provider, with where its REST API is reached and how long a request may take', () => {
     expect(loadConfig({})).toMatchObject({ voiceProvider: 'simulated', twilioApiBaseUrl: undefined, twilioTimeoutMs: 5000 });
     expect(loadConfig({ VOICE_PROVIDER: 'twilio', TWILIO_API_BASE_URL: 'https://egress.example:8443', TWILIO_TIMEOUT_MS: '2500' })).toMatchObject({

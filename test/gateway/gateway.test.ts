@@ -72,6 +72,25 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await expect(startGateway(h.services, { port: live.gateway.port, host: '127.0.0.1' })).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+ \(HOST, GATEWAY_PORT\): the port is taken/);
   });
 
+  it("answers a load balancer's HEAD /healthz like GET, without a body, and anything but Socket.IO, /healthz and /metrics 404 in the envelope", async () => {
+    const base = `http://127.0.0.1:${live.gateway.port}`;
+    const got = await fetch(`${base}/healthz`);
+    const head = await fetch(`${base}/healthz`, { method: 'HEAD' });
+    expect([got.status, head.status]).toEqual([200, 200]);
+    expect(await head.text()).toBe('');
+    expect(head.headers.get('content-length')).toBe(String(Buffer.byteLength(await got.text())));
+    expect((await fetch(`${base}/metrics`, { method: 'HEAD' })).status).toBe(200);
+    for (const [method, path] of [['GET', '/'], ['HEAD', '/'], ['POST', '/healthz/x'], ['GET', '/socket.io.js']]) {
+      const answer = await fetch(`${base}${path}`, { method });
+      expect(answer.status, `${method} ${path}`).toBe(404);
+      if (method !== 'HEAD') expect(await answer.json(), `${method} ${path}`).toMatchObject({ ok: false, error: 'not_found' });
+    }
+    // Socket.IO's own path is not shadowed by the catch-all
+    const polling = await fetch(`${base}/socket.io/?EIO=4&transport=polling`, { headers: { origin: ORIGIN } });
+    expect(polling.status).toBe(200);
+    expect(await polling.text()).toMatch(/^0\{"sid":/);
+  });
+
   it('tells each client it pings every 10 s and gives up on a silent one 10 s later, so a connection that died goes within 20 s', async () => {
     const answer = await fetch(`${url}/socket.io/?EIO=4&transport=polling`, { headers: { origin: ORIGIN } });
     const opening = await answer.text();
