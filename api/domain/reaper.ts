@@ -10,8 +10,8 @@
  *   cannot be reached;
  * - a claimed intent whose provider leg never started fails after 60 s;
  * - a call whose final provider callback is overdue by 30 s is hung up through the provider and
- *   ended: inbound unanswered past its ring window, outbound ringing for 30 s, answered past its
- *   time limit (endOverdue);
+ *   ended: inbound unanswered past its ring window, outbound ringing for 30 s (unless its window
+ *   still holds it: then its answer was lost), answered past its time limit (endOverdue);
  * - the rules on silent engines wait while the store fails and for a grace after it answers again
  *   (LIMITS.storeRecoveryGraceSeconds): a window cannot report to a store that does not answer, so
  *   an outage of 90 s must not end every call when the store comes back;
@@ -219,14 +219,19 @@ export function createReaper(deps: ReaperDeps) {
    *   grace, is `no_answer`;
    * - an answered call past its provider time limit (an inbound one's is its policy's
    *   max_call_seconds; a call without one, the platform cap), plus the grace, is `completed`,
-   *   billed for the time limit at most (lifecycle.ts).
+   *   billed for the time limit at most (lifecycle.ts), and ended at that limit.
+   * An unanswered call its window still holds (not `orphaned`: it reports the call as its own) is
+   * not rung out: the window's device still has its leg, which the provider would have ended at the
+   * ring's end, so the far end answered and the lost callback was that answer. Hanging up would cut
+   * the conversation (and the window drops its leg once the call reads as ended). It is ended once
+   * the window lets go of it, or past the time limit as an answered call would be.
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
     const overdue = await db.query<CallRow>(
       `SELECT * FROM call_intents
-       WHERE (status = 'incoming' AND expires_at <= $1)
-          OR (status IN ('dialing', 'ringing') AND dialing_at <= $2)
+       WHERE (status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
+          OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4)`,
       [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace],
     );
@@ -236,8 +241,12 @@ export function createReaper(deps: ReaperDeps) {
       // which keeps a hangup from being reported done before the provider confirms it, would let
       // it). The provider ended such a call long ago by its own limits; the hangup is a safeguard.
       const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
+      // The provider ended an answered call at its time limit: that is when it ended, not this tick.
+      const endedAt = call.status === 'connected' ? call.answered_at! + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 : undefined;
       // Only as selected: a call answered meanwhile (ringing → connected) is not overdue, nor hung up.
-      const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, onlyIfStill: { status: call.status } }));
+      const ended = await db.tx((sql) =>
+        finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill: { status: call.status } }),
+      );
       if (!ended?.provider_call_sid) continue;
       try {
         const account = await loadProviderAccount(db, ended.account_id);

@@ -27,6 +27,7 @@ import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { command, heartbeat, openSession, launchTicket, readyAgent, requestCall } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
+import { providerWebhooks } from '../helpers/provider.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
 import type { CallRow } from '../../api/domain/views.js';
 
@@ -37,6 +38,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
   const simulator = () => h.services.providers.simulator;
   const row = async (id: string) => (await h.services.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [id]))[0]!;
   const tick = () => h.services.reaper.tick();
+  const { signedStatus } = providerWebhooks(() => h, () => api);
 
   /** The simulator's webhooks reach the app, except status callbacks when `loseStatus` is set. */
   function deliverWebhooks(loseStatus: boolean) {
@@ -160,7 +162,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect(await row(id)).toMatchObject({ status: 'claimed', end_reason: null });
   });
 
-  it('an answered call whose final callback is lost is ended 30 s past its time limit, and billed for the limit', async () => {
+  it('an answered call whose final callback is lost is ended 30 s past its time limit, at the limit, and billed for the limit', async () => {
     const agent = await readyAgent(api, t);
     const requested = await requestCall(api, t);
     const id: string = requested.body.request_id;
@@ -185,6 +187,8 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     await tick();
     const ended = await row(id);
     expect(ended).toMatchObject({ status: 'completed', end_reason: 'time_limit' });
+    // ended when the provider ended it, at the limit: its duration is what it was billed for, not the limit and the grace
+    expect(ended.ended_at).toBe(answered.answered_at! + limit * 1000);
     expect(Number(ended.charge_micros)).toBe(Math.ceil((limit * Number(ended.per_minute_micros)) / 60));
     expect(balanceBefore - (await balance())).toBe(Number(ended.charge_micros));
     expect(simulator().liveLegs()).toBe(0);
@@ -205,13 +209,65 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     deliverWebhooks(true); // the provider's no-answer at 31 s never arrives
     const endsAt = dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
     await h.clock.advance(endsAt - 1000 - h.clock.now());
-    await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+    // the ring ran out: the window's device lost its leg, and the window says it holds no call
+    await heartbeat(api, agent.engineToken);
     await tick();
     expect((await row(id)).status).toBe('ringing');
     await h.clock.advanceSeconds(1);
     await tick();
     expect(await row(id)).toMatchObject({ status: 'no_answer', end_reason: 'ring_timeout', charge_micros: null });
     expect(simulator().liveLegs()).toBe(0);
+  });
+
+  it('an outbound call whose answer callback was lost is not cut at the ring timeout while its window holds it; its final callback bills it, else the time limit ends it', async () => {
+    for (const final of [true, false]) {
+      const agent = await readyAgent(api, t);
+      const requested = await requestCall(api, t, { phone_number: MAGIC_NUMBERS.noAnswer });
+      const id: string = requested.body.request_id;
+      await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+      await h.clock.advanceSeconds(1);
+      deliverWebhooks(true); // the answer's in-progress never arrives: the row stays ringing
+      const dialed = await row(id);
+      const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
+      try {
+        // well past the ring timeout and its grace, the window still holds the call: it is talking
+        for (let s = 0; s < 3; s++) {
+          await h.clock.advanceSeconds(30);
+          await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+          await tick();
+        }
+        expect((await row(id)).status, `final ${final}`).toBe('ringing');
+        expect(hangups).not.toHaveBeenCalled();
+      } finally {
+        hangups.mockRestore();
+      }
+      deliverWebhooks(false);
+      if (final) {
+        // the far end hangs up after 80 s of talk: the final callback revises the call as answered, and bills it
+        const talk = Math.floor((h.clock.now() - dialed.dialing_at!) / 1000) - 5;
+        const leg = { CallSid: dialed.provider_leg_sid!, ParentCallSid: dialed.provider_call_sid!, CallStatus: 'completed', CallDuration: String(talk), AccountSid: t.accountId };
+        expect((await signedStatus(t, id, leg)).status).toBe(204);
+        const ended = await row(id);
+        expect(ended).toMatchObject({ status: 'completed' });
+        expect(Number(ended.charge_micros)).toBe(Math.ceil((talk * Number(ended.per_minute_micros)) / 60));
+      } else {
+        // no final callback either: past the time limit (and the grace), ended as the answered call it was not seen to be
+        const limitEnd = dialed.dialing_at! + (dialed.time_limit_seconds! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
+        while (h.clock.now() + 60_000 < limitEnd) {
+          await h.clock.advanceSeconds(60);
+          await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+          await tick();
+        }
+        await h.clock.advance(limitEnd - 1000 - h.clock.now());
+        await heartbeat(api, agent.engineToken, { call_id: id, busy: true }); // still holding it (a window silent 30 s holds nothing)
+        await tick();
+        expect((await row(id)).status).toBe('ringing');
+        await h.clock.advanceSeconds(1);
+        await tick();
+        expect((await row(id)).status).toBe('no_answer');
+      }
+      await heartbeat(api, agent.engineToken); // idle again
+    }
   });
 
   it('an inbound call still incoming with its final callback lost is no_answer 30 s past its ring window', async () => {
@@ -223,7 +279,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     deliverWebhooks(true); // the provider's no-answer at the end of the ring window never arrives
     const endsAt = (await row(inbound.call_id)).expires_at + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
     await h.clock.advance(endsAt - 1000 - h.clock.now());
-    await heartbeat(api, agent.engineToken, { call_id: inbound.call_id });
+    await heartbeat(api, agent.engineToken); // the ring window over, the window's device no longer rings
     await tick();
     expect((await row(inbound.call_id)).status).toBe('incoming');
     await h.clock.advanceSeconds(1);
@@ -254,7 +310,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     const { agent, id } = await ringingWithCallbacksLost();
     const dialedAt = (await row(id)).dialing_at!;
     await h.clock.advance(dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000 - h.clock.now());
-    await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+    await heartbeat(api, agent.engineToken); // not holding it (else the rule would leave it alone)
     const db = racing((text) => text.includes("status IN ('dialing', 'ringing') AND dialing_at"), answerNow(id));
     const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
     try {
@@ -293,7 +349,8 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     // reaper ends the call, and the callback for the reaper's hangup arrives. For an incoming call,
     // a hangup by us reads as the agent declining it; the reaper's outcome must stand.
     const overdueAt = h.clock.now() - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000 - 1;
-    await h.services.db.query('UPDATE call_intents SET expires_at = $2 WHERE id = $1', [inbound.call_id, overdueAt]);
+    // past its ring window, and the window no longer reports it (else its answer would count as lost)
+    await h.services.db.query('UPDATE call_intents SET expires_at = $2, orphaned = true WHERE id = $1', [inbound.call_id, overdueAt]);
     expect(simulator().liveLegs()).toBe(1);
     await tick();
     expect(await row(inbound.call_id)).toMatchObject({ status: 'no_answer', end_reason: 'ring_timeout' });
