@@ -80,9 +80,16 @@ const STATEMENT_CANCELLED = '57014';
  */
 const READ_ONLY_TRANSACTION = '25006';
 
-/** SQLSTATEs of a lost or refused connection, too many connections, a statement timeout or cancel, a server stopping or starting, a store taking no writes, a transaction ended for another's sake (CONFLICTS). */
-const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '25006', '40001', '40P01', '53300', '57014', '57P01', '57P02', '57P03']);
-const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
+/**
+ * SQLSTATEs of too many connections, a statement timeout or cancel, a store taking no writes, a
+ * transaction ended for another's sake (CONFLICTS); and the classes of a lost, refused or broken
+ * connection (08) and of a server stopping, starting, dropping the database or ending an idle
+ * session (57P).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(['25006', '40001', '40P01', '53300', '57014']);
+const UNAVAILABLE_SQLSTATE_CLASSES = /^(08|57P)/;
+/** The network's words for a server out of reach, a name that does not resolve (for now) included. */
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN']);
 /** pg's and pg-pool's own messages: no connection in time, a connection lost mid-statement, no answer in time. */
 const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|not queryable|Query read timeout/;
 
@@ -100,7 +107,7 @@ function planOutdated(error: unknown): boolean {
 function isUnavailable(error: unknown): boolean {
   if (error instanceof StoreUnavailable) return true;
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
-  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATES.has(code) || UNAVAILABLE_ERRNOS.has(code))) return true;
+  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATES.has(code) || UNAVAILABLE_SQLSTATE_CLASSES.test(code) || UNAVAILABLE_ERRNOS.has(code))) return true;
   return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message);
 }
 

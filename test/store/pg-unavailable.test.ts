@@ -90,6 +90,23 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
     }
   });
 
+  it('fails as service_unavailable, and counts, however the network or the server says it is out of reach: a name that does not resolve for now, a network down, a server shutting down or dropping the database', async () => {
+    const connect = pg.Pool.prototype.connect;
+    try {
+      for (const code of ['EAI_AGAIN', 'ENETUNREACH', 'ENOTFOUND', '57P04', '57P05', '08P01']) {
+        pg.Pool.prototype.connect = function () {
+          return Promise.reject(Object.assign(new Error(`connect ${code}`), { code }));
+        } as typeof connect;
+        const before = database.db.unavailableCount();
+        await expect(database.db.query('SELECT 1'), code).rejects.toEqual(unavailable);
+        expect(database.db.unavailableCount(), code).toBe(before + 1);
+      }
+    } finally {
+      pg.Pool.prototype.connect = connect;
+    }
+    expect(await database.db.query('SELECT 1 AS n')).toEqual([{ n: 1 }]);
+  });
+
   it('fails waiting past the connect timeout for a connection as service_unavailable, and goes on', async () => {
     const releases: Array<() => void> = [];
     const held = [0, 1].map(() => database.db.tx(() => new Promise<void>((resolve) => releases.push(resolve))));
