@@ -4,6 +4,7 @@
  * socket; a command carried out, or a failure acked again, changes nothing.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createMember } from '../../api/domain/operator/accounts.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -125,5 +126,32 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     // a heartbeat with nothing to ack leaves it as it was
     await h.services.engines.heartbeat(context, { ...READY, acks: [] } as HeartbeatRequest, 'rest');
     expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });
+  });
+  it("fails only the socket ack that cannot be recorded; the other windows' acks sharing its statement are recorded", async () => {
+    const other = await readyAgent(api, t, (await createMember(h.services, { accountId: t.accountId, email: 'ack-neighbour@acme.example', name: 'Neighbour', departmentId: t.salesId })).email);
+    const poisoned = await queue('f-poisoned');
+    const sent = await command(api, other.widgetToken, { kind: 'focus', request_id: 'f-neighbour' });
+    const neighbour = sent.body.command_id as number;
+    const [mine, theirs] = await Promise.all([h.services.engines.authenticate(agent.engineToken), h.services.engines.authenticate(other.engineToken)]);
+    // the store refuses any statement that records the poisoned command's ack (a row locked past the statement timeout, say)
+    const query = h.services.db.query.bind(h.services.db);
+    const names = (params: readonly unknown[] | undefined) => (params ?? []).flat().some((value) => Number(value) === poisoned);
+    const statements = vi.spyOn(h.services.db, 'query').mockImplementation(async (text: string, params?: readonly unknown[]) => {
+      if (text.startsWith('UPDATE widget_commands c SET acks') && names(params)) throw new Error('canceling statement due to statement timeout');
+      return query(text, params);
+    });
+    try {
+      const acked = await Promise.allSettled([
+        h.services.engines.ack(mine, [{ command_id: poisoned, result: 'done' }]),
+        h.services.engines.ack(theirs, [{ command_id: neighbour, result: 'done' }]),
+      ]);
+      expect(acked.map((result) => result.status)).toEqual(['rejected', 'fulfilled']);
+      // they did share one statement first
+      expect(statements.mock.calls.filter(([text]) => String(text).startsWith('UPDATE widget_commands c SET acks')).length).toBe(3);
+    } finally {
+      statements.mockRestore();
+    }
+    const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM widget_commands WHERE id = $1', [neighbour]);
+    expect(row!.status).toBe('done');
   });
 });

@@ -51,7 +51,9 @@ const VOICE_TOKEN_TTL_SECONDS = 3600;
 export function createEngines(deps: EnginesDeps) {
   const { db, bus, clock, providers } = deps;
 
-  const ackTogether = coalesce((reports: EngineAcks[]) => applyAcks(db, reports, clock.now()), { gather: { clock: systemClock, ms: ACK_GATHER_MS } });
+  // One statement, so a batch that fails changed nothing: each ack is then tried alone, and one
+  // that cannot be recorded (its row locked past the statement timeout) fails only its own window.
+  const ackTogether = coalesce((reports: EngineAcks[]) => applyAcks(db, reports, clock.now()), { gather: { clock: systemClock, ms: ACK_GATHER_MS }, isolate: true });
   const engineHeartbeat = createHeartbeats(deps);
   // The drops of one moment (a network cut, a load balancer's restart) share a statement.
   const dropTogether = coalesce(async (drops: Drop[]) => {
