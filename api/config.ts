@@ -8,7 +8,7 @@ import { parseOrigin } from '../shared/origin.js';
 import { trustOf, type TrustProxy } from './http/client-address.js';
 import { PG_DEFAULTS } from './store/db.js';
 
-const PORT_MESSAGE = 'must be a port number, 0 to 65535 (0 takes any free port: tests)';
+const PORT_MESSAGE = 'must be a port number, 0 to 65535';
 /**
  * A port in decimal digits; unset or blank, `fallback` (an env file's `PORT=`). Not Number()'s
  * reading, which takes ' ' for 0 (a random port, which PUBLIC_BASE_URL's default would then name

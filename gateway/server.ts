@@ -32,21 +32,23 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** GET (and HEAD, as load balancers' checks ask) `path`: `body`'s text, or 503 with the error's envelope. */
+/**
+ * GET (and HEAD, as load balancers' checks ask) `path`: `body`'s text, or 503 with the error's
+ * envelope. HEAD's answer is empty (Content-Length 0): uWS's endWithoutBody with a length leaves
+ * the response unfinished, so the next request on a kept-alive connection went unanswered.
+ */
 function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: string; text: string }>): void {
   const serve = (withBody: boolean) => (res: HttpResponse) => {
     let aborted = false;
     res.onAborted(() => void (aborted = true));
     const end = (status: string, type: string, text: string) =>
-      !aborted && res.cork(() => {
-        res.writeStatus(status).writeHeader('content-type', type);
-        if (withBody) res.end(text);
-        else res.endWithoutBody(Buffer.byteLength(text));
-      });
-    body().then(
-      ({ type, text }) => end('200 OK', type, text),
-      (error: unknown) => end('503 Service Unavailable', 'application/json', JSON.stringify(error instanceof C2CError ? error.toJSON() : new C2CError('service_unavailable').toJSON())),
-    );
+      !aborted && res.cork(() => res.writeStatus(status).writeHeader('content-type', type).end(withBody ? text : ''));
+    body()
+      .then(
+        ({ type, text }) => end('200 OK', type, text),
+        (error: unknown) => end('503 Service Unavailable', 'application/json', JSON.stringify(error instanceof C2CError ? error.toJSON() : new C2CError('service_unavailable').toJSON())),
+      )
+      .catch(() => {}); // a connection gone meanwhile: nothing to answer, and nothing to crash for
   };
   app.get(path, serve(true));
   app.head(path, serve(false));
@@ -54,17 +56,14 @@ function serveText(app: TemplatedApp, path: string, body: () => Promise<{ type: 
 
 /**
  * Anything else on the gateway's port (Socket.IO's own path excepted, which uWS matches first: a
- * static route before a wildcard) is 404 in the envelope, not a connection closed without an
- * answer, which a proxy's check of `/` would take for a dead node.
+ * static route before a wildcard) is 404 in the envelope (empty for HEAD), not a connection closed
+ * without an answer, which a proxy's check of `/` would take for a dead node.
  */
 function notFound(app: TemplatedApp): void {
-  app.any('/*', (res) => {
-    res.cork(() =>
-      res
-        .writeStatus('404 Not Found')
-        .writeHeader('content-type', 'application/json')
-        .end(JSON.stringify(new C2CError('not_found', 'The gateway serves Socket.IO (/socket.io/), /healthz and /metrics.').toJSON())),
-    );
+  const text = JSON.stringify(new C2CError('not_found', 'The gateway serves Socket.IO (/socket.io/), /healthz and /metrics.').toJSON());
+  app.any('/*', (res, req) => {
+    const head = req.getMethod() === 'head';
+    res.cork(() => res.writeStatus('404 Not Found').writeHeader('content-type', 'application/json').end(head ? '' : text));
   });
 }
 

@@ -82,12 +82,12 @@ const READ_ONLY_TRANSACTION = '25006';
 
 /**
  * SQLSTATEs of too many connections, a statement timeout or cancel, a store taking no writes, a
- * transaction ended for another's sake (CONFLICTS); and the classes of a lost, refused or broken
+ * transaction ended for another's sake (CONFLICTS); and the classes of a lost or refused
  * connection (08) and of a server stopping, starting, dropping the database or ending an idle
  * session (57P).
  */
 const UNAVAILABLE_SQLSTATES = new Set(['25006', '40001', '40P01', '53300', '57014']);
-const UNAVAILABLE_SQLSTATE_CLASSES = /^(08|57P)/;
+const UNAVAILABLE_SQLSTATE_CLASSES = /^(08(?!P01)|57P)/; // 08P01, a protocol violation, is a client's bug: 500
 /** The network's words for a server out of reach, a name that does not resolve (for now) included. */
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN']);
 /** pg's and pg-pool's own messages: no connection in time, a connection lost mid-statement, no answer in time. */

@@ -3,7 +3,7 @@
  * authentication and every refusal, pushes of state and work, commands and heartbeats over the
  * socket through the same domain services as REST, and endings the client can act on.
  */
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EXPIRY_SWEEP_MS, RECHECK_RETRY, recheck } from '../../gateway/endings.js';
 import type { WidgetSocketData } from '../../gateway/handshake.js';
@@ -72,20 +72,50 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     await expect(startGateway(h.services, { port: live.gateway.port, host: '127.0.0.1' })).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+ \(HOST, GATEWAY_PORT\): the port is taken/);
   });
 
-  it("answers a load balancer's HEAD /healthz like GET, without a body, and anything but Socket.IO, /healthz and /metrics 404 in the envelope", async () => {
-    const base = `http://127.0.0.1:${live.gateway.port}`;
-    const got = await fetch(`${base}/healthz`);
-    const head = await fetch(`${base}/healthz`, { method: 'HEAD' });
-    expect([got.status, head.status]).toEqual([200, 200]);
-    expect(await head.text()).toBe('');
-    expect(head.headers.get('content-length')).toBe(String(Buffer.byteLength(await got.text())));
-    expect((await fetch(`${base}/metrics`, { method: 'HEAD' })).status).toBe(200);
-    for (const [method, path] of [['GET', '/'], ['HEAD', '/'], ['POST', '/healthz/x'], ['GET', '/socket.io.js']]) {
-      const answer = await fetch(`${base}${path}`, { method });
-      expect(answer.status, `${method} ${path}`).toBe(404);
-      if (method !== 'HEAD') expect(await answer.json(), `${method} ${path}`).toMatchObject({ ok: false, error: 'not_found' });
+  it("answers a load balancer's HEAD /healthz, without a body, and anything but Socket.IO, /healthz and /metrics 404 in the envelope, every answer complete on a kept-alive connection", async () => {
+    // Several requests on one connection, one after the other, as a health checker keeping it alive
+    // sends them: each is answered in full, so the next one is answered too (a HEAD's without a body).
+    const requests = ['HEAD /healthz', 'GET /healthz', 'HEAD /metrics', 'HEAD /', 'GET /', 'POST /healthz/x', 'GET /socket.io.js', 'GET /healthz'];
+    const socket = connect(live.gateway.port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let received = '';
+    socket.on('data', (chunk) => void (received += chunk.toString('latin1')));
+    const answers: string[] = [];
+    try {
+      for (const line of requests) {
+        received = '';
+        socket.write(`${line} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n`);
+        // complete: its head, and as many bytes of body as it announced (none for HEAD)
+        const complete = () => {
+          const end = received.indexOf('\r\n\r\n');
+          if (end < 0) return undefined;
+          const length = line.startsWith('HEAD') ? 0 : Number(/content-length: (\d+)/i.exec(received)?.[1] ?? 0);
+          return received.length >= end + 4 + length ? received : undefined;
+        };
+        answers.push(await waitFor(async () => complete(), `the answer to ${line}`, 3000));
+      }
+      // nothing more came after the last answer (a HEAD's body would have)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(received).toBe(answers.at(-1));
+    } finally {
+      socket.destroy();
     }
+    expect(answers.map((answer) => answer.split('\r\n')[0])).toEqual([
+      'HTTP/1.1 200 OK',
+      'HTTP/1.1 200 OK',
+      'HTTP/1.1 200 OK',
+      'HTTP/1.1 404 Not Found',
+      'HTTP/1.1 404 Not Found',
+      'HTTP/1.1 404 Not Found',
+      'HTTP/1.1 404 Not Found',
+      'HTTP/1.1 200 OK',
+    ]);
+    const bodyOf = (answer: string) => answer.slice(answer.indexOf('\r\n\r\n') + 4);
+    for (const n of [0, 2, 3]) expect(bodyOf(answers[n]!), requests[n]).toBe('');
+    expect(JSON.parse(bodyOf(answers[1]!))).toMatchObject({ ok: true, role: 'gateway' });
+    for (const n of [4, 5, 6]) expect(JSON.parse(bodyOf(answers[n]!)), requests[n]).toMatchObject({ ok: false, error: 'not_found' });
     // Socket.IO's own path is not shadowed by the catch-all
+    const base = `http://127.0.0.1:${live.gateway.port}`;
     const polling = await fetch(`${base}/socket.io/?EIO=4&transport=polling`, { headers: { origin: ORIGIN } });
     expect(polling.status).toBe(200);
     expect(await polling.text()).toMatch(/^0\{"sid":/);

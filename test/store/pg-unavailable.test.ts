@@ -93,7 +93,7 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
   it('fails as service_unavailable, and counts, however the network or the server says it is out of reach: a name that does not resolve for now, a network down, a server shutting down or dropping the database', async () => {
     const connect = pg.Pool.prototype.connect;
     try {
-      for (const code of ['EAI_AGAIN', 'ENETUNREACH', 'ENOTFOUND', '57P04', '57P05', '08P01']) {
+      for (const code of ['EAI_AGAIN', 'ENETUNREACH', 'ENOTFOUND', '57P04', '57P05', '08006']) {
         pg.Pool.prototype.connect = function () {
           return Promise.reject(Object.assign(new Error(`connect ${code}`), { code }));
         } as typeof connect;
@@ -101,6 +101,11 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
         await expect(database.db.query('SELECT 1'), code).rejects.toEqual(unavailable);
         expect(database.db.unavailableCount(), code).toBe(before + 1);
       }
+      // a protocol violation is a client's bug, not an outage: passed on as it is (a 500)
+      pg.Pool.prototype.connect = function () {
+        return Promise.reject(Object.assign(new Error('protocol violation'), { code: '08P01' }));
+      } as typeof connect;
+      await expect(database.db.query('SELECT 1')).rejects.toMatchObject({ code: '08P01' });
     } finally {
       pg.Pool.prototype.connect = connect;
     }

@@ -59,13 +59,14 @@ export async function hangupCall(
   const asked: EndReason = byAgent && reason === 'hangup' && call.status === 'incoming' ? 'declined' : reason;
   const leg = legToEnd(call, asked);
 
-  // With its reason: the provider's callback for this hangup may come first (provider-events.ts).
-  await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2), hangup_reason = coalesce(hangup_reason, $3) WHERE id = $1', [
-    call.id,
-    clock.now(),
-    asked,
-  ]);
   if (leg !== null) {
+    // With its reason: the provider's callback for this hangup may come first (provider-events.ts).
+    // (Without a leg to end, nothing is asked of the provider, and the end below is the record.)
+    await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2), hangup_reason = coalesce(hangup_reason, $3) WHERE id = $1', [
+      call.id,
+      clock.now(),
+      asked,
+    ]);
     const account = await loadProviderAccount(db, call.account_id);
     try {
       await providers.byName(call.provider).hangup(account!, leg);

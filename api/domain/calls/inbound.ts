@@ -81,8 +81,9 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
   const first = await chooseAgent(db, integration, request, clock.now(), ringing.windows);
   if (!first) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
   // Spec section 8: a call's duration is capped by Policy.max_call_seconds, incoming ones too. The
-  // provider is told with the ring (Twilio's <Dial><Client timeLimit>), so from the agent it rings
-  // first; the call keeps that limit whoever takes it.
+  // provider is told with the ring (Twilio's <Dial><Client timeLimit>), so from the agent chosen
+  // first; the call keeps that limit whoever takes it below. (A caller passed on to another agent
+  // is a new call, with that agent's: inbound-twilio.ts.)
   const timeLimit = timeLimitSeconds(first.policy.max_call_seconds, Infinity);
 
   const changes = new Changes();
