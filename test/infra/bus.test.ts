@@ -359,66 +359,74 @@ describe.skipIf(!url)('Redis bus faults', () => {
     }
   });
 
-  it('counts a node back, and resyncs it, only once Redis has taken its subscriptions again: a message published just after reaches it', async () => {
+  /** A's re-SUBSCRIBE to the bus channel, as the proxy sees it go up. */
+  const subscribing = new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i');
+
+  /**
+   * On a Redis of the test's own: node A behind a proxy whose `rule` decides, chunk by chunk, what
+   * reaches Redis (redisProxy's `delay`), node B connected directly, and what A hears. `run` gets
+   * them; everything is closed after it.
+   */
+  async function behindProxy(
+    rule: (direction: 'up' | 'down', chunk: Buffer, name: string | null, proxy: { refuseFor(ms: number): void }) => number | 'cut',
+    run: (nodes: { a: Bus; b: Bus; heardOnA: BusMessage[]; cut: () => void }) => Promise<void>,
+  ) {
     const port = await freePort();
     const server = spawnRedis(port);
     await server.start();
-    // Node A reaches Redis through a proxy that, once armed, holds A's re-SUBSCRIBE to the bus
-    // channel for a while (one slow round trip, a busy Redis).
-    let holding = false;
-    const subscribing = new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i');
-    const proxy = await redisProxy(port, (direction, chunk) => (holding && direction === 'up' && subscribing.test(chunk.toString('latin1')) ? 500 : 0));
+    const proxy = await redisProxy(port, (direction, chunk, name) => rule(direction, chunk, name, proxy));
     const a = await createRedisBus(proxy.url);
     const b = await createRedisBus(`redis://127.0.0.1:${port}`);
     try {
       const heardOnA: BusMessage[] = [];
       a.subscribe((message) => heardOnA.push(message));
-      holding = true;
-      proxy.cut(); // a network blip on A's connections
-      await waitFor(() => heardOnA.some((m) => m.type === 'resync'), 5000);
-      expect(a.state()).toBe('up');
-      // What A reads after its resync is current until it hears otherwise: it must hear this.
-      b.publish({ type: 'integration', integrationId: 'int_changed' });
-      await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
+      await run({ a, b, heardOnA, cut: proxy.cut });
     } finally {
       await a.close();
       await b.close();
       proxy.close();
       await server.stop();
     }
+  }
+
+  it('counts a node back, and resyncs it, only once Redis has taken its subscriptions again: a message published just after reaches it', async () => {
+    // Once armed, the proxy holds A's re-SUBSCRIBE to the bus channel for a while (one slow round
+    // trip, a busy Redis).
+    let holding = false;
+    await behindProxy(
+      (direction, chunk) => (holding && direction === 'up' && subscribing.test(chunk.toString('latin1')) ? 500 : 0),
+      async ({ a, b, heardOnA, cut }) => {
+        holding = true;
+        cut(); // a network blip on A's connections
+        await waitFor(() => heardOnA.some((m) => m.type === 'resync'), 5000);
+        expect(a.state()).toBe('up');
+        // What A reads after its resync is current until it hears otherwise: it must hear this.
+        b.publish({ type: 'integration', integrationId: 'int_changed' });
+        await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
+      },
+    );
   });
 
   it('hears other nodes again when its re-SUBSCRIBE was lost with its connection and the next reconnect failed', async () => {
-    const port = await freePort();
-    const server = spawnRedis(port);
-    await server.start();
-    // Node A reaches Redis through a proxy that, once armed, drops the connection that carries A's
-    // re-SUBSCRIBE to the bus channel, then refuses connections for a while: ioredis gives up the
-    // unanswered SUBSCRIBE after a failed reconnect, and renews only subscriptions Redis confirmed.
+    // Once armed, the proxy drops the connection that carries A's re-SUBSCRIBE to the bus channel,
+    // then refuses connections for a while: ioredis gives up the unanswered SUBSCRIBE after a failed
+    // reconnect, and renews only subscriptions Redis confirmed.
     let trap = false;
-    const subscribing = new RegExp(`subscribe\\r\\n\\$\\d+\\r\\n${BUS_CHANNEL}`, 'i');
-    const proxy = await redisProxy(port, (direction, chunk, name) => {
-      if (!trap || direction !== 'up' || name !== 'c2c-bus-sub' || !subscribing.test(chunk.toString('latin1'))) return 0;
-      trap = false;
-      proxy.refuseFor(1500);
-      return 'cut';
-    });
-    const a = await createRedisBus(proxy.url);
-    const b = await createRedisBus(`redis://127.0.0.1:${port}`);
-    try {
-      const heardOnA: BusMessage[] = [];
-      a.subscribe((message) => heardOnA.push(message));
-      trap = true;
-      proxy.cut(); // a network blip on A's connections; its re-SUBSCRIBE is lost with the next
-      await waitFor(() => !trap && a.state() === 'up' && heardOnA.some((m) => m.type === 'resync'), 10_000);
-      b.publish({ type: 'integration', integrationId: 'int_after_the_blip' });
-      await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
-    } finally {
-      await a.close();
-      await b.close();
-      proxy.close();
-      await server.stop();
-    }
+    await behindProxy(
+      (direction, chunk, name, proxy) => {
+        if (!trap || direction !== 'up' || name !== 'c2c-bus-sub' || !subscribing.test(chunk.toString('latin1'))) return 0;
+        trap = false;
+        proxy.refuseFor(1500);
+        return 'cut';
+      },
+      async ({ a, b, heardOnA, cut }) => {
+        trap = true;
+        cut(); // a network blip on A's connections; its re-SUBSCRIBE is lost with the next
+        await waitFor(() => !trap && a.state() === 'up' && heardOnA.some((m) => m.type === 'resync'), 10_000);
+        b.publish({ type: 'integration', integrationId: 'int_after_the_blip' });
+        await waitFor(() => heardOnA.some((m) => m.type === 'integration'), 3000);
+      },
+    );
   });
 
   it("confirms a socket's rooms only once the bus messages published before have arrived (a snapshot then reads no stale cache)", async () => {
