@@ -79,23 +79,23 @@ export async function afterRing(deps: InboundDeps, call: CallRow, ended: RingEnd
     });
     changes.merge(applied.changes);
   }
-  const [rung] = await deps.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]);
-  if (rung!.answered_at !== null) return { noRing: 'the call was answered', changes };
+  const rung = (await deps.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]))[0] ?? call;
+  if (rung.answered_at !== null) return { noRing: 'the call was answered', changes };
   // Answered by Twilio's account but not (yet) by the record, or an end that is not this call's leg's.
-  if (rung!.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded`, changes };
+  if (rung.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded`, changes };
   if (ended.callStatus !== null && CALLER_GONE.has(ended.callStatus)) return { noRing: 'the caller hung up', changes };
   // An end asked for that was to end the caller's call too (the backend's hang up, whose request to
   // Twilio may have failed): the caller is not rung on under a call the backend never saw.
-  if (rung!.hangup_reason !== null && !passesCallerOn(rung!.hangup_reason as EndReason)) return { noRing: `the call was ended (${rung!.hangup_reason})`, changes };
-  if (rung!.ring_attempt >= INBOUND_MAX_RINGS) return { noRing: `${INBOUND_MAX_RINGS} agents rang`, changes };
+  if (rung.hangup_reason !== null && !passesCallerOn(rung.hangup_reason as EndReason)) return { noRing: `the call was ended (${rung.hangup_reason})`, changes };
+  if (rung.ring_attempt >= INBOUND_MAX_RINGS) return { noRing: `${INBOUND_MAX_RINGS} agents rang`, changes };
   const passedOver = await deps.db.query<{ member_id: string }>(
     `SELECT member_id FROM call_intents WHERE provider_call_sid = $1 AND integration_id = $2 AND direction = 'inbound' AND provider = 'twilio'`,
-    [ended.callSid, rung!.integration_id],
+    [ended.callSid, rung.integration_id],
   );
   const next = await ringOnce(
     deps,
-    { integrationId: rung!.integration_id, callSid: ended.callSid, from: rung!.phone_number, callerName: rung!.display_name ?? undefined },
-    rung!.ring_attempt + 1,
+    { integrationId: rung.integration_id, callSid: ended.callSid, from: rung.phone_number, callerName: rung.display_name ?? undefined },
+    rung.ring_attempt + 1,
     passedOver.map((row) => row.member_id),
   );
   if (next.changes) changes.merge(next.changes);
