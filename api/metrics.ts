@@ -1,11 +1,13 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
  * sockets by kind, refused handshakes by code, connections closed for not reading, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, the statements
- * that failed because the database was out of reach, and hangups the voice provider did not confirm.
+ * that failed because the database was out of reach, hangups the voice provider did not confirm, and
+ * calls settled from the provider's record because their final callback never came.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bus } from './bus/index.js';
 import { epochMs } from './domain/changes.js';
+import type { Reaper } from './domain/reaper.js';
 import type { Providers } from './providers/index.js';
 import type { Db } from './store/index.js';
 
@@ -24,7 +26,7 @@ function keptCount(registry: Registry, name: string, help: string, read: () => n
   });
 }
 
-export function createMetrics(bus: Bus, db: Db, providers: Providers) {
+export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pick<Reaper, 'settledByRecords'>) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'c2c_' });
   const sockets = new Gauge({ name: 'c2c_sockets_connected', help: 'Connected sockets on this node', labelNames: ['kind'] as const, registers: [registry] });
@@ -77,6 +79,12 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers) {
       hangupFailuresSeen = now;
     },
   });
+  keptCount(
+    registry,
+    'c2c_calls_settled_by_provider_record_total',
+    "Live calls this node's reaper found ended in the voice provider's own record: their final status callback had not come (a steady rise means callbacks are being lost: answered with errors, or stopped on their way)",
+    () => reaper.settledByRecords(),
+  );
   keptCount(registry, 'c2c_store_unavailable_total', 'Statements that failed because the database was out of reach or stuck (each answered 503)', () => db.unavailableCount());
   return {
     registry,

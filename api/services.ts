@@ -50,7 +50,7 @@ export function createServices(infra: Infra) {
   const commandRetentionMs = config.commandRetentionDays === undefined ? undefined : config.commandRetentionDays * 24 * 3600 * 1000;
   const callRetentionMs = config.callRetentionDays === undefined ? undefined : config.callRetentionDays * 24 * 3600 * 1000;
   const reaper = createReaper({ db, bus, clock, providers, commandRetentionMs, callRetentionMs, log: infra.log });
-  const metrics = createMetrics(bus, db, providers);
+  const metrics = createMetrics(bus, db, providers, reaper);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   engines.onAcks = (via, count) => metrics.acks.inc({ via }, count);
   const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });

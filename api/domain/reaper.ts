@@ -9,9 +9,12 @@
  *   at a time, asked again with a backoff kept on the call (shared by the nodes) while the provider
  *   cannot be reached;
  * - a claimed intent whose provider leg never started fails after 60 s;
- * - a call whose final provider callback is overdue by 30 s is hung up through the provider and
- *   ended: inbound unanswered past its ring window, outbound ringing for 30 s (unless its window
- *   still holds it: then its answer was lost), answered past its time limit (endOverdue);
+ * - a live call its window no longer holds is settled from the provider's record of it once its
+ *   leg has ended, in case its final callback was lost (settleUnheld);
+ * - a call whose final provider callback is overdue by 30 s is settled from the provider's record,
+ *   else hung up through the provider and ended: inbound unanswered past its ring window, outbound
+ *   ringing for 30 s (unless its window still holds it: then its answer was lost), answered past
+ *   its time limit (endOverdue);
  * - the rules on silent engines wait while the store fails and for a grace after it answers again
  *   (LIMITS.storeRecoveryGraceSeconds): a window cannot report to a store that does not answer, so
  *   an outage of 90 s must not end every call when the store comes back;
@@ -28,7 +31,9 @@ import { agentVersionBump } from './agent-state.js';
 import { ON_ENGINE_STATUS_LIST } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { endStatusFor, finishCall } from './calls/lifecycle.js';
+import { RECORDED_LEG_SQL, recordedLeg, settleFromProviderRecord } from './calls/provider-records.js';
 import { loadProviderAccount } from '../providers/index.js';
+import { FINAL_CALL_STATUSES } from '../providers/provider.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCalls, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
 
@@ -53,11 +58,20 @@ export const PROVIDER_FINAL_CALLBACK_GRACE_SECONDS = 30;
  */
 export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const;
 /**
- * decided: the calls of silent windows one tick asks the provider to end, and how many at a time.
- * An office that loses its link leaves hundreds at once: one after another, each a provider round
- * trip, they would hold up the tick's other rules for minutes; the rest go on the next ticks.
+ * decided: the calls one tick asks the provider about (to end those of silent windows, for the
+ * record of those their windows let go of), and how many at a time. An office that loses its link
+ * leaves hundreds at once: one after another, each a provider round trip, they would hold up the
+ * tick's other rules for minutes; the rest go on the next ticks.
  */
-export const ABANDONED_PER_TICK = 100;
+export const PROVIDER_CALLS_PER_TICK = 100;
+export const PROVIDER_REQUESTS_AT_ONCE = 4;
+/**
+ * decided: a live call its window no longer holds is asked about at the first tick after that
+ * (the window has not reported it for LIMITS.orphanGraceSeconds), then once a minute while the
+ * provider says its leg still runs (a device's leg outlives a closed window until the provider
+ * notices).
+ */
+export const PROVIDER_RECHECK_SECONDS = 60;
 /**
  * How long a node's claim on such a call holds before another may ask: longer than a provider
  * request may take (a provider timing out must not let a second node ask beside it). A node that
@@ -65,7 +79,6 @@ export const ABANDONED_PER_TICK = 100;
  * abandoned again long after its last attempt (its window came back meanwhile).
  */
 export const ABANDONED_CLAIM_MS = 30_000;
-export const ABANDONED_AT_ONCE = 4;
 
 export interface ReaperDeps {
   db: Db;
@@ -85,6 +98,8 @@ export function createReaper(deps: ReaperDeps) {
   let running: Promise<void> | undefined;
   let prunedAt = -Infinity;
   let credentialsDueAt = -Infinity;
+  /** calls found ended in the provider's record while live in the store (/metrics) */
+  let settledByRecords = 0;
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
   /** when this reaper first ran without judging silence, in the current run of such ticks */
@@ -166,9 +181,9 @@ export function createReaper(deps: ReaperDeps) {
       `SELECT c.id FROM call_intents c JOIN engines e ON e.id = c.engine_id
        WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
        ORDER BY c.created_at LIMIT $3`,
-      [now - LIMITS.engineOfflineAfterSeconds * 1000, now, ABANDONED_PER_TICK],
+      [now - LIMITS.engineOfflineAfterSeconds * 1000, now, PROVIDER_CALLS_PER_TICK],
     );
-    await inParallel(due, ABANDONED_AT_ONCE, async ({ id }) => {
+    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id }) => {
       try {
         // Claimed for this attempt, at the time it is made (a batch takes a while): another node
         // ticking meanwhile finds it claimed for as long as a provider request may take.
@@ -210,10 +225,48 @@ export function createReaper(deps: ReaperDeps) {
   }
 
   /**
+   * Live calls their windows no longer hold (orphaned): the window's device let go of its leg, so
+   * the provider has ended it or soon will, and the final callback should come. If it was lost,
+   * the provider's record settles the call now, not its time limit hours later (calls/provider-records.ts).
+   * Asked about once, then every PROVIDER_RECHECK_SECONDS while the leg runs; the claim kept on the
+   * call keeps nodes ticking together from asking twice.
+   */
+  async function settleUnheld(changes: Changes, now: number) {
+    const due = await db.query<{ id: string }>(
+      // the statuses a provider leg runs in
+      `SELECT id FROM call_intents
+       WHERE status IN ('dialing', 'ringing', 'connected', 'incoming') AND orphaned AND ${RECORDED_LEG_SQL}
+         AND (provider_checked_at IS NULL OR provider_checked_at <= $1)
+       ORDER BY created_at LIMIT $2`,
+      [now - PROVIDER_RECHECK_SECONDS * 1000, PROVIDER_CALLS_PER_TICK],
+    );
+    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id }) => {
+      try {
+        const claimedAt = clock.now();
+        const [call] = await db.query<CallRow>(
+          `UPDATE call_intents SET provider_checked_at = $2::bigint
+           WHERE id = $1 AND orphaned AND ended_at IS NULL AND (provider_checked_at IS NULL OR provider_checked_at <= $2::bigint - $3::bigint)
+           RETURNING *`,
+          [id, claimedAt, PROVIDER_RECHECK_SECONDS * 1000],
+        );
+        if (!call) return;
+        const record = await settleFromProviderRecord(deps, call, changes);
+        if (!record || !FINAL_CALL_STATUSES.has(record.status)) return;
+        settledByRecords += 1;
+        deps.log?.(`call ${id}, which its window no longer held, settled from the provider's record (${record.status}): its final callback had not come`);
+      } catch (error) {
+        // the provider or the store failed this one: asked again after the wait
+        deps.log?.(`could not ask the provider about call ${id}, which its window no longer holds`, error);
+      }
+    });
+  }
+
+  /**
    * Calls the provider should have ended by now, but whose final callback never came (lost after
    * the provider's retries, a provider-side outage) while their window keeps heartbeating, so the
-   * silent-engine rules never fire. Each is ended, then hung up through the provider (a leg already
-   * gone is a no-op there):
+   * silent-engine rules never fire. The provider's record of each settles it where it has one
+   * saying the leg ended (calls/provider-records.ts: its own end and talk time). Any other is ended, then
+   * hung up through the provider (a leg already gone is a no-op there):
    * - an inbound call still `incoming` after its ring window (expires_at) is `no_answer`;
    * - an outbound call `dialing` or `ringing` RING_TIMEOUT_SECONDS after it was dialed, plus the
    *   grace, is `no_answer`;
@@ -236,6 +289,14 @@ export function createReaper(deps: ReaperDeps) {
       [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace],
     );
     for (const call of overdue) {
+      if (recordedLeg(call) !== null) {
+        try {
+          const record = await settleFromProviderRecord(deps, call, changes);
+          if (record && FINAL_CALL_STATUSES.has(record.status)) settledByRecords += 1;
+        } catch (error) {
+          deps.log?.(`could not ask the provider about overdue call ${call.id}; ending it as overdue`, error);
+        }
+      }
       // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
       // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,
       // which keeps a hangup from being reported done before the provider confirms it, would let
@@ -243,7 +304,8 @@ export function createReaper(deps: ReaperDeps) {
       const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
       // The provider ended an answered call at its time limit: that is when it ended, not this tick.
       const endedAt = call.status === 'connected' ? call.answered_at! + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 : undefined;
-      // Only as selected: a call answered meanwhile (ringing → connected) is not overdue, nor hung up.
+      // Only as selected: a call answered meanwhile (ringing → connected), or settled just above
+      // from the provider's record, is not overdue, nor hung up.
       const ended = await db.tx((sql) =>
         finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill: { status: call.status } }),
       );
@@ -277,6 +339,7 @@ export function createReaper(deps: ReaperDeps) {
       await apply(endAbandoned, now);
     }
     await apply(failUnconnected, now);
+    await apply(settleUnheld, now);
     await apply(endOverdue, now);
     if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
       prunedAt = now;
@@ -303,6 +366,7 @@ export function createReaper(deps: ReaperDeps) {
 
   return {
     tick,
+    settledByRecords: () => settledByRecords,
     start(periodMs = 1000) {
       if (!timer) schedule(periodMs);
     },

@@ -42,9 +42,29 @@ export interface VoiceProvider {
    * hangup can race its first attempt; commands/service.ts).
    */
   hangup(account: ProviderAccount, callSid: string): Promise<void>;
+  /**
+   * The provider's own record of a call leg (Twilio's call resource): what the reaper reads for a
+   * call whose final callback never came (calls/provider-records.ts). Null when the provider knows no such
+   * leg (never its own, or forgotten). Throws ProviderUnreachable when it cannot be asked.
+   */
+  callRecord(account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null>;
   /** hangups that failed with ProviderUnreachable since the node started (/metrics) */
   readonly hangupFailures: number;
 }
+
+/** A call leg as the provider records it; the fields its final status callback would carry. */
+export interface ProviderCallRecord {
+  callSid: string;
+  parentCallSid: string | null;
+  status: ProviderCallStatus;
+  /** when the leg ended, Unix ms; null while it runs */
+  endedAt: number | null;
+  /** its talk time in seconds once it ended (Twilio's duration, the callback's CallDuration) */
+  durationSeconds: number | null;
+}
+
+/** The statuses a leg ends in: its record then stands for its final callback. */
+export const FINAL_CALL_STATUSES: ReadonlySet<ProviderCallStatus> = new Set(['completed', 'busy', 'no-answer', 'failed', 'canceled']);
 
 /** Provider status callback values (Twilio's CallStatus). */
 export type ProviderCallStatus = 'queued' | 'initiated' | 'ringing' | 'in-progress' | 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled';

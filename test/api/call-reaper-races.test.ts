@@ -12,6 +12,11 @@
  * A call answered while it is being ended ends `completed` and billed, whatever the ender decided
  * from its earlier read; a reaper rule finding it answered leaves it be.
  *
+ * Where the provider's own record of the call can be read, it settles a call whose final callback
+ * was lost: once its window lets go of it, and when it is overdue (calls/provider-records.ts).
+ * The other tests here have nothing tell the service how the call went: the simulator's call
+ * records are switched off for them.
+ *
  * Races are staged with a Db that runs the competing step right after the statement that made the
  * decision; lost callbacks with a simulator whose status callbacks go nowhere. The reaper does not
  * run by itself here: tests move the clock and then call tick().
@@ -105,11 +110,13 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
 
   beforeEach(async () => {
     t = await seedTenant(h.services);
+    simulator().faults.records = false;
   });
 
   // Callbacks flow again, and whatever a test left on the line is hung up through the provider.
   afterEach(async () => {
     deliverWebhooks(false);
+    simulator().faults.records = true;
     const live = await h.services.db.query<{ id: string; integration_id: string }>(
       `SELECT id, integration_id FROM call_intents WHERE provider_call_sid IS NOT NULL AND ended_at IS NULL`,
     );
@@ -162,15 +169,21 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect(await row(id)).toMatchObject({ status: 'claimed', end_reason: null });
   });
 
-  it('an answered call whose final callback is lost is ended 30 s past its time limit, at the limit, and billed for the limit', async () => {
+  /** An outbound call to `number` answered (3 s after it was dialed), whose callbacks from then on are lost. */
+  async function answeredWithCallbacksLostTo(number?: string) {
     const agent = await readyAgent(api, t);
-    const requested = await requestCall(api, t);
+    const requested = await requestCall(api, t, number === undefined ? {} : { phone_number: number });
     const id: string = requested.body.request_id;
     await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
     await h.clock.advanceSeconds(3);
     const answered = await row(id);
     expect(answered.status).toBe('connected');
     deliverWebhooks(true);
+    return { agent, id, answered };
+  }
+
+  it('an answered call whose final callback is lost is ended 30 s past its time limit, at the limit, and billed for the limit', async () => {
+    const { agent, id, answered } = await answeredWithCallbacksLostTo();
     const limit = answered.time_limit_seconds!;
     const endsAt = answered.answered_at! + (limit + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
     // the window keeps heartbeating (on the call) throughout: no silent-engine rule applies
@@ -372,6 +385,98 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
       deliverWebhooks(false);
     }
   });
+
+  /** An outbound call answered, whose far end hangs up 40 s later, and whose callbacks from then on are lost. */
+  async function answeredWithCallbacksLost() {
+    simulator().faults.records = true;
+    return answeredWithCallbacksLostTo(`${MAGIC_NUMBERS.farEndHangupPrefix}40`);
+  }
+
+  /** The call ended when the far end hung up, 40 s after the answer, and was billed for those 40 s. */
+  async function expectSettledAtFarEnd(id: string, answered: CallRow, balanceBefore: number) {
+    const ended = await row(id);
+    expect(ended).toMatchObject({ status: 'completed', end_reason: 'far_end', ended_at: answered.answered_at! + 40_000 });
+    expect(Number(ended.charge_micros)).toBe(Math.ceil((40 * Number(ended.per_minute_micros)) / 60));
+    expect(balanceBefore - (await balance())).toBe(Number(ended.charge_micros));
+  }
+
+  it("settles a call its window let go of, whose final callback was lost, from the provider's record at the next tick: ended when the far end hung up, billed for the talk, the agent free", async () => {
+    const { agent, id, answered } = await answeredWithCallbacksLost();
+    for (const seconds of [20, 21]) {
+      await h.clock.advanceSeconds(seconds); // the far end hangs up at 40 s; the provider's completed never arrives
+      await heartbeat(api, agent.engineToken, { call_id: id, busy: true }); // the window reports the call until its device lets go
+      await tick();
+    }
+    expect((await row(id)).status).toBe('connected');
+    await heartbeat(api, agent.engineToken); // the device's call ended: the window holds none
+    expect((await row(id)).orphaned).toBe(true);
+    const balanceBefore = await balance();
+    const settledBefore = await settledCount();
+    await tick();
+    await expectSettledAtFarEnd(id, answered, balanceBefore);
+    expect(await settledCount()).toBe(settledBefore + 1); // the operator sees callbacks going missing
+    deliverWebhooks(false);
+    expect((await requestCall(api, t)).status).toBe(202);
+  });
+
+  it("ends an overdue call as the provider's record says when its window still reports it (a reloaded window): billed for the talk, not up to the time limit", async () => {
+    const { agent, id, answered } = await answeredWithCallbacksLost();
+    const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
+    try {
+      const endsAt = answered.answered_at! + (answered.time_limit_seconds! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
+      while (h.clock.now() + 60_000 < endsAt) {
+        await h.clock.advanceSeconds(60);
+        await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+        await tick();
+      }
+      expect((await row(id)).status).toBe('connected');
+      const balanceBefore = await balance();
+      await h.clock.advance(endsAt - h.clock.now());
+      await tick();
+      await expectSettledAtFarEnd(id, answered, balanceBefore);
+      expect(hangups).not.toHaveBeenCalled(); // its leg ended long ago: nothing to hang up
+    } finally {
+      hangups.mockRestore();
+    }
+  });
+
+  it('asks the provider about a call its window let go of once, then once a minute while its leg runs, one node at a time; a provider that cannot be asked changes nothing', async () => {
+    simulator().faults.records = true;
+    const agent = await readyAgent(api, t);
+    const id = (await requestCall(api, t)).body.request_id as string;
+    await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    await h.clock.advanceSeconds(6);
+    expect((await row(id)).status).toBe('connected');
+    const records = vi.spyOn(simulator(), 'callRecord');
+    const logged: string[] = [];
+    // a second API node's reaper on the same store, ticking at the same moments
+    const other = createReaper({ db: h.services.db, bus: h.services.bus, clock: h.clock, providers: h.services.providers, log: (message) => logged.push(message) });
+    try {
+      await heartbeat(api, agent.engineToken); // the window no longer reports the call; its leg still runs
+      await Promise.all([tick(), other.tick()]);
+      expect(records).toHaveBeenCalledTimes(1);
+      expect(await row(id)).toMatchObject({ status: 'connected', orphaned: true });
+      for (const seconds of [10, 10, 10, 10, 10, 9]) {
+        await h.clock.advanceSeconds(seconds);
+        await heartbeat(api, agent.engineToken);
+        await Promise.all([tick(), other.tick()]);
+      }
+      expect(records).toHaveBeenCalledTimes(1);
+      simulator().faults.records = false;
+      await h.clock.advanceSeconds(1);
+      await other.tick();
+      expect(records).toHaveBeenCalledTimes(2);
+      expect(logged.join('\n')).toContain(`could not ask the provider about call ${id}`);
+      expect(await row(id)).toMatchObject({ status: 'connected', ended_at: null });
+    } finally {
+      records.mockRestore();
+    }
+  });
+
+  async function settledCount(): Promise<number> {
+    const text = await h.services.metrics.registry.getSingleMetricAsString('c2c_calls_settled_by_provider_record_total');
+    return Number(/^c2c_calls_settled_by_provider_record_total (\d+)$/m.exec(text)![1]);
+  }
 
   async function balance(): Promise<number> {
     const [account] = await h.services.db.query<{ balance_micros: string }>('SELECT balance_micros FROM accounts WHERE id = $1', [t.accountId]);

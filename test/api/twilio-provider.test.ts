@@ -18,7 +18,7 @@ import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
-import { command, launchTicket, openSession, readyAgent, widgetState } from '../helpers/flows.js';
+import { command, heartbeat, launchTicket, openSession, readyAgent, widgetState } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, requestAndClaim } from '../helpers/provider.js';
 import { CALLER_ID, seedTenant, US_NUMBER } from '../helpers/tenant.js';
@@ -96,6 +96,46 @@ describe('the Twilio driver', () => {
     await expect(twilio.hangup(account, 'CAgone')).resolves.toBeUndefined();
     standIn.answer(() => twilioError(400, 21220, 'Call is not in-progress. Cannot redirect.'));
     await expect(twilio.hangup(account, 'CAended')).resolves.toBeUndefined();
+  });
+
+  it("reads a call's record from the call resource, with the account's credentials: its status, end time and talk time once ended; none while it runs", async () => {
+    standIn.answer((request) => ({
+      status: 200,
+      body: {
+        sid: 'CAleg1',
+        parent_call_sid: 'CAparent1',
+        account_sid: request.user,
+        status: 'completed',
+        start_time: 'Fri, 27 Nov 2026 21:00:00 +0000',
+        end_time: 'Fri, 27 Nov 2026 21:01:40 +0000',
+        duration: '95',
+      },
+    }));
+    expect(await twilio.callRecord(account, 'CAleg1')).toEqual({
+      callSid: 'CAleg1',
+      parentCallSid: 'CAparent1',
+      status: 'completed',
+      endedAt: Date.UTC(2026, 10, 27, 21, 1, 40),
+      durationSeconds: 95,
+    });
+    expect(standIn.requests).toEqual([{ method: 'GET', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAleg1.json`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: {} }]);
+    standIn.answer(() => ({ status: 200, body: { sid: 'CAleg2', parent_call_sid: null, status: 'in-progress', end_time: null, duration: null } }));
+    expect(await twilio.callRecord(account, 'CAleg2')).toEqual({ callSid: 'CAleg2', parentCallSid: null, status: 'in-progress', endedAt: null, durationSeconds: null });
+    // a status Twilio may add later is not taken for an end
+    standIn.answer(() => ({ status: 200, body: { sid: 'CAleg3', status: 'transferring', end_time: null, duration: null } }));
+    expect(await twilio.callRecord(account, 'CAleg3')).toMatchObject({ status: 'in-progress', endedAt: null });
+  });
+
+  it('reads no record of a call Twilio does not have, and says unreachable, without the credentials, when Twilio cannot answer', async () => {
+    standIn.answer(() => twilioError(404, 20404, 'The requested resource was not found'));
+    expect(await twilio.callRecord(account, 'CAunknown')).toBeNull();
+    for (const failure of [() => twilioError(500, 20500, 'Internal Server Error'), () => twilioError(401, 20003, 'Authenticate'), () => 'hang' as const]) {
+      standIn.answer(failure);
+      const error = await twilio.callRecord(account, 'CAfail').then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ProviderUnreachable);
+      expect((error as Error).message).toContain('CAfail');
+      expect((error as Error).message).not.toContain(AUTH_TOKEN);
+    }
   });
 
   it('says unreachable, never ended, when Twilio fails, refuses the credentials, takes too long or cannot be reached, without the credentials in the message', async () => {
@@ -183,6 +223,32 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     expect((await signedStatus(t, id, { ...leg, CallStatus: 'completed', CallDuration: '7' })).status).toBe(204);
     const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
     expect(ended.body).toMatchObject({ request_id: id, status: 'completed' });
+  });
+
+  it("settles a call whose completed never came, once the window lets go of it, from Twilio's record of the dialed leg: its end and talk time", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = await requestAndClaim(api, t, agent);
+    expect((await signedVoice(t, { CallSid: 'CAparent2', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    const leg = { CallSid: 'CAchild2', ParentCallSid: 'CAparent2', AccountSid: ACCOUNT_SID };
+    await h.clock.advance(1000 - (h.clock.now() % 1000)); // Twilio's timestamps have whole seconds
+    const answeredAt = h.clock.now();
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress', Timestamp: new Date(answeredAt).toUTCString() })).status).toBe(204);
+    expect((await api.get(`/calls/${id}`, { auth: t.serverKey })).body.status).toBe('connected');
+    // 95 s of talk; then the far end hangs up, and Twilio's completed is lost (answered 503 in a store blip, say)
+    await h.clock.advanceSeconds(100);
+    const endedAt = answeredAt + 95_000;
+    await heartbeat(api, agent.engineToken); // the window's device let go of the call
+    standIn.requests.length = 0;
+    standIn.answer((request) => ({
+      status: 200,
+      body: { sid: 'CAchild2', parent_call_sid: 'CAparent2', account_sid: request.user, status: 'completed', end_time: new Date(endedAt).toUTCString(), duration: '95' },
+    }));
+    await h.services.reaper.tick();
+    expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([`GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAchild2.json`]);
+    const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(ended.body).toMatchObject({ request_id: id, status: 'completed', duration: 95 });
+    standIn.answer(completedCall);
   });
 
   it('answers 503 provider_unavailable for the token of a window whose account lacks the API key or TwiML App, and logs what to set', async () => {

@@ -15,11 +15,13 @@ import type { Clock, Timer } from '../../clock.js';
 import { PROVIDER_PATHS } from '../twiml.js';
 import { signWebhook, type WebhookParams } from '../signature.js';
 import {
+  FINAL_CALL_STATUSES as FINAL,
   INBOUND_RING_SECONDS,
   ProviderUnavailable,
   ProviderUnreachable,
   type AccessToken,
   type ProviderAccount,
+  type ProviderCallRecord,
   type ProviderCallStatus,
   type VoiceProvider,
 } from '../provider.js';
@@ -54,16 +56,23 @@ type SimulatorOp = Extract<BusMessage, { type: 'simulator' }>;
  */
 const EARLY_HANGUP_MS = 60_000;
 const EARLY_HANGUPS_KEPT = 10_000;
-const FINAL: ReadonlySet<ProviderCallStatus> = new Set(['completed', 'busy', 'no-answer', 'failed', 'canceled']);
+/**
+ * How long, and how many, ended legs' records are kept for callRecord: a day covers the longest
+ * call (the platform's 4-hour cap) and the reaper's look at it afterwards.
+ */
+const ENDED_RECORD_MS = 24 * 60 * 60 * 1000;
+const ENDED_RECORDS_KEPT = 10_000;
 
 export class Simulator implements VoiceProvider {
   readonly name = 'simulated' as const;
-  /** fault switches, for tests and demos of the error paths */
-  readonly faults = { tokens: true };
+  /** fault switches, for tests and demos of the error paths: tokens, call records (false: unreachable) */
+  readonly faults = { tokens: true, records: true };
   #hangupFailures = 0;
   readonly #legs = new Map<string, Leg>();
   /** call sids hung up while no leg here answered to them: when, ms */
   readonly #earlyHangups = new Map<string, number>();
+  /** ended legs' records, oldest first, by the leg's sid */
+  readonly #ended = new Map<string, ProviderCallRecord>();
   #deliver: WebhookDelivery | undefined;
   #bus: Bus | undefined;
 
@@ -114,6 +123,17 @@ export class Simulator implements VoiceProvider {
     for (const leg of legs) leg.hangupsAsked += 1;
     if (legs.some((leg) => leg.unreachableOnHangup)) throw this.#unreachable('simulated provider unreachable');
     for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
+  }
+
+  /**
+   * The record of a leg this node holds or ended (by its own sid or its parent's). A leg another
+   * node of the deployment placed is not known here: null, as for a leg the simulator forgot.
+   */
+  async callRecord(_account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null> {
+    if (!this.faults.records) throw new ProviderUnreachable('simulated call records are unreachable');
+    const leg = this.#find(callSid);
+    if (leg) return { callSid: leg.sid, parentCallSid: leg.parentSid, status: leg.status, endedAt: null, durationSeconds: null };
+    return this.#ended.get(callSid) ?? [...this.#ended.values()].find((record) => record.parentCallSid === callSid) ?? null;
   }
 
   get hangupFailures(): number {
@@ -280,6 +300,14 @@ export class Simulator implements VoiceProvider {
     this.#earlyHangups.set(callSid, now);
   }
 
+  #keepEnded(record: ProviderCallRecord): void {
+    for (const [sid, kept] of this.#ended) {
+      if (kept.endedAt! > record.endedAt! - ENDED_RECORD_MS && this.#ended.size < ENDED_RECORDS_KEPT) break;
+      this.#ended.delete(sid);
+    }
+    this.#ended.set(record.callSid, record);
+  }
+
   #find(callSid: string): Leg | undefined {
     return this.#legs.get(callSid) ?? [...this.#legs.values()].find((leg) => leg.parentSid === callSid);
   }
@@ -298,7 +326,12 @@ export class Simulator implements VoiceProvider {
   async #report(leg: Leg, status: ProviderCallStatus): Promise<void> {
     if (FINAL.has(leg.status)) return;
     leg.status = status;
-    if (FINAL.has(status)) this.#legs.delete(leg.sid);
+    const now = this.clock.now();
+    const durationSeconds = status === 'completed' && leg.answeredAt !== null ? Math.max(0, Math.round((now - leg.answeredAt) / 1000)) : null;
+    if (FINAL.has(status)) {
+      this.#legs.delete(leg.sid);
+      this.#keepEnded({ callSid: leg.sid, parentCallSid: leg.parentSid, status, endedAt: now, durationSeconds });
+    }
     const url = new URL(leg.statusCallback);
     const params: WebhookParams = {
       CallSid: leg.sid,
@@ -306,12 +339,10 @@ export class Simulator implements VoiceProvider {
       CallStatus: status,
       Direction: leg.direction === 'outbound' ? 'outbound-dial' : 'inbound',
       To: leg.to,
-      Timestamp: new Date(this.clock.now()).toUTCString(),
+      Timestamp: new Date(now).toUTCString(),
     };
     if (leg.parentSid) params.ParentCallSid = leg.parentSid;
-    if (status === 'completed' && leg.answeredAt !== null) {
-      params.CallDuration = String(Math.max(0, Math.round((this.clock.now() - leg.answeredAt) / 1000)));
-    }
+    if (durationSeconds !== null) params.CallDuration = String(durationSeconds);
     await this.#post(leg.account, url.pathname + url.search, params);
   }
 

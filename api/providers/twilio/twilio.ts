@@ -1,13 +1,21 @@
 /**
- * The Twilio voice provider, server side: access tokens for call windows, and hangups through
- * Twilio's REST API, both with the twilio library. The rest of the Twilio path is shared with the
+ * The Twilio voice provider, server side: access tokens for call windows, and hangups and call
+ * records through Twilio's REST API, all with the twilio library. The rest of the Twilio path is shared with the
  * simulator: the webhooks Twilio calls (routes/provider: the TwiML App's voice URL, and status
  * callbacks), their signatures (signature.ts) and the TwiML they answer (twiml.ts). The call
  * window's Twilio Device places and takes the calls (window/src/drivers/twilio.ts).
  */
 import twilio from 'twilio';
 import type { Clock } from '../../clock.js';
-import { ProviderUnavailable, ProviderUnreachable, type AccessToken, type ProviderAccount, type VoiceProvider } from '../provider.js';
+import {
+  ProviderUnavailable,
+  ProviderUnreachable,
+  type AccessToken,
+  type ProviderAccount,
+  type ProviderCallRecord,
+  type ProviderCallStatus,
+  type VoiceProvider,
+} from '../provider.js';
 import { RebasedRequestClient } from './rest-client.js';
 
 export interface TwilioOptions {
@@ -23,6 +31,9 @@ export interface TwilioOptions {
  * The interface wants hangup idempotent: a widget's retried hangup can race its first attempt.
  */
 const ENDED_ALREADY: ReadonlySet<number> = new Set([20404, 21220]);
+/** Twilio's answer for a resource it does not have. */
+const NOT_FOUND = 20404;
+const STATUSES: ReadonlySet<string> = new Set<ProviderCallStatus>(['queued', 'initiated', 'ringing', 'in-progress', 'completed', 'busy', 'no-answer', 'failed', 'canceled']);
 
 export class TwilioProvider implements VoiceProvider {
   readonly name = 'twilio' as const;
@@ -66,6 +77,27 @@ export class TwilioProvider implements VoiceProvider {
       // Said without the error itself: the HTTP client's error carries the request, credentials included.
       throw new ProviderUnreachable(`Twilio did not end call ${callSid}: ${describe(error)}`);
     }
+  }
+
+  async callRecord(account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null> {
+    const client = twilio(account.accountSid, account.authToken, { httpClient: this.#http });
+    let call;
+    try {
+      call = await client.api.v2010.accounts(account.accountSid).calls(callSid).fetch();
+    } catch (error) {
+      if (error instanceof twilio.RestException && error.code === NOT_FOUND) return null;
+      throw new ProviderUnreachable(`Twilio did not give call ${callSid}: ${describe(error)}`);
+    }
+    // A status this driver does not know (Twilio added one) is read as a call still running: nothing is decided on it.
+    const status = STATUSES.has(call.status) ? (call.status as ProviderCallStatus) : 'in-progress';
+    const endedAt = call.endTime instanceof Date && !Number.isNaN(call.endTime.getTime()) ? call.endTime.getTime() : null;
+    return {
+      callSid: call.sid,
+      parentCallSid: call.parentCallSid || null,
+      status,
+      endedAt,
+      durationSeconds: typeof call.duration === 'string' && /^\d+$/.test(call.duration) ? Number(call.duration) : null,
+    };
   }
 }
 
