@@ -9,8 +9,8 @@
  *   at a time, asked again with a backoff kept on the call (shared by the nodes) while the provider
  *   cannot be reached;
  * - a claimed intent whose provider leg never started fails after 60 s;
- * - a live call its window no longer holds is settled from the provider's record of it once its
- *   leg has ended, in case its final callback was lost (settleUnheld);
+ * - a live call its window let go of 30 s ago is settled from the provider's record of it, in case
+ *   its final callback was lost (settleUnheld; calls/provider-records.ts);
  * - a call whose final provider callback is overdue by 30 s is settled from the provider's record,
  *   else hung up through the provider and ended: inbound unanswered past its ring window, outbound
  *   ringing for 30 s (unless its window still holds it: then its answer was lost), answered past
@@ -31,9 +31,8 @@ import { agentVersionBump } from './agent-state.js';
 import { ON_ENGINE_STATUS_LIST } from './calls/checks.js';
 import { hangupCall } from './calls/hangup.js';
 import { endStatusFor, finishCall } from './calls/lifecycle.js';
-import { RECORDED_LEG_SQL, recordedLeg, settleFromProviderRecord } from './calls/provider-records.js';
-import { loadProviderAccount } from '../providers/index.js';
-import { FINAL_CALL_STATUSES } from '../providers/provider.js';
+import { RECORDED_LEG_SQL, recordedLeg, settleFromProviderRecord, type Settled } from './calls/provider-records.js';
+import { loadProviderAccount, ProviderUnreachable } from '../providers/index.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCalls, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
 
@@ -98,8 +97,10 @@ export function createReaper(deps: ReaperDeps) {
   let running: Promise<void> | undefined;
   let prunedAt = -Infinity;
   let credentialsDueAt = -Infinity;
-  /** calls found ended in the provider's record while live in the store (/metrics) */
+  /** calls the provider's record ended while live in the store (/metrics) */
   let settledByRecords = 0;
+  /** a read of the provider's records failed in this tick (readRecord) */
+  let recordsUnreachable = false;
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
   /** when this reaper first ran without judging silence, in the current run of such ticks */
@@ -156,9 +157,9 @@ export function createReaper(deps: ReaperDeps) {
          SELECT c.id FROM call_intents c JOIN engines e ON e.id = c.engine_id
          WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND NOT c.orphaned AND e.last_seen_at <= $1 ORDER BY c.id FOR NO KEY UPDATE OF c
        ), orphaned AS (
-         UPDATE call_intents c SET orphaned = true FROM due WHERE c.id = due.id RETURNING c.integration_id, c.member_id
+         UPDATE call_intents c SET orphaned = true, orphaned_at = coalesce(c.orphaned_at, $2) FROM due WHERE c.id = due.id RETURNING c.integration_id, c.member_id
        ) ${agentVersionBump('SELECT DISTINCT integration_id, member_id FROM orphaned')}`,
-      [now - LIMITS.engineStaleSeconds * 1000],
+      [now - LIMITS.engineStaleSeconds * 1000, now],
     );
     for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, row.version);
   }
@@ -225,38 +226,68 @@ export function createReaper(deps: ReaperDeps) {
   }
 
   /**
+   * Claims a read of a call's provider record for this node, PROVIDER_RECHECK_SECONDS after the
+   * last one at the earliest: the call as claimed, or nothing when another node has just read it,
+   * or it has ended.
+   */
+  async function claimRecordRead(id: string): Promise<CallRow | undefined> {
+    const [call] = await db.query<CallRow>(
+      `UPDATE call_intents SET provider_read_at = $2::bigint
+       WHERE id = $1 AND ended_at IS NULL AND (provider_read_at IS NULL OR provider_read_at <= $2::bigint - $3::bigint)
+       RETURNING *`,
+      [id, clock.now(), PROVIDER_RECHECK_SECONDS * 1000],
+    );
+    return call;
+  }
+
+  /**
+   * Reads the provider's record of a claimed call and applies it if its leg ended; null when it
+   * could not be read (logged). Once the provider could not be reached, the tick reads no more: a
+   * provider down must not hold up the tick's other rules for a timeout per call.
+   */
+  async function readRecord(call: CallRow, changes: Changes, why: string): Promise<Settled | null> {
+    if (recordsUnreachable) return null;
+    try {
+      const settled = await settleFromProviderRecord(deps, call, changes);
+      if (settled.ended || settled.answered) {
+        settledByRecords += 1;
+        const what = settled.ended ? `settled from the provider's record (${settled.record!.status}): its final callback` : "answered, as the provider's record says: its answer's callback";
+        deps.log?.(`call ${call.id} (${why}) ${what} had not come`);
+      }
+      return settled;
+    } catch (error) {
+      if (error instanceof ProviderUnreachable) recordsUnreachable = true;
+      deps.log?.(`could not read the provider's record of call ${call.id} (${why}); read again in ${PROVIDER_RECHECK_SECONDS} s`, error);
+      return null;
+    }
+  }
+
+  /**
    * Live calls their windows no longer hold (orphaned): the window's device let go of its leg, so
-   * the provider has ended it or soon will, and the final callback should come. If it was lost,
-   * the provider's record settles the call now, not its time limit hours later (calls/provider-records.ts).
-   * Asked about once, then every PROVIDER_RECHECK_SECONDS while the leg runs; the claim kept on the
-   * call keeps nodes ticking together from asking twice.
+   * the provider has ended it or soon will, and its final callback should come. If it was lost,
+   * the provider's record settles the call now, not its time limit hours later
+   * (calls/provider-records.ts). The first read comes PROVIDER_FINAL_CALLBACK_GRACE_SECONDS after
+   * the window let go (orphaned_at: a hang up's callback comes within seconds, and is not to be
+   * raced), then one every PROVIDER_RECHECK_SECONDS while the leg runs; the time of the last read,
+   * kept on the call, keeps nodes ticking together from reading twice. A window that holds the
+   * call again clears both.
    */
   async function settleUnheld(changes: Changes, now: number) {
+    // orphaned_at is null only for a call orphaned by a node on older code: read at once
     const due = await db.query<{ id: string }>(
-      // the statuses a provider leg runs in
       `SELECT id FROM call_intents
-       WHERE status IN ('dialing', 'ringing', 'connected', 'incoming') AND orphaned AND ${RECORDED_LEG_SQL}
-         AND (provider_checked_at IS NULL OR provider_checked_at <= $1)
-       ORDER BY created_at LIMIT $2`,
-      [now - PROVIDER_RECHECK_SECONDS * 1000, PROVIDER_CALLS_PER_TICK],
+       WHERE status IN (${PROVIDER_LEG_STATUS_LIST}) AND orphaned AND ${RECORDED_LEG_SQL}
+         AND (orphaned_at IS NULL OR orphaned_at <= $1) AND (provider_read_at IS NULL OR provider_read_at <= $2)
+       ORDER BY created_at LIMIT $3`,
+      [now - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000, now - PROVIDER_RECHECK_SECONDS * 1000, PROVIDER_CALLS_PER_TICK],
     );
     await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id }) => {
+      if (recordsUnreachable) return; // due again on the next tick
       try {
-        const claimedAt = clock.now();
-        const [call] = await db.query<CallRow>(
-          `UPDATE call_intents SET provider_checked_at = $2::bigint
-           WHERE id = $1 AND orphaned AND ended_at IS NULL AND (provider_checked_at IS NULL OR provider_checked_at <= $2::bigint - $3::bigint)
-           RETURNING *`,
-          [id, claimedAt, PROVIDER_RECHECK_SECONDS * 1000],
-        );
-        if (!call) return;
-        const record = await settleFromProviderRecord(deps, call, changes);
-        if (!record || !FINAL_CALL_STATUSES.has(record.status)) return;
-        settledByRecords += 1;
-        deps.log?.(`call ${id}, which its window no longer held, settled from the provider's record (${record.status}): its final callback had not come`);
+        const call = await claimRecordRead(id);
+        if (call?.orphaned) await readRecord(call, changes, 'its window let go of it');
       } catch (error) {
-        // the provider or the store failed this one: asked again after the wait
-        deps.log?.(`could not ask the provider about call ${id}, which its window no longer holds`, error);
+        deps.log?.(`could not claim the read of call ${id}'s provider record`, error);
       }
     });
   }
@@ -264,9 +295,10 @@ export function createReaper(deps: ReaperDeps) {
   /**
    * Calls the provider should have ended by now, but whose final callback never came (lost after
    * the provider's retries, a provider-side outage) while their window keeps heartbeating, so the
-   * silent-engine rules never fire. The provider's record of each settles it where it has one
-   * saying the leg ended (calls/provider-records.ts: its own end and talk time). Any other is ended, then
-   * hung up through the provider (a leg already gone is a no-op there):
+   * silent-engine rules never fire. The provider's record of each is read first, where the call
+   * has a leg to read (calls/provider-records.ts): one saying the leg ended settles the call, with
+   * the provider's own end and talk time. Any other is ended, then hung up through the provider (a
+   * leg already gone is a no-op there):
    * - an inbound call still `incoming` after its ring window (expires_at) is `no_answer`;
    * - an outbound call `dialing` or `ringing` RING_TIMEOUT_SECONDS after it was dialed, plus the
    *   grace, is `no_answer`;
@@ -277,45 +309,54 @@ export function createReaper(deps: ReaperDeps) {
    * not rung out: the window's device still has its leg, which the provider would have ended at the
    * ring's end, so the far end answered and the lost callback was that answer. Hanging up would cut
    * the conversation (and the window drops its leg once the call reads as ended). It is ended once
-   * the window lets go of it, or past the time limit as an answered call would be.
+   * the window lets go of it, or past the time limit as an answered call would be. A record saying
+   * the leg is in progress answers the call instead (provider-records.ts), whether its window holds
+   * it or not.
+   * A hundred a tick, four at a time, as for silent windows' calls.
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
     const overdue = await db.query<CallRow>(
       `SELECT * FROM call_intents
-       WHERE (status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
+       WHERE ((status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
-          OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4)`,
-      [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace],
+          OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
+       ORDER BY created_at LIMIT $5`,
+      [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace, PROVIDER_CALLS_PER_TICK],
     );
-    for (const call of overdue) {
-      if (recordedLeg(call) !== null) {
-        try {
-          const record = await settleFromProviderRecord(deps, call, changes);
-          if (record && FINAL_CALL_STATUSES.has(record.status)) settledByRecords += 1;
-        } catch (error) {
-          deps.log?.(`could not ask the provider about overdue call ${call.id}; ending it as overdue`, error);
-        }
-      }
-      // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
-      // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,
-      // which keeps a hangup from being reported done before the provider confirms it, would let
-      // it). The provider ended such a call long ago by its own limits; the hangup is a safeguard.
-      const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
-      // The provider ended an answered call at its time limit: that is when it ended, not this tick.
-      const endedAt = call.status === 'connected' ? call.answered_at! + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 : undefined;
-      // Only as selected: a call answered meanwhile (ringing → connected), or settled just above
-      // from the provider's record, is not overdue, nor hung up.
-      const ended = await db.tx((sql) =>
-        finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill: { status: call.status } }),
-      );
-      if (!ended?.provider_call_sid) continue;
+    await inParallel(overdue, PROVIDER_REQUESTS_AT_ONCE, async (call) => {
       try {
-        const account = await loadProviderAccount(db, ended.account_id);
-        await deps.providers.byName(ended.provider).hangup(account!, ended.provider_call_sid);
+        await endOneOverdue(changes, now, call);
       } catch (error) {
-        deps.log?.(`could not hang up overdue call ${call.id} at the provider`, error);
+        // the store failed this one: the others go on, and it is overdue again on a later tick
+        deps.log?.(`could not end overdue call ${call.id}`, error);
       }
+    });
+  }
+
+  async function endOneOverdue(changes: Changes, now: number, call: CallRow) {
+    // Not read again within a minute of the last read (settleUnheld's, another node's): that read
+    // found nothing that changes the call, or it would not be overdue as selected.
+    const claimed = recordedLeg(call) !== null && !recordsUnreachable ? await claimRecordRead(call.id) : undefined;
+    if (claimed) await readRecord(claimed, changes, 'overdue');
+    // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
+    // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,
+    // which keeps a hangup from being reported done before the provider confirms it, would let
+    // it). The provider ended such a call long ago by its own limits; the hangup is a safeguard.
+    const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
+    // The provider ended an answered call at its time limit: that is when it ended, not this tick.
+    const endedAt = call.status === 'connected' ? call.answered_at! + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 : undefined;
+    // Only as selected: a call answered meanwhile (ringing → connected), or settled or answered
+    // by the provider's record just read, is not overdue, nor hung up.
+    const ended = await db.tx((sql) =>
+      finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill: { status: call.status } }),
+    );
+    if (!ended?.provider_call_sid) return;
+    try {
+      const account = await loadProviderAccount(db, ended.account_id);
+      await deps.providers.byName(ended.provider).hangup(account!, ended.provider_call_sid);
+    } catch (error) {
+      deps.log?.(`could not hang up overdue call ${call.id} at the provider`, error);
     }
   }
 
@@ -332,6 +373,7 @@ export function createReaper(deps: ReaperDeps) {
   /** One pass of every rule at the clock's current time. */
   async function tick(): Promise<void> {
     const now = clock.now();
+    recordsUnreachable = false;
     await apply(expireQueued, now);
     if (silenceJudgeable(now)) {
       await apply(orphanStale, now);
@@ -379,6 +421,10 @@ export function createReaper(deps: ReaperDeps) {
 }
 
 export type Reaper = ReturnType<typeof createReaper>;
+
+/** The statuses a provider leg runs in (as SQL literals: checks.ts says why). */
+const PROVIDER_LEG_STATUS_LIST = `'dialing', 'ringing', 'connected', 'incoming'`;
+
 
 /** Runs `work` for every item, at most `limit` at a time; `work` handles its own failures. */
 async function inParallel<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {

@@ -61,6 +61,10 @@ export interface CallRow {
   /** 1, or which agent in turn an incoming call rings on the caller's leg (calls/inbound-twilio.ts) */
   ring_attempt: number;
   orphaned: boolean;
+  /** when its window let go of it (orphaned); null while held, and for calls orphaned before migration 020 */
+  orphaned_at: number | null;
+  /** when a node last read the provider's record of it (reaper.ts) */
+  provider_read_at: number | null;
   created_at: number;
   expires_at: number;
   claimed_at: number | null;

@@ -23,7 +23,8 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { hangupCall } from '../../api/domain/calls/hangup.js';
-import { createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, RING_TIMEOUT_SECONDS } from '../../api/domain/reaper.js';
+import { createMember } from '../../api/domain/operator/accounts.js';
+import { createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_REQUESTS_AT_ONCE, RING_TIMEOUT_SECONDS } from '../../api/domain/reaper.js';
 import { MAGIC_NUMBERS } from '../../api/providers/simulated/behaviours.js';
 import { loadProviderAccount } from '../../api/providers/index.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
@@ -34,7 +35,7 @@ import { command, heartbeat, openSession, launchTicket, readyAgent, requestCall 
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks } from '../helpers/provider.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
-import type { CallRow } from '../../api/domain/views.js';
+import { callDurationSeconds, type CallRow } from '../../api/domain/views.js';
 
 describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on %s', (driver) => {
   let h: Harness;
@@ -400,7 +401,16 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect(balanceBefore - (await balance())).toBe(Number(ended.charge_micros));
   }
 
-  it("settles a call its window let go of, whose final callback was lost, from the provider's record at the next tick: ended when the far end hung up, billed for the talk, the agent free", async () => {
+  /** Heartbeats of a window holding no call, and reaper ticks, for `seconds`. */
+  async function idleFor(engineToken: string, seconds: number) {
+    for (let s = 0; s < seconds; s += 5) {
+      await h.clock.advanceSeconds(Math.min(5, seconds - s));
+      await heartbeat(api, engineToken);
+      await tick();
+    }
+  }
+
+  it("settles a call its window let go of, whose final callback was lost, from the provider's record 30 s later: ended when the far end hung up, billed for the talk, the agent free", async () => {
     const { agent, id, answered } = await answeredWithCallbacksLost();
     for (const seconds of [20, 21]) {
       await h.clock.advanceSeconds(seconds); // the far end hangs up at 40 s; the provider's completed never arrives
@@ -408,15 +418,86 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
       await tick();
     }
     expect((await row(id)).status).toBe('connected');
-    await heartbeat(api, agent.engineToken); // the device's call ended: the window holds none
-    expect((await row(id)).orphaned).toBe(true);
-    const balanceBefore = await balance();
-    const settledBefore = await settledCount();
-    await tick();
-    await expectSettledAtFarEnd(id, answered, balanceBefore);
-    expect(await settledCount()).toBe(settledBefore + 1); // the operator sees callbacks going missing
+    const records = vi.spyOn(simulator(), 'callRecord');
+    try {
+      await heartbeat(api, agent.engineToken); // the device's call ended: the window holds none
+      expect((await row(id)).orphaned).toBe(true);
+      const balanceBefore = await balance();
+      const settledBefore = await settledCount();
+      // the callback of a hang up comes within seconds: the record is not read before the grace
+      await idleFor(agent.engineToken, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS - 1);
+      expect(records).not.toHaveBeenCalled();
+      expect((await row(id)).status).toBe('connected');
+      await idleFor(agent.engineToken, 1);
+      expect(records).toHaveBeenCalledTimes(1);
+      await expectSettledAtFarEnd(id, answered, balanceBefore);
+      expect(await settledCount()).toBe(settledBefore + 1); // the operator sees callbacks going missing
+    } finally {
+      records.mockRestore();
+    }
     deliverWebhooks(false);
     expect((await requestCall(api, t)).status).toBe(202);
+  });
+
+  it("reads nothing, and counts nothing, for a hang up whose callback comes after the window let go: the grace is the callback's", async () => {
+    const { agent, id } = await answeredWithCallbacksLost();
+    await h.clock.advanceSeconds(41);
+    const records = vi.spyOn(simulator(), 'callRecord');
+    try {
+      const settledBefore = await settledCount();
+      await heartbeat(api, agent.engineToken); // the window let go first
+      await idleFor(agent.engineToken, 10);
+      const leg = (await row(id)).provider_leg_sid!;
+      // then the provider's completed lands (in a test: delivered by hand, the simulator's was lost)
+      expect((await signedStatus(t, id, { CallSid: leg, ParentCallSid: (await row(id)).provider_call_sid!, CallStatus: 'completed', CallDuration: '40', AccountSid: t.accountId })).status).toBe(204);
+      expect((await row(id)).status).toBe('completed');
+      await idleFor(agent.engineToken, 60);
+      expect(records).not.toHaveBeenCalled();
+      expect(await settledCount()).toBe(settledBefore);
+    } finally {
+      records.mockRestore();
+    }
+  });
+
+  it("answers a call the store has ringing, its window let go of, when the provider's record says its leg is in progress (the answer's callback was lost): not rung out, and the far end's hang up then settles it", async () => {
+    simulator().faults.records = true;
+    const agent = await readyAgent(api, t);
+    // answered 21 s after it was dialed, its ringing reported before
+    const id = (await requestCall(api, t, { phone_number: MAGIC_NUMBERS.longRinging })).body.request_id as string;
+    await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    await h.clock.advanceSeconds(2);
+    expect((await row(id)).status).toBe('ringing');
+    deliverWebhooks(true); // the answer's in-progress is lost
+    const records = vi.spyOn(simulator(), 'callRecord');
+    const hangups = vi.spyOn(simulator(), 'hangup');
+    try {
+      await idleFor(agent.engineToken, 10); // the window let go of it (closed, say): orphaned
+      const { orphaned_at: orphanedAt, dialing_at: dialedAt } = await row(id);
+      expect(orphanedAt).not.toBeNull();
+      await idleFor(agent.engineToken, Math.ceil((orphanedAt! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000 - h.clock.now()) / 1000));
+      expect(records).toHaveBeenCalledTimes(1);
+      const answered = await row(id);
+      // answered at the read: no earlier than the far end did, so never billed for more than was talked
+      expect(answered.status).toBe('connected');
+      expect(answered.answered_at).toBeGreaterThanOrEqual(dialedAt! + 21_000);
+      await idleFor(agent.engineToken, 60); // past the ring timeout and its grace: not rung out
+      expect((await row(id)).status).toBe('connected');
+      expect(hangups).not.toHaveBeenCalled();
+      // the far end hangs up (through the provider: a hang up reaching it from elsewhere)
+      await simulator().hangup((await loadProviderAccount(h.services.db, t.accountId))!, answered.provider_leg_sid!);
+      const hungUpAt = h.clock.now();
+      hangups.mockClear();
+      const balanceBefore = await balance();
+      await idleFor(agent.engineToken, 60);
+      const ended = await row(id);
+      expect(ended).toMatchObject({ status: 'completed', end_reason: 'far_end', ended_at: hungUpAt, answered_at: answered.answered_at });
+      expect(Number(ended.charge_micros)).toBe(Math.ceil((callDurationSeconds(ended, h.clock.now()) * Number(ended.per_minute_micros)) / 60));
+      expect(balanceBefore - (await balance())).toBe(Number(ended.charge_micros));
+      expect(hangups).not.toHaveBeenCalled();
+    } finally {
+      records.mockRestore();
+      hangups.mockRestore();
+    }
   });
 
   it("ends an overdue call as the provider's record says when its window still reports it (a reloaded window): billed for the talk, not up to the time limit", async () => {
@@ -440,7 +521,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     }
   });
 
-  it('asks the provider about a call its window let go of once, then once a minute while its leg runs, one node at a time; a provider that cannot be asked changes nothing', async () => {
+  it('reads the record of a call its window let go of 30 s later, then once a minute while its leg runs, one node at a time; a provider that cannot be reached changes nothing', async () => {
     simulator().faults.records = true;
     const agent = await readyAgent(api, t);
     const id = (await requestCall(api, t)).body.request_id as string;
@@ -451,23 +532,62 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     const logged: string[] = [];
     // a second API node's reaper on the same store, ticking at the same moments
     const other = createReaper({ db: h.services.db, bus: h.services.bus, clock: h.clock, providers: h.services.providers, log: (message) => logged.push(message) });
+    const bothTickIdle = async (seconds: number) => {
+      await h.clock.advanceSeconds(seconds);
+      await heartbeat(api, agent.engineToken);
+      await Promise.all([tick(), other.tick()]);
+    };
     try {
       await heartbeat(api, agent.engineToken); // the window no longer reports the call; its leg still runs
       await Promise.all([tick(), other.tick()]);
+      for (const seconds of [10, 10, 9]) await bothTickIdle(seconds);
+      expect(records).not.toHaveBeenCalled();
+      await bothTickIdle(1);
       expect(records).toHaveBeenCalledTimes(1);
       expect(await row(id)).toMatchObject({ status: 'connected', orphaned: true });
-      for (const seconds of [10, 10, 10, 10, 10, 9]) {
-        await h.clock.advanceSeconds(seconds);
-        await heartbeat(api, agent.engineToken);
-        await Promise.all([tick(), other.tick()]);
-      }
+      for (const seconds of [10, 10, 10, 10, 10, 9]) await bothTickIdle(seconds);
       expect(records).toHaveBeenCalledTimes(1);
       simulator().faults.records = false;
       await h.clock.advanceSeconds(1);
       await other.tick();
       expect(records).toHaveBeenCalledTimes(2);
-      expect(logged.join('\n')).toContain(`could not ask the provider about call ${id}`);
+      expect(logged.join('\n')).toContain(`could not read the provider's record of call ${id}`);
       expect(await row(id)).toMatchObject({ status: 'connected', ended_at: null });
+    } finally {
+      records.mockRestore();
+    }
+  });
+
+  it("starts no more reads in a tick once the provider could not be reached (one timeout per lane, not one per call), and starts over for a call its window holds again", async () => {
+    simulator().faults.records = true;
+    const calls: Array<{ id: string; engineToken: string }> = [];
+    const emails = [t.agent.email];
+    for (let n = 1; n < PROVIDER_REQUESTS_AT_ONCE + 2; n++) {
+      emails.push((await createMember(h.services, { accountId: t.accountId, email: `agent${n}@acme.example`, name: `Agent ${n}`, departmentId: t.salesId })).email);
+    }
+    for (const email of emails) {
+      const agent = await readyAgent(api, t, email);
+      const id = (await requestCall(api, t, { agent: { type: 'email', value: email } })).body.request_id as string;
+      await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+      calls.push({ id, engineToken: agent.engineToken });
+    }
+    await h.clock.advanceSeconds(6);
+    for (const { engineToken } of calls) await heartbeat(api, engineToken); // both let go: orphaned
+    const records = vi.spyOn(simulator(), 'callRecord');
+    try {
+      simulator().faults.records = false;
+      await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
+      for (const { engineToken } of calls) await heartbeat(api, engineToken);
+      await tick();
+      // the lanes' first reads were on their way together; none started after one failed
+      expect(records).toHaveBeenCalledTimes(PROVIDER_REQUESTS_AT_ONCE);
+      await h.clock.advanceSeconds(1);
+      await tick(); // the others are due still, and read on the next tick
+      expect(records).toHaveBeenCalledTimes(calls.length);
+      // one call's window holds it again: its next let-go waits the grace again, from then
+      const [first] = calls;
+      await heartbeat(api, first!.engineToken, { call_id: first!.id, busy: true });
+      expect(await row(first!.id)).toMatchObject({ orphaned: false, orphaned_at: null, provider_read_at: null });
     } finally {
       records.mockRestore();
     }

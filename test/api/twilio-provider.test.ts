@@ -121,9 +121,12 @@ describe('the Twilio driver', () => {
     expect(standIn.requests).toEqual([{ method: 'GET', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAleg1.json`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: {} }]);
     standIn.answer(() => ({ status: 200, body: { sid: 'CAleg2', parent_call_sid: null, status: 'in-progress', end_time: null, duration: null } }));
     expect(await twilio.callRecord(account, 'CAleg2')).toEqual({ callSid: 'CAleg2', parentCallSid: null, status: 'in-progress', endedAt: null, durationSeconds: null });
-    // a status Twilio may add later is not taken for an end
+    // an unanswered leg has no end_time: it ended when Twilio last updated it
+    standIn.answer(() => ({ status: 200, body: { sid: 'CAleg4', status: 'no-answer', end_time: null, date_updated: 'Fri, 27 Nov 2026 21:00:31 +0000', duration: '0' } }));
+    expect(await twilio.callRecord(account, 'CAleg4')).toMatchObject({ status: 'no-answer', endedAt: Date.UTC(2026, 10, 27, 21, 0, 31), durationSeconds: 0 });
+    // a status Twilio may add later tells nothing: no record to go by
     standIn.answer(() => ({ status: 200, body: { sid: 'CAleg3', status: 'transferring', end_time: null, duration: null } }));
-    expect(await twilio.callRecord(account, 'CAleg3')).toMatchObject({ status: 'in-progress', endedAt: null });
+    expect(await twilio.callRecord(account, 'CAleg3')).toBeNull();
   });
 
   it('reads no record of a call Twilio does not have, and says unreachable, without the credentials, when Twilio cannot answer', async () => {
@@ -244,6 +247,10 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
       status: 200,
       body: { sid: 'CAchild2', parent_call_sid: 'CAparent2', account_sid: request.user, status: 'completed', end_time: new Date(endedAt).toUTCString(), duration: '95' },
     }));
+    await h.services.reaper.tick();
+    expect(standIn.requests).toEqual([]); // the callback may still come: read 30 s after the window let go
+    await h.clock.advanceSeconds(30);
+    await heartbeat(api, agent.engineToken);
     await h.services.reaper.tick();
     expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([`GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAchild2.json`]);
     const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });

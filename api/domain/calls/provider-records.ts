@@ -5,9 +5,10 @@
  * up to its time limit. The reaper asks the provider about a call its window no longer holds, and
  * about one overdue, before it ends it itself (reaper.ts). A final record is applied as the final
  * callback it stands for (provider-events.ts): the same rules, with the provider's end time and
- * talk time. A record of a leg still running changes nothing: the moment of its answer, which a
- * `connected` would need, is not on it.
+ * talk time. A record of a leg in progress is applied as the answer of a call the store still
+ * has unanswered (that callback was lost too), and otherwise changes nothing.
  */
+import { LIMITS } from '../../../shared/limits.js';
 import type { Clock } from '../../clock.js';
 import { FINAL_CALL_STATUSES, type ProviderCallRecord } from '../../providers/provider.js';
 import { loadProviderAccount, type Providers } from '../../providers/index.js';
@@ -37,29 +38,45 @@ export function recordedLeg(call: Pick<CallRow, 'provider_leg_sid' | 'provider_c
   return call.provider === 'simulated' && call.direction === 'inbound' ? call.provider_call_sid : null;
 }
 
+export interface Settled {
+  /** the provider's record; null when there is no leg to ask about, or the provider knows none */
+  record: ProviderCallRecord | null;
+  /** the record ended the call (its leg ended, and the call was still live here) */
+  ended: boolean;
+  /** the record answered a call the store had unanswered (its answer's callback was lost) */
+  answered: boolean;
+}
+
 /**
- * Asks the provider for its record of the call's leg, and applies it when the leg has ended.
- * Answers the record (null: no leg to ask about, or the provider knows none); throws
- * ProviderUnreachable when the provider cannot be asked.
+ * Asks the provider for its record of the call's leg, and applies what it tells: a leg that ended
+ * ends the call (the final callback it stands for); a leg in progress answers a call the store
+ * has unanswered, at the moment of the read (the record does not say when the far end answered:
+ * this is the latest it can have been, so the call is billed for no more than was talked), unless
+ * the call is past its time limit, when the provider would have ended any leg of it (the reaper
+ * ends it then). Throws ProviderUnreachable when the provider cannot be asked.
  */
-export async function settleFromProviderRecord(
-  { db, clock, providers }: ReconcileDeps,
-  call: CallRow,
-  changes: Changes,
-): Promise<ProviderCallRecord | null> {
+export async function settleFromProviderRecord({ db, clock, providers }: ReconcileDeps, call: CallRow, changes: Changes): Promise<Settled> {
   const leg = recordedLeg(call);
-  if (leg === null) return null;
-  const account = await loadProviderAccount(db, call.account_id);
-  if (!account) return null;
+  const account = leg === null ? undefined : await loadProviderAccount(db, call.account_id);
+  if (leg === null || !account) return { record: null, ended: false, answered: false };
   const record = await providers.byName(call.provider).callRecord(account, leg);
-  if (record === null || !FINAL_CALL_STATUSES.has(record.status)) return record;
+  const final = record !== null && FINAL_CALL_STATUSES.has(record.status);
+  const answers = record !== null && record.status === 'in-progress' && call.answered_at === null && withinTimeLimit(call, clock.now());
+  if (!final && !answers) return { record, ended: false, answered: false };
   const applied = await applyProviderEvent(db, clock, call.id, {
-    callSid: record.callSid,
-    parentCallSid: record.parentCallSid,
-    status: record.status,
-    timestamp: record.endedAt,
-    durationSeconds: record.durationSeconds,
+    callSid: record!.callSid,
+    parentCallSid: record!.parentCallSid,
+    status: record!.status,
+    timestamp: final ? record!.endedAt : null,
+    durationSeconds: record!.durationSeconds,
   });
   changes.merge(applied.changes);
-  return record;
+  // ignored: the call moved on meanwhile (its callback came after all), or the record is not its leg's
+  const took = applied.ignored === null;
+  return { record, ended: final && took, answered: answers && took };
+}
+
+/** Whether a call dialed (or, incoming, rung) this long ago is still within its provider time limit. */
+function withinTimeLimit(call: CallRow, now: number): boolean {
+  return (call.dialing_at ?? call.created_at) + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 > now;
 }

@@ -251,7 +251,13 @@ async function reconcileCalls(
         for (const call of flips) {
           // Only while the call is still live and not flagged so already: one that ended since the
           // report read it keeps its flag, and its agent's version is not bumped for nothing.
-          const [changed] = await sql.query(`UPDATE call_intents SET orphaned = $2 WHERE id = $1 AND ended_at IS NULL AND orphaned <> $2 RETURNING id`, [call.id, !call.orphaned]);
+          // When the window let go of it (the reaper reads the provider's record 30 s on); a call
+          // held again starts over, its record's reads included.
+          const [changed] = await sql.query(
+            `UPDATE call_intents SET orphaned = $2, orphaned_at = CASE WHEN $2 THEN $3::bigint END, provider_read_at = CASE WHEN $2 THEN provider_read_at END
+             WHERE id = $1 AND ended_at IS NULL AND orphaned <> $2 RETURNING id`,
+            [call.id, !call.orphaned, at],
+          );
           if (changed) await touched.touchAgent(sql, call.integration_id, call.member_id);
         }
       });

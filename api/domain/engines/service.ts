@@ -162,7 +162,10 @@ export function createEngines(deps: EnginesDeps) {
           [context.engine.id, clock.now(), reason ?? 'closed'],
         );
         if (closed.length === 0) return;
-        await sql.query(`UPDATE call_intents SET orphaned = true WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [context.engine.id]);
+        await sql.query(`UPDATE call_intents SET orphaned = true, orphaned_at = coalesce(orphaned_at, $2) WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [
+          context.engine.id,
+          clock.now(),
+        ]);
         await changes.touchAgent(sql, context.engine.integration_id, context.engine.member_id);
         // the window's own words stay in close_reason; its sockets are told only that it closed
         changes.engineClosed(context.engine.id, 'closed');

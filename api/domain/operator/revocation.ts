@@ -53,7 +53,10 @@ export async function closeIntegrationWindows(deps: OperatorDeps, integrationId:
     if (!integration) throw new OperatorError(`No integration ${integrationId}.`);
     const engines = await closeEngines(sql, integrationId, deps.clock.now(), 'closed_by_operator', changes);
     if (engines.length > 0) {
-      await sql.query(`UPDATE call_intents SET orphaned = true WHERE engine_id = ANY($1::text[]) AND status IN (${LIVE_STATUS_LIST})`, [engines.map((e) => e.id)]);
+      await sql.query(`UPDATE call_intents SET orphaned = true, orphaned_at = coalesce(orphaned_at, $2) WHERE engine_id = ANY($1::text[]) AND status IN (${LIVE_STATUS_LIST})`, [
+        engines.map((e) => e.id),
+        deps.clock.now(),
+      ]);
     }
     return engines.length;
   });

@@ -126,14 +126,15 @@ export class Simulator implements VoiceProvider {
   }
 
   /**
-   * The record of a leg this node holds or ended (by its own sid or its parent's). A leg another
-   * node of the deployment placed is not known here: null, as for a leg the simulator forgot.
+   * The record of a leg this node holds (by its own sid or its parent's) or ended (by its own sid,
+   * which the service binds at the leg's first callback). A leg another node of the deployment
+   * placed is not known here: null, as for a leg the simulator forgot.
    */
   async callRecord(_account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null> {
     if (!this.faults.records) throw new ProviderUnreachable('simulated call records are unreachable');
     const leg = this.#find(callSid);
     if (leg) return { callSid: leg.sid, parentCallSid: leg.parentSid, status: leg.status, endedAt: null, durationSeconds: null };
-    return this.#ended.get(callSid) ?? [...this.#ended.values()].find((record) => record.parentCallSid === callSid) ?? null;
+    return this.#ended.get(callSid) ?? null;
   }
 
   get hangupFailures(): number {

@@ -8,6 +8,7 @@
 import twilio from 'twilio';
 import type { Clock } from '../../clock.js';
 import {
+  FINAL_CALL_STATUSES,
   ProviderUnavailable,
   ProviderUnreachable,
   type AccessToken,
@@ -88,9 +89,11 @@ export class TwilioProvider implements VoiceProvider {
       if (error instanceof twilio.RestException && error.code === NOT_FOUND) return null;
       throw new ProviderUnreachable(`Twilio did not give call ${callSid}: ${describe(error)}`);
     }
-    // A status this driver does not know (Twilio added one) is read as a call still running: nothing is decided on it.
-    const status = STATUSES.has(call.status) ? (call.status as ProviderCallStatus) : 'in-progress';
-    const endedAt = call.endTime instanceof Date && !Number.isNaN(call.endTime.getTime()) ? call.endTime.getTime() : null;
+    // A status this driver does not know (Twilio added one) tells nothing: read as no record.
+    if (!STATUSES.has(call.status)) return null;
+    const status = call.status as ProviderCallStatus;
+    // Twilio leaves end_time empty for a call that was not answered; its last update is when it ended.
+    const endedAt = FINAL_CALL_STATUSES.has(status) ? (time(call.endTime) ?? time(call.dateUpdated)) : null;
     return {
       callSid: call.sid,
       parentCallSid: call.parentCallSid || null,
@@ -99,6 +102,10 @@ export class TwilioProvider implements VoiceProvider {
       durationSeconds: typeof call.duration === 'string' && /^\d+$/.test(call.duration) ? Number(call.duration) : null,
     };
   }
+}
+
+function time(date: unknown): number | null {
+  return date instanceof Date && !Number.isNaN(date.getTime()) ? date.getTime() : null;
 }
 
 function describe(error: unknown): string {

@@ -1,5 +1,7 @@
--- When the reaper last asked the voice provider for its own record of a live call that its window
--- no longer holds (its final status callback may be lost: calls/provider-records.ts). Kept on the call,
--- so the nodes ticking together ask once, and each call is asked about at most once a minute.
+-- A call whose final status callback may be lost is settled from the voice provider's own record
+-- of it (calls/provider-records.ts). orphaned_at: when the call's window let go of it (set with
+-- `orphaned`, cleared when a window holds it again); its record is read 30 s later, when the
+-- callback of a plain hang up has long come. provider_read_at: when a node last read that record,
+-- kept on the call so the nodes ticking together read it once, and once a minute at most.
 -- Nullable without a default: instant on a live database, and ignored by a node on older code.
-ALTER TABLE call_intents ADD COLUMN provider_checked_at bigint;
+ALTER TABLE call_intents ADD COLUMN orphaned_at bigint, ADD COLUMN provider_read_at bigint;
