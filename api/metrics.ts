@@ -82,7 +82,7 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
   keptCount(
     registry,
     'c2c_calls_settled_by_provider_record_total',
-    "Live calls this node's reaper found ended in the voice provider's own record: their final status callback had not come (a steady rise means callbacks are being lost: answered with errors, or stopped on their way)",
+    "Live calls this node's reaper ended from the voice provider's own record: their final status callback had not come (a steady rise means callbacks are being lost: answered with errors, or stopped on their way)",
     () => reaper.settledByRecords(),
   );
   keptCount(registry, 'c2c_store_unavailable_total', 'Statements that failed because the database was out of reach or stuck (each answered 503)', () => db.unavailableCount());

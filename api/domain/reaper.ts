@@ -72,6 +72,13 @@ export const PROVIDER_REQUESTS_AT_ONCE = 4;
  */
 export const PROVIDER_RECHECK_SECONDS = 60;
 /**
+ * decided: how long an overdue call with a provider record to read waits for a read that
+ * succeeds (the provider down, or refusing its account) before the reaper ends it by its own
+ * rules all the same: a provider that stays unreachable must not keep calls, and their agents, on
+ * for hours; five minutes of calls ended a little late cost less than ending a talking call.
+ */
+export const PROVIDER_RECORD_PATIENCE_SECONDS = 300;
+/**
  * How long a node's claim on such a call holds before another may ask: longer than a provider
  * request may take (a provider timing out must not let a second node ask beside it). A node that
  * dies holding one leaves it to the others after this. The backoff starts over for a call
@@ -99,8 +106,12 @@ export function createReaper(deps: ReaperDeps) {
   let credentialsDueAt = -Infinity;
   /** calls the provider's record ended while live in the store (/metrics) */
   let settledByRecords = 0;
-  /** a read of the provider's records failed in this tick (readRecord) */
-  let recordsUnreachable = false;
+  /**
+   * Where a read of the provider's records failed in this tick (readRecord): the provider (no more
+   * reads in the tick), or accounts it refused (no more reads of their calls).
+   */
+  let unreachable = { provider: false, accounts: new Set<string>() };
+  const readsHeld = (accountId: string) => unreachable.provider || unreachable.accounts.has(accountId);
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
   /** when this reaper first ran without judging silence, in the current run of such ticks */
@@ -241,22 +252,25 @@ export function createReaper(deps: ReaperDeps) {
   }
 
   /**
-   * Reads the provider's record of a claimed call and applies it if its leg ended; null when it
-   * could not be read (logged). Once the provider could not be reached, the tick reads no more: a
-   * provider down must not hold up the tick's other rules for a timeout per call.
+   * Reads the provider's record of a claimed call and applies what it tells; null when it could
+   * not be read (logged). Once the provider could not be reached, the tick starts no more reads (of
+   * that account's calls, where the provider refused the account alone): a provider down must not
+   * hold up the tick's other rules for a timeout per call.
    */
   async function readRecord(call: CallRow, changes: Changes, why: string): Promise<Settled | null> {
-    if (recordsUnreachable) return null;
     try {
       const settled = await settleFromProviderRecord(deps, call, changes);
+      if (settled.ended) settledByRecords += 1;
       if (settled.ended || settled.answered) {
-        settledByRecords += 1;
         const what = settled.ended ? `settled from the provider's record (${settled.record!.status}): its final callback` : "answered, as the provider's record says: its answer's callback";
         deps.log?.(`call ${call.id} (${why}) ${what} had not come`);
       }
       return settled;
     } catch (error) {
-      if (error instanceof ProviderUnreachable) recordsUnreachable = true;
+      if (error instanceof ProviderUnreachable) {
+        if (error.accountOnly) unreachable.accounts.add(call.account_id);
+        else unreachable.provider = true;
+      }
       deps.log?.(`could not read the provider's record of call ${call.id} (${why}); read again in ${PROVIDER_RECHECK_SECONDS} s`, error);
       return null;
     }
@@ -274,15 +288,15 @@ export function createReaper(deps: ReaperDeps) {
    */
   async function settleUnheld(changes: Changes, now: number) {
     // orphaned_at is null only for a call orphaned by a node on older code: read at once
-    const due = await db.query<{ id: string }>(
-      `SELECT id FROM call_intents
+    const due = await db.query<{ id: string; account_id: string }>(
+      `SELECT id, account_id FROM call_intents
        WHERE status IN (${PROVIDER_LEG_STATUS_LIST}) AND orphaned AND ${RECORDED_LEG_SQL}
          AND (orphaned_at IS NULL OR orphaned_at <= $1) AND (provider_read_at IS NULL OR provider_read_at <= $2)
        ORDER BY created_at LIMIT $3`,
       [now - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000, now - PROVIDER_RECHECK_SECONDS * 1000, PROVIDER_CALLS_PER_TICK],
     );
-    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id }) => {
-      if (recordsUnreachable) return; // due again on the next tick
+    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
+      if (readsHeld(account_id)) return; // due again on the next tick
       try {
         const call = await claimRecordRead(id);
         if (call?.orphaned) await readRecord(call, changes, 'its window let go of it');
@@ -297,8 +311,11 @@ export function createReaper(deps: ReaperDeps) {
    * the provider's retries, a provider-side outage) while their window keeps heartbeating, so the
    * silent-engine rules never fire. The provider's record of each is read first, where the call
    * has a leg to read (calls/provider-records.ts): one saying the leg ended settles the call, with
-   * the provider's own end and talk time. Any other is ended, then hung up through the provider (a
-   * leg already gone is a no-op there):
+   * the provider's own end and talk time, and one saying it is in progress answers a call still
+   * recorded unanswered. Only the node that read the record goes on; a record that could not be
+   * read is read again a minute later, for PROVIDER_RECORD_PATIENCE_SECONDS at most. Any call the
+   * record did not settle is then ended, and hung up through the provider (a leg already gone is a
+   * no-op there):
    * - an inbound call still `incoming` after its ring window (expires_at) is `no_answer`;
    * - an outbound call `dialing` or `ringing` RING_TIMEOUT_SECONDS after it was dialed, plus the
    *   grace, is `no_answer`;
@@ -309,24 +326,39 @@ export function createReaper(deps: ReaperDeps) {
    * not rung out: the window's device still has its leg, which the provider would have ended at the
    * ring's end, so the far end answered and the lost callback was that answer. Hanging up would cut
    * the conversation (and the window drops its leg once the call reads as ended). It is ended once
-   * the window lets go of it, or past the time limit as an answered call would be. A record saying
-   * the leg is in progress answers the call instead (provider-records.ts), whether its window holds
-   * it or not.
+   * the window lets go of it, or past the time limit as an answered call would be.
    * A hundred a tick, four at a time, as for silent windows' calls.
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
-    const overdue = await db.query<CallRow>(
-      `SELECT * FROM call_intents
+    // overdue_at: when the call became overdue (the earliest condition it meets); past_limit: by its time limit
+    const overdue = await db.query<CallRow & { overdue_at: string | number; past_limit: boolean }>(
+      `SELECT *, LEAST(
+           (CASE status WHEN 'connected' THEN answered_at WHEN 'incoming' THEN created_at ELSE dialing_at END) + coalesce(time_limit_seconds, $3) * 1000,
+           CASE WHEN orphaned AND status = 'incoming' THEN GREATEST(expires_at, coalesce(orphaned_at, 0)) END,
+           CASE WHEN orphaned AND status IN ('dialing', 'ringing') THEN GREATEST(dialing_at + $7::bigint, coalesce(orphaned_at, 0)) END
+         ) + $8::bigint AS overdue_at,
+         (CASE status WHEN 'connected' THEN answered_at WHEN 'incoming' THEN created_at ELSE dialing_at END) + coalesce(time_limit_seconds, $3) * 1000 <= $4 AS past_limit
+       FROM call_intents
        WHERE ((status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
-       ORDER BY created_at LIMIT $5`,
-      [now - grace, now - grace - RING_TIMEOUT_SECONDS * 1000, LIMITS.platformMaxCallSeconds, now - grace, PROVIDER_CALLS_PER_TICK],
+         AND (provider_read_at IS NULL OR provider_read_at <= $5)
+       ORDER BY created_at LIMIT $6`,
+      [
+        now - grace,
+        now - grace - RING_TIMEOUT_SECONDS * 1000,
+        LIMITS.platformMaxCallSeconds,
+        now - grace,
+        now - PROVIDER_RECHECK_SECONDS * 1000,
+        PROVIDER_CALLS_PER_TICK,
+        RING_TIMEOUT_SECONDS * 1000,
+        grace,
+      ],
     );
     await inParallel(overdue, PROVIDER_REQUESTS_AT_ONCE, async (call) => {
       try {
-        await endOneOverdue(changes, now, call);
+        await endOneOverdue(changes, now, call, Number(call.overdue_at), call.past_limit);
       } catch (error) {
         // the store failed this one: the others go on, and it is overdue again on a later tick
         deps.log?.(`could not end overdue call ${call.id}`, error);
@@ -334,11 +366,19 @@ export function createReaper(deps: ReaperDeps) {
     });
   }
 
-  async function endOneOverdue(changes: Changes, now: number, call: CallRow) {
-    // Not read again within a minute of the last read (settleUnheld's, another node's): that read
-    // found nothing that changes the call, or it would not be overdue as selected.
-    const claimed = recordedLeg(call) !== null && !recordsUnreachable ? await claimRecordRead(call.id) : undefined;
-    if (claimed) await readRecord(claimed, changes, 'overdue');
+  async function endOneOverdue(changes: Changes, now: number, call: CallRow, overdueAt: number, pastLimit: boolean) {
+    if (recordedLeg(call) !== null) {
+      // The provider's record decides first, and only the node that read it ends the call: one
+      // ending it meanwhile would bill it to its limit, or ring out a conversation, that the
+      // record settles or answers. Not read (the provider unreachable), the call waits a minute
+      // for the next read, for PROVIDER_RECORD_PATIENCE_SECONDS at most.
+      const patient = now < overdueAt + PROVIDER_RECORD_PATIENCE_SECONDS * 1000;
+      if (!readsHeld(call.account_id)) {
+        const claimed = await claimRecordRead(call.id);
+        if (!claimed) return; // another node is reading it: it decides
+        if ((await readRecord(claimed, changes, 'overdue')) === null && patient) return;
+      } else if (patient) return;
+    }
     // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
     // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,
     // which keeps a hangup from being reported done before the provider confirms it, would let
@@ -346,11 +386,10 @@ export function createReaper(deps: ReaperDeps) {
     const reason = call.status === 'connected' ? 'time_limit' : 'ring_timeout';
     // The provider ended an answered call at its time limit: that is when it ended, not this tick.
     const endedAt = call.status === 'connected' ? call.answered_at! + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 : undefined;
-    // Only as selected: a call answered meanwhile (ringing → connected), or settled or answered
-    // by the provider's record just read, is not overdue, nor hung up.
-    const ended = await db.tx((sql) =>
-      finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill: { status: call.status } }),
-    );
+    // Only as selected: a call answered meanwhile (ringing → connected), settled or answered by the
+    // record just read, or (rung out for being let go of) held again by its window, is not overdue.
+    const onlyIfStill = { status: call.status, orphaned: call.status !== 'connected' && !pastLimit };
+    const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill }));
     if (!ended?.provider_call_sid) return;
     try {
       const account = await loadProviderAccount(db, ended.account_id);
@@ -373,7 +412,7 @@ export function createReaper(deps: ReaperDeps) {
   /** One pass of every rule at the clock's current time. */
   async function tick(): Promise<void> {
     const now = clock.now();
-    recordsUnreachable = false;
+    unreachable = { provider: false, accounts: new Set() };
     await apply(expireQueued, now);
     if (silenceJudgeable(now)) {
       await apply(orphanStale, now);
@@ -381,8 +420,9 @@ export function createReaper(deps: ReaperDeps) {
       await apply(endAbandoned, now);
     }
     await apply(failUnconnected, now);
-    await apply(settleUnheld, now);
+    // overdue calls first: their own read decides them, and settleUnheld's read of one would put it off a minute
     await apply(endOverdue, now);
+    await apply(settleUnheld, now);
     if (deps.commandRetentionMs !== undefined && now - prunedAt >= PRUNE_EVERY_MS) {
       prunedAt = now;
       await pruneCommands(db, now, deps.commandRetentionMs);

@@ -26,7 +26,18 @@ export interface AccessToken {
 export const INBOUND_RING_SECONDS = 30;
 
 /** The provider could not be reached (hangup answers 502 hangup_uncertain). */
-export class ProviderUnreachable extends Error {}
+export class ProviderUnreachable extends Error {
+  /**
+   * The provider answered, refusing this account alone (its credentials refused, the account
+   * suspended): the provider itself is up for the other accounts.
+   */
+  readonly accountOnly: boolean;
+
+  constructor(message: string, { accountOnly = false }: { accountOnly?: boolean } = {}) {
+    super(message);
+    this.accountOnly = accountOnly;
+  }
+}
 
 /** The provider cannot issue a token now (voice-token answers 503). */
 export class ProviderUnavailable extends Error {}

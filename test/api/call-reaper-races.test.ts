@@ -14,8 +14,8 @@
  *
  * Where the provider's own record of the call can be read, it settles a call whose final callback
  * was lost: once its window lets go of it, and when it is overdue (calls/provider-records.ts).
- * The other tests here have nothing tell the service how the call went: the simulator's call
- * records are switched off for them.
+ * The other tests here have nothing tell the service how the call went: the simulator forgets its
+ * call records for them.
  *
  * Races are staged with a Db that runs the competing step right after the statement that made the
  * decision; lost callbacks with a simulator whose status callbacks go nowhere. The reaper does not
@@ -24,7 +24,14 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { hangupCall } from '../../api/domain/calls/hangup.js';
 import { createMember } from '../../api/domain/operator/accounts.js';
-import { createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_REQUESTS_AT_ONCE, RING_TIMEOUT_SECONDS } from '../../api/domain/reaper.js';
+import {
+  createReaper,
+  PROVIDER_FINAL_CALLBACK_GRACE_SECONDS,
+  PROVIDER_RECHECK_SECONDS,
+  PROVIDER_RECORD_PATIENCE_SECONDS,
+  PROVIDER_REQUESTS_AT_ONCE,
+  RING_TIMEOUT_SECONDS,
+} from '../../api/domain/reaper.js';
 import { MAGIC_NUMBERS } from '../../api/providers/simulated/behaviours.js';
 import { loadProviderAccount } from '../../api/providers/index.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
@@ -111,13 +118,13 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
 
   beforeEach(async () => {
     t = await seedTenant(h.services);
-    simulator().faults.records = false;
+    simulator().faults.records = 'forgotten';
   });
 
   // Callbacks flow again, and whatever a test left on the line is hung up through the provider.
   afterEach(async () => {
     deliverWebhooks(false);
-    simulator().faults.records = true;
+    simulator().faults.records = 'kept';
     const live = await h.services.db.query<{ id: string; integration_id: string }>(
       `SELECT id, integration_id FROM call_intents WHERE provider_call_sid IS NOT NULL AND ended_at IS NULL`,
     );
@@ -389,7 +396,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
 
   /** An outbound call answered, whose far end hangs up 40 s later, and whose callbacks from then on are lost. */
   async function answeredWithCallbacksLost() {
-    simulator().faults.records = true;
+    simulator().faults.records = 'kept';
     return answeredWithCallbacksLostTo(`${MAGIC_NUMBERS.farEndHangupPrefix}40`);
   }
 
@@ -460,7 +467,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
   });
 
   it("answers a call the store has ringing, its window let go of, when the provider's record says its leg is in progress (the answer's callback was lost): not rung out, and the far end's hang up then settles it", async () => {
-    simulator().faults.records = true;
+    simulator().faults.records = 'kept';
     const agent = await readyAgent(api, t);
     // answered 21 s after it was dialed, its ringing reported before
     const id = (await requestCall(api, t, { phone_number: MAGIC_NUMBERS.longRinging })).body.request_id as string;
@@ -500,6 +507,73 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     }
   });
 
+  /** Heartbeats of a window reporting the call (a reloaded window), and reaper ticks, until `until`, a minute at a time. */
+  async function heldUntil(engineToken: string, id: string, until: number) {
+    while (h.clock.now() + 60_000 < until) {
+      await h.clock.advanceSeconds(60);
+      await heartbeat(api, engineToken, { call_id: id, busy: true });
+      await tick();
+    }
+    await h.clock.advance(until - h.clock.now());
+    await heartbeat(api, engineToken, { call_id: id, busy: true });
+  }
+
+  it("leaves an overdue call whose record could not be read for the next read, a minute on (it then settles it), and ends one still unread after 5 minutes by the reaper's own rules", async () => {
+    for (const readable of [true, false]) {
+      const { agent, id, answered } = await answeredWithCallbacksLost();
+      const overdueAt = answered.answered_at! + (answered.time_limit_seconds! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
+      await heldUntil(agent.engineToken, id, overdueAt);
+      simulator().faults.records = 'unreachable'; // Twilio down, or slow past the timeout
+      const balanceBefore = await balance();
+      await tick();
+      expect((await row(id)).status, `readable: ${readable}`).toBe('connected');
+      if (readable) {
+        simulator().faults.records = 'kept';
+        await heldUntil(agent.engineToken, id, h.clock.now() + PROVIDER_RECHECK_SECONDS * 1000);
+        await tick();
+        await expectSettledAtFarEnd(id, answered, balanceBefore);
+      } else {
+        await heldUntil(agent.engineToken, id, overdueAt + PROVIDER_RECORD_PATIENCE_SECONDS * 1000 - 1000);
+        await tick();
+        expect((await row(id)).status).toBe('connected');
+        await h.clock.advanceSeconds(1);
+        await tick();
+        expect(await row(id)).toMatchObject({ status: 'completed', end_reason: 'time_limit', ended_at: answered.answered_at! + answered.time_limit_seconds! * 1000 });
+      }
+      deliverWebhooks(false);
+      await heartbeat(api, agent.engineToken);
+    }
+  });
+
+  it("lets the node reading an overdue call's record end it: another node ticking meanwhile neither ends it nor hangs it up", async () => {
+    const { agent, id, answered } = await answeredWithCallbacksLost();
+    await heldUntil(agent.engineToken, id, answered.answered_at! + (answered.time_limit_seconds! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000);
+    const other = createReaper({ db: h.services.db, bus: h.services.bus, clock: h.clock, providers: h.services.providers });
+    // this node's read takes a while (Twilio answering in 300 ms, say)
+    let answer!: () => void;
+    const answering = new Promise<void>((resolve) => (answer = resolve));
+    const read = simulator().callRecord.bind(simulator());
+    const records = vi.spyOn(simulator(), 'callRecord').mockImplementationOnce(async (...args) => {
+      await answering;
+      return read(...args);
+    });
+    const hangups = vi.spyOn(simulator(), 'hangup');
+    try {
+      const balanceBefore = await balance();
+      const reading = tick();
+      await vi.waitFor(() => expect(records).toHaveBeenCalledTimes(1));
+      await other.tick();
+      expect((await row(id)).status).toBe('connected');
+      answer();
+      await reading;
+      await expectSettledAtFarEnd(id, answered, balanceBefore);
+      expect(hangups).not.toHaveBeenCalled();
+    } finally {
+      records.mockRestore();
+      hangups.mockRestore();
+    }
+  });
+
   it("ends an overdue call as the provider's record says when its window still reports it (a reloaded window): billed for the talk, not up to the time limit", async () => {
     const { agent, id, answered } = await answeredWithCallbacksLost();
     const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
@@ -522,7 +596,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
   });
 
   it('reads the record of a call its window let go of 30 s later, then once a minute while its leg runs, one node at a time; a provider that cannot be reached changes nothing', async () => {
-    simulator().faults.records = true;
+    simulator().faults.records = 'kept';
     const agent = await readyAgent(api, t);
     const id = (await requestCall(api, t)).body.request_id as string;
     await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
@@ -547,7 +621,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
       expect(await row(id)).toMatchObject({ status: 'connected', orphaned: true });
       for (const seconds of [10, 10, 10, 10, 10, 9]) await bothTickIdle(seconds);
       expect(records).toHaveBeenCalledTimes(1);
-      simulator().faults.records = false;
+      simulator().faults.records = 'unreachable';
       await h.clock.advanceSeconds(1);
       await other.tick();
       expect(records).toHaveBeenCalledTimes(2);
@@ -559,7 +633,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
   });
 
   it("starts no more reads in a tick once the provider could not be reached (one timeout per lane, not one per call), and starts over for a call its window holds again", async () => {
-    simulator().faults.records = true;
+    simulator().faults.records = 'kept';
     const calls: Array<{ id: string; engineToken: string }> = [];
     const emails = [t.agent.email];
     for (let n = 1; n < PROVIDER_REQUESTS_AT_ONCE + 2; n++) {
@@ -575,15 +649,20 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     for (const { engineToken } of calls) await heartbeat(api, engineToken); // both let go: orphaned
     const records = vi.spyOn(simulator(), 'callRecord');
     try {
-      simulator().faults.records = false;
+      simulator().faults.records = 'unreachable';
       await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
       for (const { engineToken } of calls) await heartbeat(api, engineToken);
       await tick();
-      // the lanes' first reads were on their way together; none started after one failed
-      expect(records).toHaveBeenCalledTimes(PROVIDER_REQUESTS_AT_ONCE);
-      await h.clock.advanceSeconds(1);
-      await tick(); // the others are due still, and read on the next tick
+      // at most the lanes' first reads, on their way together before one failed; none started after
+      expect(records.mock.calls.length).toBeGreaterThanOrEqual(1);
+      expect(records.mock.calls.length).toBeLessThanOrEqual(PROVIDER_REQUESTS_AT_ONCE);
+      // the others are due still, and read on the next ticks; each once (its next read is a minute on)
+      for (let second = 0; second < calls.length && records.mock.calls.length < calls.length; second++) {
+        await h.clock.advanceSeconds(1);
+        await tick();
+      }
       expect(records).toHaveBeenCalledTimes(calls.length);
+      expect(new Set(records.mock.calls.map(([, sid]) => sid)).size).toBe(calls.length);
       // one call's window holds it again: its next let-go waits the grace again, from then
       const [first] = calls;
       await heartbeat(api, first!.engineToken, { call_id: first!.id, busy: true });

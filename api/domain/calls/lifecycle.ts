@@ -91,9 +91,10 @@ export interface Finish {
    * End the call only if it is still as the caller saw it when deciding: in this status (and, with
    * `withoutProviderCall`, with no provider call yet). A caller that decided "no provider leg, so no
    * provider hangup" must not end a call the voice webhook has dialed meanwhile; that leg would stay
-   * up, unbilled. The reaper, deciding a call rang too long, must not end one answered meanwhile.
+   * up, unbilled. The reaper, deciding a call rang too long, must not end one answered meanwhile,
+   * nor (with `orphaned`) one whose window holds it again.
    */
-  onlyIfStill?: { status: CallStatus; withoutProviderCall?: boolean };
+  onlyIfStill?: { status: CallStatus; withoutProviderCall?: boolean; orphaned?: boolean };
 }
 
 /**
@@ -107,7 +108,7 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
   let stillAsSeen = '';
   if (finish.onlyIfStill) {
     params.push(finish.onlyIfStill.status);
-    stillAsSeen = ` AND status = $${params.length}${finish.onlyIfStill.withoutProviderCall ? ' AND provider_call_sid IS NULL' : ''}`;
+    stillAsSeen = ` AND status = $${params.length}${finish.onlyIfStill.withoutProviderCall ? ' AND provider_call_sid IS NULL' : ''}${finish.onlyIfStill.orphaned ? ' AND orphaned' : ''}`;
   }
   const [call] = await sql.query<CallRow>(
     `UPDATE call_intents SET status = CASE WHEN coalesce(answered_at, $6) IS NOT NULL THEN 'completed' ELSE $2 END,

@@ -65,8 +65,11 @@ const ENDED_RECORDS_KEPT = 10_000;
 
 export class Simulator implements VoiceProvider {
   readonly name = 'simulated' as const;
-  /** fault switches, for tests and demos of the error paths: tokens, call records (false: unreachable) */
-  readonly faults = { tokens: true, records: true };
+  /**
+   * Fault switches, for tests and demos of the error paths: tokens (false: the token service is
+   * down); call records (`forgotten`: no record of any leg; `unreachable`: none can be read).
+   */
+  readonly faults: { tokens: boolean; records: 'kept' | 'forgotten' | 'unreachable' } = { tokens: true, records: 'kept' };
   #hangupFailures = 0;
   readonly #legs = new Map<string, Leg>();
   /** call sids hung up while no leg here answered to them: when, ms */
@@ -131,7 +134,8 @@ export class Simulator implements VoiceProvider {
    * placed is not known here: null, as for a leg the simulator forgot.
    */
   async callRecord(_account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null> {
-    if (!this.faults.records) throw new ProviderUnreachable('simulated call records are unreachable');
+    if (this.faults.records === 'unreachable') throw new ProviderUnreachable('simulated call records are unreachable');
+    if (this.faults.records === 'forgotten') return null;
     const leg = this.#find(callSid);
     if (leg) return { callSid: leg.sid, parentCallSid: leg.parentSid, status: leg.status, endedAt: null, durationSeconds: null };
     return this.#ended.get(callSid) ?? null;

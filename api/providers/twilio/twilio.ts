@@ -87,7 +87,9 @@ export class TwilioProvider implements VoiceProvider {
       call = await client.api.v2010.accounts(account.accountSid).calls(callSid).fetch();
     } catch (error) {
       if (error instanceof twilio.RestException && error.code === NOT_FOUND) return null;
-      throw new ProviderUnreachable(`Twilio did not give call ${callSid}: ${describe(error)}`);
+      // Twilio answered, refusing this request (not a 5xx, not rate-limiting): the account's trouble, not Twilio's.
+      const accountOnly = error instanceof twilio.RestException && error.status >= 400 && error.status < 500 && error.status !== 429;
+      throw new ProviderUnreachable(`Twilio did not give call ${callSid}: ${describe(error)}`, { accountOnly });
     }
     // A status this driver does not know (Twilio added one) tells nothing: read as no record.
     if (!STATUSES.has(call.status)) return null;
