@@ -132,10 +132,18 @@ describe('the Twilio driver', () => {
   it('reads no record of a call Twilio does not have, and says unreachable, without the credentials, when Twilio cannot answer', async () => {
     standIn.answer(() => twilioError(404, 20404, 'The requested resource was not found'));
     expect(await twilio.callRecord(account, 'CAunknown')).toBeNull();
-    for (const failure of [() => twilioError(500, 20500, 'Internal Server Error'), () => twilioError(401, 20003, 'Authenticate'), () => 'hang' as const]) {
-      standIn.answer(failure);
+    // Twilio refusing the account (its credentials, a suspension) is that account's trouble; a 5xx, a 429 or no answer is Twilio's
+    const failures = [
+      { answer: () => twilioError(500, 20500, 'Internal Server Error'), accountOnly: false },
+      { answer: () => twilioError(429, 20429, 'Too Many Requests'), accountOnly: false },
+      { answer: () => 'hang' as const, accountOnly: false },
+      { answer: () => twilioError(401, 20003, 'Authenticate'), accountOnly: true },
+    ];
+    for (const failure of failures) {
+      standIn.answer(failure.answer);
       const error = await twilio.callRecord(account, 'CAfail').then(() => null, (e: unknown) => e);
       expect(error).toBeInstanceOf(ProviderUnreachable);
+      expect(error).toMatchObject({ accountOnly: failure.accountOnly });
       expect((error as Error).message).toContain('CAfail');
       expect((error as Error).message).not.toContain(AUTH_TOKEN);
     }
