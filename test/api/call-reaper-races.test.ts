@@ -343,6 +343,23 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     }
   });
 
+  it('the ring-timeout rule spares, and does not hang up, a call its window holds again as it fires', async () => {
+    const { agent, id } = await ringingWithCallbacksLost();
+    const dialedAt = (await row(id)).dialing_at!;
+    await h.clock.advance(dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000 - h.clock.now());
+    await heartbeat(api, agent.engineToken); // let go of: overdue
+    const heldAgain = () => heartbeat(api, agent.engineToken, { call_id: id, busy: true }).then(() => undefined);
+    const db = racing((text) => text.includes('AS overdue_at'), heldAgain);
+    const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
+    try {
+      await createReaper({ db, bus: h.services.bus, clock: h.clock, providers: h.services.providers }).tick();
+      expect(await row(id)).toMatchObject({ status: 'ringing', orphaned: false, ended_at: null });
+      expect(hangups).not.toHaveBeenCalled();
+    } finally {
+      hangups.mockRestore();
+    }
+  });
+
   it('a hangup decided on a ringing call records it completed, and bills it, when the answer lands before the hangup is recorded', async () => {
     const { id } = await ringingWithCallbacksLost();
     const balanceBefore = await balance();
@@ -486,6 +503,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
       const answered = await row(id);
       // answered at the read: no earlier than the far end did, so never billed for more than was talked
       expect(answered.status).toBe('connected');
+      expect(answered.answered_at).toBe(answered.provider_read_at);
       expect(answered.answered_at).toBeGreaterThanOrEqual(dialedAt! + 21_000);
       await idleFor(agent.engineToken, 60); // past the ring timeout and its grace: not rung out
       expect((await row(id)).status).toBe('connected');

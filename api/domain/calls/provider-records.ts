@@ -17,7 +17,7 @@ import { Changes } from '../changes.js';
 import type { CallRow } from '../views.js';
 import { applyProviderEvent } from './provider-events.js';
 
-export interface ReconcileDeps {
+export interface ProviderRecordDeps {
   db: Db;
   clock: Clock;
   providers: Providers;
@@ -55,7 +55,7 @@ export interface Settled {
  * the call is past its time limit, when the provider would have ended any leg of it (the reaper
  * ends it then). Throws ProviderUnreachable when the provider cannot be asked.
  */
-export async function settleFromProviderRecord({ db, clock, providers }: ReconcileDeps, call: CallRow, changes: Changes): Promise<Settled> {
+export async function settleFromProviderRecord({ db, clock, providers }: ProviderRecordDeps, call: CallRow, changes: Changes): Promise<Settled> {
   const leg = recordedLeg(call);
   const account = leg === null ? undefined : await loadProviderAccount(db, call.account_id);
   if (leg === null || !account) return { record: null, ended: false, answered: false };
