@@ -65,10 +65,10 @@ export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const
 export const PROVIDER_CALLS_PER_TICK = 100;
 export const PROVIDER_REQUESTS_AT_ONCE = 4;
 /**
- * decided: a live call its window no longer holds is asked about at the first tick after that
- * (the window has not reported it for LIMITS.orphanGraceSeconds), then once a minute while the
- * provider says its leg still runs (a device's leg outlives a closed window until the provider
- * notices).
+ * decided: the provider's record of a live call is read once a minute at most: after a first read
+ * PROVIDER_FINAL_CALLBACK_GRACE_SECONDS after its window let go of it, again while the provider
+ * says its leg still runs (a device's leg outlives a closed window until the provider notices);
+ * and an overdue call's record is not read again within a minute of the last read.
  */
 export const PROVIDER_RECHECK_SECONDS = 60;
 /**
@@ -464,7 +464,6 @@ export type Reaper = ReturnType<typeof createReaper>;
 
 /** The statuses a provider leg runs in (as SQL literals: checks.ts says why). */
 const PROVIDER_LEG_STATUS_LIST = `'dialing', 'ringing', 'connected', 'incoming'`;
-
 
 /** Runs `work` for every item, at most `limit` at a time; `work` handles its own failures. */
 async function inParallel<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
