@@ -188,6 +188,7 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
           baseUrl: `${node.url}/api/v1/click2call`,
           siteUrl: config.siteUrl,
           browserBaseUrl: `${config.publicBaseUrl}${API_PREFIX}`,
+          gatewayUrl: config.gatewayUrl,
           integrationId: credentials.integration_id,
           serverKey: credentials.server_key,
           users: { agent: credentials.agent, disabled: credentials.agent_disabled, unassigned: credentials.agent_unassigned },

@@ -61,7 +61,13 @@ describe('npm start with the demo flag', () => {
     const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8'));
     expect(page).toContain(`apiBaseUrl: ${JSON.stringify(demo.base_url)}`);
     expect(page).not.toMatch(/\+44|\+1202/);
-    expect(visit.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+    // a strict policy: no other site frames the CRM; the page's inline script and style run by this response's nonce
+    const policy = visit.headers.get('content-security-policy')!;
+    expect(policy).toContain("frame-ancestors 'none'");
+    const nonce = /script-src 'nonce-([^']+)'/.exec(policy)?.[1];
+    expect(page).toContain(`<script nonce="${nonce}">`);
+    expect(page).toContain(`<style nonce="${nonce}">`);
+    expect(/script-src 'nonce-([^']+)'/.exec((await (await fetch(`${crm}/`)).headers.get('content-security-policy'))!)?.[1]).not.toBe(nonce);
     const agent = signedIn(visit);
     const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
       fetch(`${crm}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', origin: crm, ...headers }, body: JSON.stringify(body) });

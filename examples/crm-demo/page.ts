@@ -5,7 +5,11 @@ const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCode
 /** A string literal for an inline script: JSON, with `<` escaped so that no `</script>` ends the script early. */
 const scriptString = (text: string) => JSON.stringify(text).replaceAll('<', '\\u003c');
 
-export function contactsPage(input: { siteUrl: string; apiBaseUrl?: string; integrationId: string; user: string; contacts: Contact[]; users: string[] }): string {
+/**
+ * The page. `nonce` is this response's, named by its Content-Security-Policy (server.ts): the
+ * page's own inline style and script carry it; the SDK's script is allowed by its origin.
+ */
+export function contactsPage(input: { siteUrl: string; apiBaseUrl?: string; integrationId: string; user: string; contacts: Contact[]; users: string[]; nonce: string }): string {
   const rows = input.contacts
     .map(
       (c) => `<tr>
@@ -20,7 +24,7 @@ export function contactsPage(input: { siteUrl: string; apiBaseUrl?: string; inte
 <head>
 <meta charset="utf-8">
 <title>Demo CRM</title>
-<style>
+<style nonce="${escape(input.nonce)}">
   body { font: 15px/1.5 system-ui, sans-serif; margin: 2rem auto; max-width: 52rem; color: #1d2433; }
   table { border-collapse: collapse; width: 100%; } td, th { text-align: left; padding: .45rem .6rem; border-bottom: 1px solid #e3e6ee; }
   .note { color: #6b7385; font-size: 13px; } button { font: inherit; padding: .3rem .9rem; cursor: pointer; }
@@ -41,7 +45,7 @@ ${rows}
 <p id="log" role="status"></p>
 
 <script src="${escape(input.siteUrl)}/assets/js/click2call-sdk.js"></script>
-<script>
+<script nonce="${escape(input.nonce)}">
   // 1. Start the widget. The SDK asks our backend for a session on every page load.
   const c2c = ServiceClick2Call.init({
     integrationId: ${JSON.stringify(input.integrationId)},

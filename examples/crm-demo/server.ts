@@ -21,6 +21,12 @@ export interface CrmDemoOptions {
    * differs. Defaults to siteUrl's.
    */
   browserBaseUrl?: string;
+  /**
+   * Where browsers reach the service's gateway (its PUBLIC_GATEWAY_URL: the sessions' `realtime.url`),
+   * which the page's Content-Security-Policy lets the SDK's socket connect to. Defaults to
+   * siteUrl's origin (one proxy serving the site, the API and /socket.io).
+   */
+  gatewayUrl?: string;
   integrationId: string;
   /** the server key: it stays on this server, never in the page */
   serverKey: string;
@@ -44,10 +50,33 @@ const REQUEST_ID = /^[A-Za-z0-9_-]{8,64}$/;
 const CALL_ATTEMPT_MS = 12_000;
 const SESSION_TIMEOUT_MS = 8_000;
 
+/**
+ * The page's Content-Security-Policy, as strict as a careful CRM's, to show that the embed needs
+ * no loosening of it (docs/sdk.md, "Content Security Policy"): scripts from this response's nonce
+ * and the service's site (the SDK); connections to this CRM (the SDK's two endpoints), the
+ * service's API and its gateway (Socket.IO's WebSocket, and HTTP long-polling where that fails);
+ * no inline style but the page's own (the widget's is a constructed style sheet); no framing.
+ */
+function pagePolicy(nonce: string, service: { site: string; api: string; gateway: string }): string {
+  const gateway = new URL(service.gateway).origin;
+  const connect = ["'self'", new URL(service.api).origin, gateway, gateway.replace(/^http/, 'ws')];
+  return [
+    "default-src 'none'",
+    `script-src 'nonce-${nonce}' ${new URL(service.site).origin}`,
+    `style-src 'nonce-${nonce}'`,
+    `connect-src ${[...new Set(connect)].join(' ')}`,
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
 export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
   // as browsers send it (lower-case host, no default port, no path): `https://CRM.example.com:443/` is https://crm.example.com
   const publicOrigin = new URL(options.publicOrigin ?? `http://127.0.0.1:${options.port}`).origin;
+  // the SDK's default {base_url} is its script's origin
+  const apiForBrowsers = options.browserBaseUrl ?? options.siteUrl;
 
   /**
    * Calls the service with the server key and answers the browser with its status and body,
@@ -118,9 +147,12 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
       user = userNamed(name);
     }
     if (name) signIn(reply, name);
-    // no other site may frame the CRM and have the agent click Call in it
-    reply.header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY');
-    return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, apiBaseUrl: options.browserBaseUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users) }));
+    // a nonce per response, so a script injected into the page cannot guess it
+    const nonce = randomBytes(16).toString('base64');
+    const policy = pagePolicy(nonce, { site: options.siteUrl, api: apiForBrowsers, gateway: options.gatewayUrl ?? options.siteUrl });
+    // X-Frame-Options for browsers older than frame-ancestors: no other site may frame the CRM and have the agent click Call in it
+    reply.header('content-security-policy', policy).header('x-frame-options', 'DENY');
+    return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, apiBaseUrl: options.browserBaseUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users), nonce }));
   });
 
   // sessionEndpoint: the SDK posts {integration_id, origin}; we add who the signed-in user is. The

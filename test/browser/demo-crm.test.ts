@@ -119,6 +119,44 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect((await sdk(page)).call.duration).toBe(ended.duration);
   });
 
+  it("works under the CRM's strict Content-Security-Policy: the widget is styled, its socket connects, and nothing is refused", async () => {
+    const context = await newContext();
+    // recorded from before the page's first script, in every page of the context
+    await context.addInitScript(() => {
+      (window as any).__violations = [];
+      document.addEventListener('securitypolicyviolation', (e) => (window as any).__violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+    });
+    const page = await context.newPage();
+    const refusedInConsole: string[] = [];
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) refusedInConsole.push(message.text());
+    });
+    const pushed: string[] = [];
+    page.on('websocket', (ws) => ws.on('framereceived', ({ payload }) => void pushed.push(String(payload))));
+    const response = await page.goto(stack.crmUrl);
+    // the policy the demo sends: no 'unsafe-inline' anywhere, scripts by nonce and origin
+    const policy = response!.headers()['content-security-policy']!;
+    expect(policy).toMatch(/default-src 'none'/);
+    expect(policy).toMatch(/style-src 'nonce-[^']+'(;|$)/);
+    expect(policy).not.toContain('unsafe');
+    await expect.poll(() => widgetState(page), { timeout: 15_000 }).toBe('offline');
+
+    // the widget's own CSS applies (a constructed sheet, which style-src does not govern)
+    const panel = page.locator('[data-testid=c2c-widget]');
+    expect(await panel.evaluate((node) => [getComputedStyle(node).width, getComputedStyle(node).borderTopLeftRadius])).toEqual(['260px', '10px']);
+    expect(await page.locator('[data-testid=c2c-enable]').evaluate((node) => getComputedStyle(node).backgroundColor)).toBe('rgb(31, 136, 61)');
+    // the snapshot came by push: connect-src names the gateway
+    await expect.poll(() => pushed.some((frame) => frame.startsWith('42["state"')), { timeout: 10_000 }).toBe(true);
+
+    await enableCalls(context, page);
+    await page.locator('[data-testid=call-crm-1002]').click();
+    await expect.poll(() => callStatus(page), { timeout: 15_000 }).toBe('connected');
+    await page.locator('[data-testid=c2c-hangup]').click();
+    await expect.poll(() => callStatus(page), { timeout: 10_000 }).toBe('completed');
+    expect(await page.evaluate(() => (window as any).__violations)).toEqual([]);
+    expect(refusedInConsole).toEqual([]);
+  });
+
   it('offers "Open in new tab" when the popup is blocked, and the tab works as the call window', async () => {
     const context = await newContext();
     await context.addInitScript(() => {

@@ -49,6 +49,30 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, testid: string, cls =
   return node;
 }
 
+/** One constructed sheet for every widget of the page, made at the first. */
+let sheet: CSSStyleSheet | null = null;
+
+/**
+ * Gives the shadow root the widget's CSS as a constructed style sheet: the page's Content Security
+ * Policy governs <style> elements (a strict `style-src` without 'unsafe-inline' refuses ours) but
+ * not constructed sheets, so integrators need not weaken their policy for the widget. A browser
+ * without them (Safari before 16.4, Firefox before 101) gets a <style> element, which such a
+ * policy refuses: the widget then works unstyled (docs/sdk.md, "Content Security Policy").
+ */
+function adoptStyles(root: ShadowRoot): void {
+  if ('adoptedStyleSheets' in root && typeof CSSStyleSheet === 'function' && 'replaceSync' in CSSStyleSheet.prototype) {
+    if (!sheet) {
+      sheet = new CSSStyleSheet();
+      sheet.replaceSync(STYLES);
+    }
+    root.adoptedStyleSheets = [sheet];
+    return;
+  }
+  const style = document.createElement('style');
+  style.textContent = STYLES;
+  root.appendChild(style);
+}
+
 export class Widget {
   readonly host: HTMLElement;
   readonly root: ShadowRoot;
@@ -71,9 +95,7 @@ export class Widget {
       this.host.style.cssText = `position:fixed;z-index:2147483000;${v}:16px;${side}:16px;display:block`;
     } else this.host.style.cssText = 'display:block';
     this.root = this.host.attachShadow({ mode: 'open' });
-    const style = document.createElement('style');
-    style.textContent = STYLES;
-    this.root.appendChild(style);
+    adoptStyles(this.root);
 
     const n = this.n;
     const panel = (n.panel = el('section', 'c2c-widget', 'p'));
