@@ -11,18 +11,20 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/app.js';
 import { ManualClock } from '../../api/clock.js';
-import { setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
+import { PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS } from '../../api/domain/reaper.js';
 import { ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
+import { LIMITS } from '../../shared/limits.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { command, heartbeat, launchTicket, openSession, readyAgent, widgetState } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, requestAndClaim } from '../helpers/provider.js';
-import { CALLER_ID, seedTenant, US_NUMBER } from '../helpers/tenant.js';
-import { completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+import { CALLER_ID, seedTenant, US_NUMBER, type Tenant } from '../helpers/tenant.js';
+import { completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioAnswer, type TwilioRequest, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
 const { accountSid: ACCOUNT_SID, authToken: AUTH_TOKEN, twimlAppSid: APP_SID } = TWILIO;
 const { sid: KEY_SID, secret: KEY_SECRET } = TWILIO.apiKey;
@@ -263,6 +265,80 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([`GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAchild2.json`]);
     const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
     expect(ended.body).toMatchObject({ request_id: id, status: 'completed', duration: 95 });
+    standIn.answer(completedCall);
+  });
+
+  it("holds back the record reads of an account Twilio refuses, not another account's; Twilio failing holds back every read of the tick", async () => {
+    const OTHER_SID = `AC${'99887766554433221100ffeeddccbbaa'}`;
+    /**
+     * Five calls of one account, then one of another (the reaper reads them in that order, four
+     * at a time), each dialed and its leg bound, let go of by its window 30 s ago: their completed lost.
+     */
+    async function unheldCalls(round: string) {
+      const refused = await twilioTenant();
+      const other = await seedTenant(h.services);
+      await setAccountProvider(h.services, other.accountId, { accountSid: OTHER_SID, authToken: AUTH_TOKEN, apiKey: { sid: KEY_SID, secret: KEY_SECRET }, twimlAppSid: APP_SID });
+      const calls: Array<{ id: string; leg: string; accountSid: string }> = [];
+      const place = async (t: Tenant, email: string, accountSid: string) => {
+        const agent = await readyAgent(api, t, email, false);
+        await h.clock.advance(10); // the reaper reads calls oldest first
+        const id = await requestAndClaim(api, t, agent, { agent: { type: 'email', value: email } });
+        const n = calls.length;
+        expect((await signedVoice(t, { CallSid: `CA${round}parent${n}`, From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: accountSid })).status).toBe(200);
+        const leg = `CA${round}leg${n}`;
+        expect((await signedStatus(t, id, { CallSid: leg, ParentCallSid: `CA${round}parent${n}`, AccountSid: accountSid, CallStatus: 'in-progress' })).status).toBe(204);
+        calls.push({ id, leg, accountSid });
+        return agent;
+      };
+      const agents = [];
+      for (let i = 0; i < 5; i += 1) {
+        const { email } = await createMember(h.services, { accountId: refused.accountId, email: `agent${i}@acme.example`, name: `Agent ${i}`, departmentId: refused.salesId });
+        agents.push(await place(refused, email, ACCOUNT_SID));
+      }
+      agents.push(await place(other, other.agent.email, OTHER_SID));
+      // every window lets go of its call (once it has had time to take it up), 30 s ago
+      await h.clock.advanceSeconds(LIMITS.orphanGraceSeconds + 1);
+      for (const agent of agents) await heartbeat(api, agent.engineToken);
+      await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
+      for (const agent of agents) await heartbeat(api, agent.engineToken);
+      return calls;
+    }
+    const statusOf = async (id: string) => (await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]))[0]!.status;
+    const ended = (request: TwilioRequest): TwilioAnswer => ({
+      status: 200,
+      body: { sid: request.path.match(/Calls\/([^/.]+)\.json$/)![1], account_sid: request.user, status: 'completed', end_time: new Date(h.clock.now() - 20_000).toUTCString(), duration: '40' },
+    });
+    const readsOf = (accountSid: string) => standIn.requests.filter((request) => request.method === 'GET' && request.user === accountSid).length;
+
+    // Twilio refuses the first account's credentials (a 4xx: that account alone)
+    let calls = await unheldCalls('r');
+    standIn.requests.length = 0;
+    standIn.answer((request) => (request.user === ACCOUNT_SID ? twilioError(401, 20003, 'Authenticate') : ended(request)));
+    await h.services.reaper.tick();
+    // the four lanes' first reads were refused; the fifth call of that account was not asked for
+    expect(readsOf(ACCOUNT_SID)).toBe(4);
+    expect(await Promise.all(calls.slice(0, 5).map((call) => statusOf(call.id)))).toEqual(Array(5).fill('connected'));
+    // the other account's call was read and settled in the same tick
+    expect(readsOf(OTHER_SID)).toBe(1);
+    expect(await statusOf(calls[5]!.id)).toBe('completed');
+    // a minute on, the refused account's calls are read again, and settled
+    standIn.answer(ended);
+    await h.clock.advanceSeconds(PROVIDER_RECHECK_SECONDS);
+    await h.services.reaper.tick();
+    expect(await Promise.all(calls.slice(0, 5).map((call) => statusOf(call.id)))).toEqual(Array(5).fill('completed'));
+
+    // Twilio failing (a 5xx): no more reads in the tick, whichever the account
+    calls = await unheldCalls('f');
+    standIn.requests.length = 0;
+    standIn.answer((request) => (request.user === ACCOUNT_SID ? twilioError(503, 20503, 'Service Unavailable') : ended(request)));
+    await h.services.reaper.tick();
+    expect(readsOf(ACCOUNT_SID)).toBe(4);
+    expect(readsOf(OTHER_SID)).toBe(0);
+    expect(await statusOf(calls[5]!.id)).toBe('connected');
+    standIn.answer(ended);
+    await h.clock.advanceSeconds(PROVIDER_RECHECK_SECONDS);
+    await h.services.reaper.tick();
+    expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('completed'));
     standIn.answer(completedCall);
   });
 
