@@ -463,6 +463,37 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect((await requestCall(api, t)).status).toBe(202);
   });
 
+  it("settles an outbound call none of whose dialed leg's callbacks came (a store outage through the whole call) from the record of the leg its window's leg dialed: completed, billed for the talk, the leg bound", async () => {
+    simulator().faults.records = 'kept';
+    const agent = await readyAgent(api, t);
+    deliverWebhooks(true); // from before the dial: the leg's ringing, answer and completed are all lost
+    const id = (await requestCall(api, t, { phone_number: `${MAGIC_NUMBERS.farEndHangupPrefix}40` })).body.request_id as string;
+    await api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken });
+    const dialed = await row(id);
+    // the voice webhook came (the window's leg): the dialed leg, never named by a callback, is not bound
+    expect(dialed).toMatchObject({ status: 'dialing', provider_leg_sid: null });
+    const account = (await loadProviderAccount(h.services.db, t.accountId))!;
+    const leg = (await simulator().dialedLegRecord(account, dialed.provider_call_sid!))!.callSid;
+    const legs = vi.spyOn(simulator(), 'dialedLegRecord');
+    try {
+      // the far end answers and hangs up 40 s later, while the window holds the call
+      await heldUntil(agent.engineToken, id, h.clock.now() + 50_000);
+      expect((await row(id)).status).toBe('dialing');
+      const balanceBefore = await balance();
+      await idleFor(agent.engineToken, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS + 5); // the window let go of it
+      expect(legs).toHaveBeenCalledWith(expect.objectContaining({ accountId: t.accountId }), dialed.provider_call_sid);
+      const ended = await row(id);
+      expect(ended).toMatchObject({ status: 'completed', end_reason: 'far_end', provider_leg_sid: leg });
+      expect(ended.ended_at! - ended.answered_at!).toBe(40_000);
+      expect(Number(ended.charge_micros)).toBe(Math.ceil((40 * Number(ended.per_minute_micros)) / 60));
+      expect(balanceBefore - (await balance())).toBe(Number(ended.charge_micros));
+    } finally {
+      legs.mockRestore();
+    }
+    deliverWebhooks(false);
+    expect((await requestCall(api, t)).status).toBe(202);
+  });
+
   it("reads nothing, and counts nothing, for a hang up whose callback comes after the window let go: the grace is the callback's", async () => {
     const { agent, id } = await answeredWithCallbacksLost();
     await h.clock.advanceSeconds(41);

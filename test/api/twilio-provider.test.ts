@@ -151,6 +151,42 @@ describe('the Twilio driver', () => {
     }
   });
 
+  it("finds the leg a parent dialed by listing the account's calls with that ParentCallSid: the newest, as its record; none when it dialed none; unreachable as for a record", async () => {
+    const leg = (sid: string, created: string, status: string) => ({
+      sid,
+      parent_call_sid: 'CAwindow1',
+      account_sid: ACCOUNT_SID,
+      status,
+      date_created: created,
+      date_updated: 'Fri, 27 Nov 2026 21:03:00 +0000',
+      end_time: status === 'completed' ? 'Fri, 27 Nov 2026 21:02:10 +0000' : null,
+      duration: status === 'completed' ? '70' : null,
+    });
+    // Twilio's list page: the calls, and its paging fields (no next page)
+    const page = (calls: unknown[]) => ({ status: 200, body: { calls, first_page_uri: '/x', next_page_uri: null, previous_page_uri: null, page: 0, page_size: 20, start: 0, end: calls.length - 1, uri: '/x' } });
+    standIn.answer(() => page([leg('CAolder', 'Fri, 27 Nov 2026 20:50:00 +0000', 'no-answer'), leg('CAnewer', 'Fri, 27 Nov 2026 21:00:00 +0000', 'completed')]));
+    expect(await twilio.dialedLegRecord(account, 'CAwindow1')).toEqual({
+      callSid: 'CAnewer',
+      parentCallSid: 'CAwindow1',
+      status: 'completed',
+      endedAt: Date.UTC(2026, 10, 27, 21, 2, 10),
+      durationSeconds: 70,
+    });
+    expect(standIn.requests).toEqual([
+      { method: 'GET', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls.json?ParentCallSid=CAwindow1&PageSize=20`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: {} },
+    ]);
+    standIn.answer(() => page([]));
+    expect(await twilio.dialedLegRecord(account, 'CAwindow2')).toBeNull();
+    standIn.answer(() => twilioError(401, 20003, 'Authenticate'));
+    const refused = await twilio.dialedLegRecord(account, 'CAwindow3').then(() => null, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(ProviderUnreachable);
+    expect(refused).toMatchObject({ accountOnly: true });
+    expect((refused as Error).message).toContain('CAwindow3');
+    expect((refused as Error).message).not.toContain(AUTH_TOKEN);
+    standIn.answer(() => 'hang');
+    await expect(twilio.dialedLegRecord(account, 'CAwindow4')).rejects.toMatchObject({ accountOnly: false });
+  });
+
   it('says unreachable, never ended, when Twilio fails, refuses the credentials, takes too long or cannot be reached, without the credentials in the message', async () => {
     const failures = [
       () => twilioError(500, 20500, 'Internal Server Error'),
@@ -265,6 +301,38 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([`GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAchild2.json`]);
     const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
     expect(ended.body).toMatchObject({ request_id: id, status: 'completed', duration: 95 });
+    standIn.answer(completedCall);
+  });
+
+  it("settles a call none of whose dialed leg's callbacks came from the leg Twilio lists under the window's leg: bound, ended and billed as Twilio recorded it", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = await requestAndClaim(api, t, agent);
+    expect((await signedVoice(t, { CallSid: 'CAparent3', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    // no status callback arrives: the leg is never named; 70 s of talk, then the window lets go
+    await h.clock.advanceSeconds(LIMITS.orphanGraceSeconds + 80);
+    const endedAt = Math.floor(h.clock.now() / 1000) * 1000 - 5_000;
+    await heartbeat(api, agent.engineToken);
+    expect((await api.get(`/calls/${id}`, { auth: t.serverKey })).body.status).toBe('dialing');
+    standIn.requests.length = 0;
+    standIn.answer((request) => ({
+      status: 200,
+      body: {
+        calls: [{ sid: 'CAchild3', parent_call_sid: 'CAparent3', account_sid: request.user, status: 'completed', date_created: new Date(endedAt - 80_000).toUTCString(), end_time: new Date(endedAt).toUTCString(), duration: '70' }],
+        next_page_uri: null,
+        page: 0,
+        page_size: 20,
+      },
+    }));
+    await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
+    await heartbeat(api, agent.engineToken);
+    await h.services.reaper.tick();
+    expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([`GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls.json?ParentCallSid=CAparent3&PageSize=20`]);
+    const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(ended.body).toMatchObject({ request_id: id, status: 'completed', duration: 70, ended_at: endedAt / 1000 });
+    const [row] = await h.services.db.query<{ provider_leg_sid: string; charge_micros: string; per_minute_micros: string }>('SELECT provider_leg_sid, charge_micros, per_minute_micros FROM call_intents WHERE id = $1', [id]);
+    expect(row!.provider_leg_sid).toBe('CAchild3');
+    expect(Number(row!.charge_micros)).toBe(Math.ceil((70 * Number(row!.per_minute_micros)) / 60));
     standIn.answer(completedCall);
   });
 

@@ -28,14 +28,21 @@ export interface ProviderRecordDeps {
  * Twilio caller's ring of the window), bound at its first callback. A parent leg cannot tell: an
  * outbound call's is the window's, which the TwiML App answers at once, and a Twilio caller's
  * rang other agents too. The simulator's inbound call stores the leg that rang the window itself.
- * Null before any callback named the leg: such a call was never reported ringing or answered, and
- * its ring timeout ends it (reaper.ts).
+ * An outbound call whose dialed leg no callback named (every one of them lost: a store outage
+ * through the whole call) has it found by the window's leg that dialed it, and bound by the
+ * record. Null for a call with no leg to ask about: never dialed, or a Twilio incoming call none
+ * of whose ring's callbacks came (its parent rang every agent: which ring was this window's,
+ * only a callback says); the reaper's own rules end such a call (reaper.ts).
  */
-export const RECORDED_LEG_SQL = `(provider_leg_sid IS NOT NULL OR (provider = 'simulated' AND direction = 'inbound' AND provider_call_sid IS NOT NULL))`;
+export type RecordedLeg = { sid: string } | { dialedBy: string };
 
-export function recordedLeg(call: Pick<CallRow, 'provider_leg_sid' | 'provider_call_sid' | 'provider' | 'direction'>): string | null {
-  if (call.provider_leg_sid !== null) return call.provider_leg_sid;
-  return call.provider === 'simulated' && call.direction === 'inbound' ? call.provider_call_sid : null;
+export const RECORDED_LEG_SQL = `(provider_leg_sid IS NOT NULL OR (provider_call_sid IS NOT NULL AND (direction = 'outbound' OR provider = 'simulated')))`;
+
+export function recordedLeg(call: Pick<CallRow, 'provider_leg_sid' | 'provider_call_sid' | 'provider' | 'direction'>): RecordedLeg | null {
+  if (call.provider_leg_sid !== null) return { sid: call.provider_leg_sid };
+  if (call.provider_call_sid === null) return null;
+  if (call.direction === 'outbound') return { dialedBy: call.provider_call_sid };
+  return call.provider === 'simulated' ? { sid: call.provider_call_sid } : null;
 }
 
 export interface Settled {
@@ -59,7 +66,8 @@ export async function settleFromProviderRecord({ db, clock, providers }: Provide
   const leg = recordedLeg(call);
   const account = leg === null ? undefined : await loadProviderAccount(db, call.account_id);
   if (leg === null || !account) return { record: null, ended: false, answered: false };
-  const record = await providers.byName(call.provider).callRecord(account, leg);
+  const provider = providers.byName(call.provider);
+  const record = 'sid' in leg ? await provider.callRecord(account, leg.sid) : await provider.dialedLegRecord(account, leg.dialedBy);
   const final = record !== null && FINAL_CALL_STATUSES.has(record.status);
   const answers = record !== null && record.status === 'in-progress' && call.answered_at === null && withinTimeLimit(call, clock.now());
   if (!final && !answers) return { record, ended: false, answered: false };

@@ -141,6 +141,16 @@ export class Simulator implements VoiceProvider {
     return this.#ended.get(callSid) ?? null;
   }
 
+  /** The leg a parent this node placed dialed: held, or ended (the newest, kept as above). */
+  async dialedLegRecord(_account: ProviderAccount, parentCallSid: string): Promise<ProviderCallRecord | null> {
+    if (this.faults.records === 'unreachable') throw new ProviderUnreachable('simulated call records are unreachable');
+    if (this.faults.records === 'forgotten') return null;
+    const leg = [...this.#legs.values()].find((held) => held.parentSid === parentCallSid);
+    if (leg) return { callSid: leg.sid, parentCallSid, status: leg.status, endedAt: null, durationSeconds: null };
+    // a walk of the kept records: only the reaper asks, for a call whose leg no callback named
+    return [...this.#ended.values()].findLast((ended) => ended.parentCallSid === parentCallSid) ?? null;
+  }
+
   get hangupFailures(): number {
     return this.#hangupFailures;
   }

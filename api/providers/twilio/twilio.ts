@@ -6,6 +6,7 @@
  * window's Twilio Device places and takes the calls (window/src/drivers/twilio.ts).
  */
 import twilio from 'twilio';
+import type { CallInstance, CallListInstance } from 'twilio/lib/rest/api/v2010/account/call.js';
 import type { Clock } from '../../clock.js';
 import {
   FINAL_CALL_STATUSES,
@@ -81,29 +82,44 @@ export class TwilioProvider implements VoiceProvider {
   }
 
   async callRecord(account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null> {
+    const call = await this.#read(account, `call ${callSid}`, (calls) => calls(callSid).fetch());
+    return call && record(call);
+  }
+
+  async dialedLegRecord(account: ProviderAccount, parentCallSid: string): Promise<ProviderCallRecord | null> {
+    // GET …/Calls.json?ParentCallSid=: an outbound call's <Dial><Number> makes one child leg
+    const legs = await this.#read(account, `the legs call ${parentCallSid} dialed`, (calls) => calls.list({ parentCallSid, limit: 20 }));
+    const newest = (legs ?? []).sort((a, b) => (time(b.dateCreated) ?? 0) - (time(a.dateCreated) ?? 0))[0];
+    return newest ? record(newest) : null;
+  }
+
+  /** A read of the account's call resources; null for Twilio's 20404 (it has no such resource). */
+  async #read<T>(account: ProviderAccount, what: string, read: (calls: CallListInstance) => Promise<T>): Promise<T | null> {
     const client = twilio(account.accountSid, account.authToken, { httpClient: this.#http });
-    let call;
     try {
-      call = await client.api.v2010.accounts(account.accountSid).calls(callSid).fetch();
+      return await read(client.api.v2010.accounts(account.accountSid).calls);
     } catch (error) {
       if (error instanceof twilio.RestException && error.code === NOT_FOUND) return null;
       // Twilio answered, refusing this request (not a 5xx, not rate-limiting): the account's trouble, not Twilio's.
       const accountOnly = error instanceof twilio.RestException && error.status >= 400 && error.status < 500 && error.status !== 429;
-      throw new ProviderUnreachable(`Twilio did not give call ${callSid}: ${describe(error)}`, { accountOnly });
+      throw new ProviderUnreachable(`Twilio did not give ${what}: ${describe(error)}`, { accountOnly });
     }
-    // A status this driver does not know (Twilio added one) tells nothing: read as no record.
-    if (!STATUSES.has(call.status)) return null;
-    const status = call.status as ProviderCallStatus;
-    // Twilio leaves end_time empty for a call that was not answered; its last update is when it ended.
-    const endedAt = FINAL_CALL_STATUSES.has(status) ? (time(call.endTime) ?? time(call.dateUpdated)) : null;
-    return {
-      callSid: call.sid,
-      parentCallSid: call.parentCallSid || null,
-      status,
-      endedAt,
-      durationSeconds: typeof call.duration === 'string' && /^\d+$/.test(call.duration) ? Number(call.duration) : null,
-    };
   }
+}
+
+/** A call resource as the record its final callback would carry; null for a status this driver does not know (Twilio added one), which tells nothing. */
+function record(call: CallInstance): ProviderCallRecord | null {
+  if (!STATUSES.has(call.status)) return null;
+  const status = call.status as ProviderCallStatus;
+  // Twilio leaves end_time empty for a call that was not answered; its last update is when it ended.
+  const endedAt = FINAL_CALL_STATUSES.has(status) ? (time(call.endTime) ?? time(call.dateUpdated)) : null;
+  return {
+    callSid: call.sid,
+    parentCallSid: call.parentCallSid || null,
+    status,
+    endedAt,
+    durationSeconds: typeof call.duration === 'string' && /^\d+$/.test(call.duration) ? Number(call.duration) : null,
+  };
 }
 
 function time(date: unknown): number | null {
