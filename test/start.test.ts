@@ -131,6 +131,7 @@ describe('npm start with the demo flag', () => {
       publicOrigin: `http://127.0.0.1:${port}/`,
       baseUrl: `http://127.0.0.1:${(hop.address() as { port: number }).port}/api/v1/click2call`,
       siteUrl: demo.site_url,
+      gatewayUrl: node!.services.config.gatewayUrl,
       integrationId: demo.integration_id,
       serverKey: demo.server_key,
       users: { agent: demo.agent },

@@ -23,10 +23,11 @@ export interface CrmDemoOptions {
   browserBaseUrl?: string;
   /**
    * Where browsers reach the service's gateway (its PUBLIC_GATEWAY_URL: the sessions' `realtime.url`),
-   * which the page's Content-Security-Policy lets the SDK's socket connect to. Defaults to
-   * siteUrl's origin (one proxy serving the site, the API and /socket.io).
+   * which the page's Content-Security-Policy lets the SDK's socket connect to. Set it: the service
+   * has no default a CRM could guess (its own is http://127.0.0.1:GATEWAY_PORT), and a policy
+   * without it leaves the widget polling. `npm start` passes the service's.
    */
-  gatewayUrl?: string;
+  gatewayUrl: string;
   integrationId: string;
   /** the server key: it stays on this server, never in the page */
   serverKey: string;
@@ -149,7 +150,7 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
     if (name) signIn(reply, name);
     // a nonce per response, so a script injected into the page cannot guess it
     const nonce = randomBytes(16).toString('base64');
-    const policy = pagePolicy(nonce, { site: options.siteUrl, api: apiForBrowsers, gateway: options.gatewayUrl ?? options.siteUrl });
+    const policy = pagePolicy(nonce, { site: options.siteUrl, api: apiForBrowsers, gateway: options.gatewayUrl });
     // X-Frame-Options for browsers older than frame-ancestors: no other site may frame the CRM and have the agent click Call in it
     reply.header('content-security-policy', policy).header('x-frame-options', 'DENY');
     return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, apiBaseUrl: options.browserBaseUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users), nonce }));
