@@ -65,6 +65,8 @@ const EnvSchema = z.object({
   C2C_DEMO: flag.default(false),
   /** the provider of real call windows; simulated windows (demos, tests) always use the simulator */
   VOICE_PROVIDER: z.enum(['simulated', 'twilio']).default('simulated'),
+  /** whether POST /engine/pair takes `simulated: true` (integrators' CI); an operator refuses it where no fake call may be billed */
+  SIMULATED_ENGINES: z.enum(['allow', 'refuse']).default('allow'),
   /** where the Twilio driver reaches Twilio's REST API (an egress proxy); https://api.twilio.com when unset */
   TWILIO_API_BASE_URL: z
     .string()
@@ -142,6 +144,8 @@ export interface Config {
   gatewayUrl: string;
   demo: boolean;
   voiceProvider: 'simulated' | 'twilio';
+  /** SIMULATED_ENGINES: refuse pairs no simulated engine (docs/simulated-provider.md) */
+  simulatedEngines: 'allow' | 'refuse';
   /** TWILIO_API_BASE_URL: undefined is Twilio's own */
   twilioApiBaseUrl: string | undefined;
   twilioTimeoutMs: number;
@@ -199,6 +203,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     gatewayUrl: parseOrigin(e.PUBLIC_GATEWAY_URL ?? `http://127.0.0.1:${e.GATEWAY_PORT}`)!,
     demo: e.C2C_DEMO,
     voiceProvider: e.VOICE_PROVIDER,
+    simulatedEngines: e.SIMULATED_ENGINES,
     twilioApiBaseUrl: e.TWILIO_API_BASE_URL,
     twilioTimeoutMs: e.TWILIO_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,

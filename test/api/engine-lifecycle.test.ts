@@ -674,3 +674,23 @@ describe.each(storeDrivers())('where engines may run, over REST, on %s', (driver
     expect((await api.post('/engine/heartbeat', READY, { auth: agent.engineToken, origin: OURS })).status).toBe(200);
   });
 });
+
+describe.each(storeDrivers())('a service whose operator refuses simulated engines (SIMULATED_ENGINES=refuse), on %s', (driver) => {
+  let h: Harness;
+  let api: Client;
+  beforeAll(async () => {
+    h = await createHarness(driver, { simulatedEngines: 'refuse' });
+    api = client(h.app);
+  });
+  afterAll(() => h.close());
+
+  it('refuses a simulated pairing with 422 invalid_request, leaving the ticket for a real window to pair with', async () => {
+    const t = await seedTenant(h.services);
+    const ticket = await launchTicket(api, await openSession(api, t));
+    const refused = await expectError(api.post('/engine/pair', { ticket, simulated: true }), 422, 'invalid_request');
+    expect(refused.body.message).toContain('SIMULATED_ENGINES');
+    const paired = await api.post('/engine/pair', { ticket, simulated: false });
+    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+    expect(paired.body.engine.simulated).toBe(false);
+  });
+});

@@ -2,6 +2,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { PairRequest, Paired } from '../../../shared/schemas/engine-api.js';
+import { C2CError } from '../../../shared/errors.js';
 import { toEngine, toWidgetAgent } from '../../domain/views.js';
 import { usePairingGuard } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
@@ -18,13 +19,18 @@ export const pairRoutes =
           summary: 'Pair a call window with its launch ticket',
           description:
             '401 ticket_invalid for an unknown, expired or already used ticket. 409 agent_busy when the agent\'s current window is on a call ' +
-            '(the ticket stays unused); otherwise a new window replaces the old one.',
+            '(the ticket stays unused); otherwise a new window replaces the old one. 422 invalid_request for `simulated: true` where the ' +
+            'operator refuses simulated engines (SIMULATED_ENGINES=refuse; the ticket stays unused).',
           tags: ['engine'],
           body: PairRequest,
           response: { 201: Paired, ...errorResponses(401, 403, 409, 422, 429) },
         },
       },
       async (request, reply) => {
+        // refused before the ticket is spent: the window can still pair for real with it
+        if (request.body.simulated && services.config.simulatedEngines === 'refuse') {
+          throw new C2CError('invalid_request', 'This service pairs no simulated engines (its operator set SIMULATED_ENGINES=refuse): pair with simulated false.');
+        }
         const pairing = await services.engines.pair(request.body);
         return reply.code(201).send({
           ok: true as const,
