@@ -121,6 +121,11 @@ const EnvSchema = z.object({
   C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
   /** sockets one credential may hold on a gateway node (benchmarks hold thousands on one token) */
   C2C_SOCKETS_PER_CREDENTIAL: z.coerce.number().int().min(1).default(LIMITS.socketsPerCredentialPerNode),
+}).superRefine((e, ctx) => {
+  // With the simulated provider every call window is a simulated engine (window/src/main.ts): refusing them would refuse every window.
+  if (e.SIMULATED_ENGINES === 'refuse' && e.VOICE_PROVIDER !== 'twilio') {
+    ctx.addIssue({ code: 'custom', path: ['SIMULATED_ENGINES'], message: 'refuse needs VOICE_PROVIDER=twilio: with the simulated provider every call window pairs as a simulated engine' });
+  }
 });
 
 export interface Config {

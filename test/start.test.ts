@@ -63,6 +63,7 @@ describe('npm start with the demo flag', () => {
     expect(page).not.toMatch(/\+44|\+1202/);
     // a strict policy: no other site frames the CRM; the page's inline script and style run by this response's nonce
     const policy = visit.headers.get('content-security-policy')!;
+    expect(visit.headers.get('cache-control')).toBe('no-store');
     expect(policy).toContain("frame-ancestors 'none'");
     const nonce = /script-src 'nonce-([^']+)'/.exec(policy)?.[1];
     expect(page).toContain(`<script nonce="${nonce}">`);
@@ -218,6 +219,12 @@ describe('the demo CRM, the reference integrator', () => {
 });
 
 describe('configuration', () => {
+  it('refuses SIMULATED_ENGINES=refuse with the simulated provider, whose every call window is a simulated engine; takes it with Twilio', () => {
+    expect(() => loadConfig({ SIMULATED_ENGINES: 'refuse' })).toThrow(/SIMULATED_ENGINES: refuse needs VOICE_PROVIDER=twilio/);
+    expect(loadConfig({ SIMULATED_ENGINES: 'refuse', VOICE_PROVIDER: 'twilio' }).simulatedEngines).toBe('refuse');
+    expect(loadConfig({}).simulatedEngines).toBe('allow');
+  });
+
   it('names every bad variable', () => {
     const attempt = () => loadConfig({ PORT: 'abc', DATABASE_URL: 'mysql://x', PUBLIC_BASE_URL: 'https://c2c.example/api' });
     expect(attempt).toThrow(ConfigError);

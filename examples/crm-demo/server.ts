@@ -66,6 +66,8 @@ function pagePolicy(nonce: string, service: { site: string; api: string; gateway
     `script-src 'nonce-${nonce}' ${new URL(service.site).origin}`,
     `style-src 'nonce-${nonce}'`,
     `connect-src ${[...new Set(connect)].join(' ')}`,
+    // the browser's own request for /favicon.ico
+    "img-src 'self'",
     "base-uri 'none'",
     "form-action 'self'",
     "frame-ancestors 'none'",
@@ -152,7 +154,8 @@ export async function startCrmDemo(options: CrmDemoOptions): Promise<FastifyInst
     const nonce = randomBytes(16).toString('base64');
     const policy = pagePolicy(nonce, { site: options.siteUrl, api: apiForBrowsers, gateway: options.gatewayUrl });
     // X-Frame-Options for browsers older than frame-ancestors: no other site may frame the CRM and have the agent click Call in it
-    reply.header('content-security-policy', policy).header('x-frame-options', 'DENY');
+    // never stored: a page taken from a cache would come with a nonce already seen
+    reply.header('content-security-policy', policy).header('x-frame-options', 'DENY').header('cache-control', 'no-store');
     return reply.type('text/html; charset=utf-8').send(contactsPage({ siteUrl: options.siteUrl, apiBaseUrl: options.browserBaseUrl, integrationId: options.integrationId, user: user!.value, contacts: CONTACTS, users: Object.keys(options.users), nonce }));
   });
 

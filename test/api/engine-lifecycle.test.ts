@@ -675,22 +675,35 @@ describe.each(storeDrivers())('where engines may run, over REST, on %s', (driver
   });
 });
 
-describe.each(storeDrivers())('a service whose operator refuses simulated engines (SIMULATED_ENGINES=refuse), on %s', (driver) => {
+describe.each(storeDrivers())('a Twilio service whose operator refuses simulated engines (SIMULATED_ENGINES=refuse), on %s', (driver) => {
   let h: Harness;
   let api: Client;
   beforeAll(async () => {
-    h = await createHarness(driver, { simulatedEngines: 'refuse' });
+    // allowed at first: the operator sets refuse once an integrator's CI engine is already paired
+    h = await createHarness(driver, { voiceProvider: 'twilio', simulatedEngines: 'allow' });
     api = client(h.app);
   });
   afterAll(() => h.close());
 
-  it('refuses a simulated pairing with 422 invalid_request, leaving the ticket for a real window to pair with', async () => {
+  it('refuses simulated pairings (the ticket left for a real window) and the calls of a simulated engine paired before', async () => {
     const t = await seedTenant(h.services);
-    const ticket = await launchTicket(api, await openSession(api, t));
-    const refused = await expectError(api.post('/engine/pair', { ticket, simulated: true }), 422, 'invalid_request');
-    expect(refused.body.message).toContain('SIMULATED_ENGINES');
-    const paired = await api.post('/engine/pair', { ticket, simulated: false });
-    expect(paired.status, JSON.stringify(paired.body)).toBe(201);
-    expect(paired.body.engine.simulated).toBe(false);
+    const ci = await readyAgent(api, t, t.agent.email, true);
+    h.config.simulatedEngines = 'refuse';
+    try {
+      const requested = await requestCall(api, t);
+      expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+      const refusedClaim = await expectError(api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: ci.engineToken }), 422, 'invalid_request');
+      expect(refusedClaim.body.message).toContain('SIMULATED_ENGINES');
+      expect((await api.get(`/calls/${requested.body.request_id}`, { auth: t.serverKey })).body.status).toBe('queued');
+
+      const ticket = await launchTicket(api, await openSession(api, t));
+      const refused = await expectError(api.post('/engine/pair', { ticket, simulated: true }), 422, 'invalid_request');
+      expect(refused.body.message).toContain('SIMULATED_ENGINES');
+      const paired = await api.post('/engine/pair', { ticket, simulated: false });
+      expect(paired.status, JSON.stringify(paired.body)).toBe(201);
+      expect(paired.body).toMatchObject({ voice_provider: 'twilio', engine: { simulated: false } });
+    } finally {
+      h.config.simulatedEngines = 'allow';
+    }
   });
 });

@@ -15,7 +15,7 @@ import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
-import { command, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
+import { command, heartbeat, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, ringEndedPath } from '../helpers/provider.js';
 import { seedTenant, UK_NUMBER, type Tenant } from '../helpers/tenant.js';
@@ -197,6 +197,22 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     await signedStatus(t, id, { CallSid: 'CAin-3-client', ParentCallSid: 'CAin-3', CallStatus: 'no-answer', AccountSid: ACCOUNT_SID });
     const [row] = await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]);
     expect(row!.status).toBe('no_answer');
+  });
+
+  it("reads no Twilio record of a ring none of whose callbacks came (the caller's leg rang every agent: only a callback says which ring was this window's); the ring window's rule ends it", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = intentOf((await incoming(t, 'CAin-lost')).body)!;
+    standIn.requests.length = 0;
+    // the window lets the ring go (closed, say) and no callback ever comes
+    for (let seconds = 0; seconds < 120; seconds += 10) {
+      await h.clock.advanceSeconds(10);
+      await heartbeat(api, agent.engineToken);
+      await h.services.reaper.tick();
+    }
+    const [row] = await h.services.db.query<{ status: string; provider_leg_sid: string | null }>('SELECT status, provider_leg_sid FROM call_intents WHERE id = $1', [id]);
+    expect(row).toEqual({ status: 'no_answer', provider_leg_sid: null });
+    expect(standIn.requests.filter((request) => request.method === 'GET')).toEqual([]);
   });
 
   /** A Twilio tenant with `count` agents ready on real windows, in the order they opened them (the first is idle longest). */

@@ -336,6 +336,27 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     standIn.answer(completedCall);
   });
 
+  it("binds no leg, and ends nothing, from a listed leg whose parent is not the call's window leg", async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = await requestAndClaim(api, t, agent);
+    expect((await signedVoice(t, { CallSid: 'CAparent5', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    await h.clock.advanceSeconds(LIMITS.orphanGraceSeconds + 1);
+    await heartbeat(api, agent.engineToken); // the window let go of it
+    standIn.requests.length = 0;
+    standIn.answer((request) => ({
+      status: 200,
+      body: { calls: [{ sid: 'CAstranger', parent_call_sid: 'CAother', account_sid: request.user, status: 'completed', end_time: new Date(h.clock.now()).toUTCString(), duration: '70' }], next_page_uri: null },
+    }));
+    await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
+    await heartbeat(api, agent.engineToken);
+    await h.services.reaper.tick();
+    expect(standIn.requests.map((request) => request.method)).toEqual(['GET']);
+    const [row] = await h.services.db.query<{ status: string; provider_leg_sid: string | null }>('SELECT status, provider_leg_sid FROM call_intents WHERE id = $1', [id]);
+    expect(row).toEqual({ status: 'dialing', provider_leg_sid: null });
+    standIn.answer(completedCall);
+  });
+
   it("holds back the record reads of an account Twilio refuses, not another account's; Twilio failing holds back every read of the tick", async () => {
     const OTHER_SID = `AC${'99887766554433221100ffeeddccbbaa'}`;
     /**

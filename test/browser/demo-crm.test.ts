@@ -157,6 +157,19 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     expect(refusedInConsole).toEqual([]);
   });
 
+  it("styles a widget whose container is in a same-origin frame: the frame's document gets its own style sheet", async () => {
+    const page = await openCrm(await newContext());
+    const width = await page.evaluate(async ({ integrationId, apiBaseUrl }) => {
+      const frame = document.createElement('iframe');
+      document.body.appendChild(frame);
+      const panel = () => frame.contentDocument!.querySelector('c2c-widget')?.shadowRoot?.querySelector('[data-testid=c2c-widget]') as HTMLElement | null;
+      (window as any).ServiceClick2Call.init({ integrationId, sessionEndpoint: '/click2call/session', apiBaseUrl, container: frame.contentDocument!.body });
+      for (let i = 0; i < 50 && !panel(); i += 1) await new Promise((resolve) => setTimeout(resolve, 100));
+      return frame.contentWindow!.getComputedStyle(panel()!).width;
+    }, { integrationId: stack.demo.integration_id, apiBaseUrl: stack.demo.base_url });
+    expect(width).toBe('260px');
+  });
+
   it('offers "Open in new tab" when the popup is blocked, and the tab works as the call window', async () => {
     const context = await newContext();
     await context.addInitScript(() => {

@@ -4,6 +4,7 @@
  * against the simulator: connecting after a claim, answering and sending digits when the window
  * acks those commands.
  */
+import { C2CError } from '../../../shared/errors.js';
 import { engineIdentity } from '../../../shared/prefixes.js';
 import type { HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
 import type { Bus } from '../../bus/index.js';
@@ -61,6 +62,16 @@ export function createEngines(deps: EnginesDeps) {
     return drops.map(() => undefined);
   });
 
+  /**
+   * SIMULATED_ENGINES=refuse (docs/simulated-provider.md): no call a carrier did not carry is
+   * billed here. Checked where an engine pairs and where a call is placed, so an engine paired
+   * before the operator set it places none either.
+   */
+  const refuseSimulated = (what: string) => {
+    if (deps.config.simulatedEngines === 'refuse') {
+      throw new C2CError('invalid_request', `This service ${what} (its operator set SIMULATED_ENGINES=refuse): pair a real call window.`);
+    }
+  };
   const providerFor = (context: EngineContext) => (context.engine.simulated ? providers.simulator : providers.configured);
 
   /** What the window's voice device does once it acked a command: only simulated devices need us. */
@@ -91,6 +102,8 @@ export function createEngines(deps: EnginesDeps) {
     authenticate: createEngineAuth(db, bus, clock, deps.directory),
 
     async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension'; attempt?: string | undefined }) {
+      // refused before the ticket is spent: a real window can still pair with it
+      if (input.simulated) refuseSimulated('pairs no simulated engines');
       const pairing = await pairEngine(db, clock, input);
       pairing.changes.publish(bus);
       return pairing;
@@ -126,6 +139,8 @@ export function createEngines(deps: EnginesDeps) {
     },
 
     async claim(context: EngineContext, requestId: string) {
+      // also a simulated engine paired before the operator refused them, or asked again for with its ticket
+      if (context.engine.simulated) refuseSimulated('places no calls of simulated engines');
       const provider = providerFor(context);
       const { call, changes, fresh } = await claimIntent(db, clock, context, requestId, provider.name);
       changes.publish(bus);

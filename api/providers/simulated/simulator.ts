@@ -76,6 +76,8 @@ export class Simulator implements VoiceProvider {
   readonly #earlyHangups = new Map<string, number>();
   /** ended legs' records, oldest first, by the leg's sid */
   readonly #ended = new Map<string, ProviderCallRecord>();
+  /** the newest ended leg each parent dialed: parent sid → the leg's sid in #ended */
+  readonly #endedByParent = new Map<string, string>();
   #deliver: WebhookDelivery | undefined;
   #bus: Bus | undefined;
 
@@ -147,8 +149,8 @@ export class Simulator implements VoiceProvider {
     if (this.faults.records === 'forgotten') return null;
     const leg = [...this.#legs.values()].find((held) => held.parentSid === parentCallSid);
     if (leg) return { callSid: leg.sid, parentCallSid, status: leg.status, endedAt: null, durationSeconds: null };
-    // a walk of the kept records: only the reaper asks, for a call whose leg no callback named
-    return [...this.#ended.values()].findLast((ended) => ended.parentCallSid === parentCallSid) ?? null;
+    const ended = this.#endedByParent.get(parentCallSid);
+    return ended === undefined ? null : (this.#ended.get(ended) ?? null);
   }
 
   get hangupFailures(): number {
@@ -319,8 +321,10 @@ export class Simulator implements VoiceProvider {
     for (const [sid, kept] of this.#ended) {
       if (kept.endedAt! > record.endedAt! - ENDED_RECORD_MS && this.#ended.size < ENDED_RECORDS_KEPT) break;
       this.#ended.delete(sid);
+      if (kept.parentCallSid !== null && this.#endedByParent.get(kept.parentCallSid) === sid) this.#endedByParent.delete(kept.parentCallSid);
     }
     this.#ended.set(record.callSid, record);
+    if (record.parentCallSid !== null) this.#endedByParent.set(record.parentCallSid, record.callSid);
   }
 
   #find(callSid: string): Leg | undefined {

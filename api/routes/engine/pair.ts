@@ -2,7 +2,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { PairRequest, Paired } from '../../../shared/schemas/engine-api.js';
-import { C2CError } from '../../../shared/errors.js';
 import { toEngine, toWidgetAgent } from '../../domain/views.js';
 import { usePairingGuard } from '../../http/auth.js';
 import { errorResponses } from '../../http/schemas.js';
@@ -27,10 +26,6 @@ export const pairRoutes =
         },
       },
       async (request, reply) => {
-        // refused before the ticket is spent: the window can still pair for real with it
-        if (request.body.simulated && services.config.simulatedEngines === 'refuse') {
-          throw new C2CError('invalid_request', 'This service pairs no simulated engines (its operator set SIMULATED_ENGINES=refuse): pair with simulated false.');
-        }
         const pairing = await services.engines.pair(request.body);
         return reply.code(201).send({
           ok: true as const,

@@ -49,8 +49,12 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, testid: string, cls =
   return node;
 }
 
-/** One constructed sheet for every widget of the page, made at the first. */
-let sheet: CSSStyleSheet | null = null;
+/**
+ * One constructed sheet per document, made for its first widget: a sheet can be adopted only in
+ * the document whose window constructed it, so a widget in a same-origin frame's element (a
+ * container there) gets that frame's own.
+ */
+const sheets = new WeakMap<Document, CSSStyleSheet>();
 
 /**
  * Gives the shadow root the widget's CSS as a constructed style sheet: the page's Content Security
@@ -59,16 +63,19 @@ let sheet: CSSStyleSheet | null = null;
  * without them (Safari before 16.4, Firefox before 101) gets a <style> element, which such a
  * policy refuses: the widget then works unstyled (docs/sdk.md, "Content Security Policy").
  */
-function adoptStyles(root: ShadowRoot): void {
-  if ('adoptedStyleSheets' in root && typeof CSSStyleSheet === 'function' && 'replaceSync' in CSSStyleSheet.prototype) {
+function adoptStyles(root: ShadowRoot, doc: Document): void {
+  const Sheet = doc.defaultView?.CSSStyleSheet;
+  if ('adoptedStyleSheets' in root && typeof Sheet === 'function' && 'replaceSync' in Sheet.prototype) {
+    let sheet = sheets.get(doc);
     if (!sheet) {
-      sheet = new CSSStyleSheet();
+      sheet = new Sheet();
       sheet.replaceSync(STYLES);
+      sheets.set(doc, sheet);
     }
     root.adoptedStyleSheets = [sheet];
     return;
   }
-  const style = document.createElement('style');
+  const style = doc.createElement('style');
   style.textContent = STYLES;
   root.appendChild(style);
 }
@@ -88,14 +95,16 @@ export class Widget {
   constructor(container: HTMLElement, position: Position, language: string | undefined, private readonly h: WidgetHandlers, fixed: boolean) {
     this.texts = textsFor(language);
     const t = this.texts;
-    this.host = document.createElement('c2c-widget');
+    // made in the container's own document (a same-origin frame's, maybe), where its style sheet must be made too
+    const doc = container.ownerDocument;
+    this.host = doc.createElement('c2c-widget');
     this.host.setAttribute('data-testid', 'c2c-host');
     if (fixed) {
       const [v, side] = position.split('-');
       this.host.style.cssText = `position:fixed;z-index:2147483000;${v}:16px;${side}:16px;display:block`;
     } else this.host.style.cssText = 'display:block';
     this.root = this.host.attachShadow({ mode: 'open' });
-    adoptStyles(this.root);
+    adoptStyles(this.root, doc);
 
     const n = this.n;
     const panel = (n.panel = el('section', 'c2c-widget', 'p'));
