@@ -60,12 +60,13 @@ export interface VoiceProvider {
    */
   callRecord(account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null>;
   /**
-   * The record of the leg a parent leg dialed (its <Dial>: an outbound call's number), found by
-   * the parent's sid: for a call none of whose dialed leg's callbacks came, so that the leg was
-   * never bound (calls/provider-records.ts). The newest, should the parent have dialed more than
-   * once; null when it dialed none the provider knows. Throws ProviderUnreachable as callRecord.
+   * The record of the leg a parent leg dialed (its <Dial>: an outbound call's number; a caller's
+   * ring of one window), found by the parent's sid and, where it dialed several, by whom it
+   * dialed (`to`: Twilio's `client:<identity>` of that window): for a call none of whose dialed
+   * leg's callbacks came, so that the leg was never bound (calls/provider-records.ts). The newest
+   * such leg; null when the provider knows none. Throws ProviderUnreachable as callRecord.
    */
-  dialedLegRecord(account: ProviderAccount, parentCallSid: string): Promise<ProviderCallRecord | null>;
+  dialedLegRecord(account: ProviderAccount, parentCallSid: string, to?: string): Promise<ProviderCallRecord | null>;
   /** hangups that failed with ProviderUnreachable since the node started (/metrics) */
   readonly hangupFailures: number;
 }

@@ -480,7 +480,7 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
       expect((await row(id)).status).toBe('dialing');
       const balanceBefore = await balance();
       await idleFor(agent.engineToken, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS + 5); // the window let go of it
-      expect(legs).toHaveBeenCalledWith(expect.objectContaining({ accountId: t.accountId }), dialed.provider_call_sid);
+      expect(legs).toHaveBeenCalledWith(expect.objectContaining({ accountId: t.accountId }), dialed.provider_call_sid, undefined);
       const ended = await row(id);
       expect(ended).toMatchObject({ status: 'completed', end_reason: 'far_end' });
       // the leg bound is the one the window's leg dialed, as the simulator's record of that leg says

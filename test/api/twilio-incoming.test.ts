@@ -199,20 +199,41 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(row!.status).toBe('no_answer');
   });
 
-  it("reads no Twilio record of a ring none of whose callbacks came (the caller's leg rang every agent: only a callback says which ring was this window's); the ring window's rule ends it", async () => {
-    const t = await twilioTenant();
-    const agent = await readyAgent(api, t, t.agent.email, false);
-    const id = intentOf((await incoming(t, 'CAin-lost')).body)!;
-    standIn.requests.length = 0;
-    // the window lets the ring go (closed, say) and no callback ever comes
-    for (let seconds = 0; seconds < 120; seconds += 10) {
-      await h.clock.advanceSeconds(10);
-      await heartbeat(api, agent.engineToken);
-      await h.services.reaper.tick();
+  it("settles a ring none of whose callbacks came (a store outage through the call) from the leg Twilio lists under the caller's leg to this window's client; a ring Twilio lists none of is rung out", async () => {
+    for (const listed of [true, false]) {
+      const t = await twilioTenant();
+      const agent = await readyAgent(api, t, t.agent.email, false);
+      const callSid = `CAin-lost-${listed}`;
+      const id = intentOf((await incoming(t, callSid)).body)!;
+      const client = `client:${engineIdentity(agent.engineId)}`;
+      const endedAt = Math.floor(h.clock.now() / 1000) * 1000 + 60_000;
+      standIn.requests.length = 0;
+      standIn.answer((request) => ({
+        status: 200,
+        body: {
+          // the window's ring: answered, 50 s of talk (the caller's leg also rang nobody else here)
+          calls: listed ? [{ sid: `${callSid}-client`, parent_call_sid: callSid, to: client, account_sid: request.user, status: 'completed', end_time: new Date(endedAt).toUTCString(), duration: '50' }] : [],
+          next_page_uri: null,
+        },
+      }));
+      // the call ends 60 s on; its window then lets go of it, and no callback ever comes
+      await h.clock.advanceSeconds(70);
+      for (let seconds = 0; seconds < 90; seconds += 10) {
+        await h.clock.advanceSeconds(10);
+        await heartbeat(api, agent.engineToken);
+        await h.services.reaper.tick();
+      }
+      // (the reaper reads the other tests' calls left live too)
+      const reads = standIn.requests.filter((request) => request.method === 'GET').map((request) => Object.fromEntries(new URL(request.path, 'http://x').searchParams));
+      expect(reads.filter((read) => read.ParentCallSid === callSid)[0]).toEqual({ ParentCallSid: callSid, To: client, PageSize: '20' });
+      const [row] = await h.services.db.query<{ status: string; provider_leg_sid: string | null; ended_at: string; answered_at: string | null }>(
+        'SELECT status, provider_leg_sid, ended_at, answered_at FROM call_intents WHERE id = $1',
+        [id],
+      );
+      if (listed) expect(row).toMatchObject({ status: 'completed', provider_leg_sid: `${callSid}-client`, ended_at: endedAt, answered_at: endedAt - 50_000 });
+      else expect(row).toMatchObject({ status: 'no_answer', provider_leg_sid: null });
     }
-    const [row] = await h.services.db.query<{ status: string; provider_leg_sid: string | null }>('SELECT status, provider_leg_sid FROM call_intents WHERE id = $1', [id]);
-    expect(row).toEqual({ status: 'no_answer', provider_leg_sid: null });
-    expect(standIn.requests.filter((request) => request.method === 'GET')).toEqual([]);
+    standIn.answer(completedCall);
   });
 
   /** A Twilio tenant with `count` agents ready on real windows, in the order they opened them (the first is idle longest). */

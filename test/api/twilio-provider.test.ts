@@ -177,6 +177,10 @@ describe('the Twilio driver', () => {
     ]);
     standIn.answer(() => page([]));
     expect(await twilio.dialedLegRecord(account, 'CAwindow2')).toBeNull();
+    // a caller's leg rang several windows: the one asked for is told by its client
+    standIn.requests.length = 0;
+    expect(await twilio.dialedLegRecord(account, 'CAcaller1', 'client:c2c_eng_1')).toBeNull();
+    expect(Object.fromEntries(new URL(standIn.requests[0]!.path, 'http://x').searchParams)).toEqual({ ParentCallSid: 'CAcaller1', To: 'client:c2c_eng_1', PageSize: '20' });
     standIn.answer(() => twilioError(401, 20003, 'Authenticate'));
     const refused = await twilio.dialedLegRecord(account, 'CAwindow3').then(() => null, (e: unknown) => e);
     expect(refused).toBeInstanceOf(ProviderUnreachable);

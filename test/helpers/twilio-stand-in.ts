@@ -35,11 +35,14 @@ export interface TwilioStandIn {
   close(): Promise<void>;
 }
 
-/** Twilio's answer to a call updated to completed: the call resource. */
-export const completedCall = (request: TwilioRequest): TwilioAnswer => ({
-  status: 200,
-  body: { sid: request.path.match(/Calls\/([^/.]+)\.json$/)?.[1] ?? '', status: 'completed', account_sid: request.user },
-});
+/**
+ * Twilio's answer to a call updated to completed: the call resource. To a list of the account's
+ * calls (`GET …/Calls.json?ParentCallSid=…`): none.
+ */
+export const completedCall = (request: TwilioRequest): TwilioAnswer =>
+  /\/Calls\.json(\?|$)/.test(request.path)
+    ? { status: 200, body: { calls: [], next_page_uri: null, page: 0, page_size: 20 } }
+    : { status: 200, body: { sid: request.path.match(/Calls\/([^/.]+)\.json$/)?.[1] ?? '', status: 'completed', account_sid: request.user } };
 
 /** Twilio's error body: `code` is what the driver tells "ended already" from a failure by. */
 export const twilioError = (status: number, code: number, message: string): TwilioAnswer => ({

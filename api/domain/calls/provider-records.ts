@@ -9,6 +9,7 @@
  * has unanswered (that callback was lost too), and otherwise changes nothing.
  */
 import { LIMITS } from '../../../shared/limits.js';
+import { engineIdentity } from '../../../shared/prefixes.js';
 import type { Clock } from '../../clock.js';
 import { FINAL_CALL_STATUSES, type ProviderCallRecord } from '../../providers/provider.js';
 import { loadProviderAccount, type Providers } from '../../providers/index.js';
@@ -28,21 +29,22 @@ export interface ProviderRecordDeps {
  * Twilio caller's ring of the window), bound at its first callback. A parent leg cannot tell: an
  * outbound call's is the window's, which the TwiML App answers at once, and a Twilio caller's
  * rang other agents too. The simulator's inbound call stores the leg that rang the window itself.
- * An outbound call whose dialed leg no callback named (every one of them lost: a store outage
- * through the whole call) has it found by the window's leg that dialed it, and bound by the
- * record. Null for a call with no leg to ask about: never dialed, or a Twilio incoming call none
- * of whose ring's callbacks came (its parent rang every agent: which ring was this window's,
- * only a callback says); the reaper's own rules end such a call (reaper.ts).
+ * A call whose dialed leg no callback named (every one of them lost: a store outage through the
+ * whole call) has it found under the parent that dialed it, and bound by the record: an outbound
+ * call's only child of the window's leg; a Twilio caller's ring of this call's window, told from
+ * its rings of other agents by the window's client identity (a caller never rings one window
+ * twice: inbound-twilio.ts). Null for a call never dialed.
  */
-export type RecordedLeg = { sid: string } | { dialedBy: string };
+export type RecordedLeg = { sid: string } | { dialedBy: string; to?: string };
 
-export const RECORDED_LEG_SQL = `(provider_leg_sid IS NOT NULL OR (provider_call_sid IS NOT NULL AND (direction = 'outbound' OR provider = 'simulated')))`;
+export const RECORDED_LEG_SQL = `(provider_leg_sid IS NOT NULL OR (provider_call_sid IS NOT NULL AND (direction = 'outbound' OR provider = 'simulated' OR engine_id IS NOT NULL)))`;
 
-export function recordedLeg(call: Pick<CallRow, 'provider_leg_sid' | 'provider_call_sid' | 'provider' | 'direction'>): RecordedLeg | null {
+export function recordedLeg(call: Pick<CallRow, 'provider_leg_sid' | 'provider_call_sid' | 'provider' | 'direction' | 'engine_id'>): RecordedLeg | null {
   if (call.provider_leg_sid !== null) return { sid: call.provider_leg_sid };
   if (call.provider_call_sid === null) return null;
   if (call.direction === 'outbound') return { dialedBy: call.provider_call_sid };
-  return call.provider === 'simulated' ? { sid: call.provider_call_sid } : null;
+  if (call.provider === 'simulated') return { sid: call.provider_call_sid };
+  return call.engine_id === null ? null : { dialedBy: call.provider_call_sid, to: `client:${engineIdentity(call.engine_id)}` };
 }
 
 export interface Settled {
@@ -67,7 +69,7 @@ export async function settleFromProviderRecord({ db, clock, providers }: Provide
   const account = leg === null ? undefined : await loadProviderAccount(db, call.account_id);
   if (leg === null || !account) return { record: null, ended: false, answered: false };
   const provider = providers.byName(call.provider);
-  const record = 'sid' in leg ? await provider.callRecord(account, leg.sid) : await provider.dialedLegRecord(account, leg.dialedBy);
+  const record = 'sid' in leg ? await provider.callRecord(account, leg.sid) : await provider.dialedLegRecord(account, leg.dialedBy, leg.to);
   const final = record !== null && FINAL_CALL_STATUSES.has(record.status);
   const answers = record !== null && record.status === 'in-progress' && call.answered_at === null && withinTimeLimit(call, clock.now());
   if (!final && !answers) return { record, ended: false, answered: false };

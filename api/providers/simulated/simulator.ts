@@ -63,6 +63,9 @@ const EARLY_HANGUPS_KEPT = 10_000;
 const ENDED_RECORD_MS = 24 * 60 * 60 * 1000;
 const ENDED_RECORDS_KEPT = 10_000;
 
+/** How dialedLegRecord finds an ended leg: by its parent, and by whom the parent dialed. */
+const dialedKey = (parentSid: string, to?: string) => (to === undefined ? parentSid : `${parentSid} ${to}`);
+
 export class Simulator implements VoiceProvider {
   readonly name = 'simulated' as const;
   /**
@@ -74,9 +77,9 @@ export class Simulator implements VoiceProvider {
   readonly #legs = new Map<string, Leg>();
   /** call sids hung up while no leg here answered to them: when, ms */
   readonly #earlyHangups = new Map<string, number>();
-  /** ended legs' records, oldest first, by the leg's sid */
-  readonly #ended = new Map<string, ProviderCallRecord>();
-  /** the newest ended leg each parent dialed: parent sid → the leg's sid in #ended */
+  /** ended legs' records and whom they dialed, oldest first, by the leg's sid */
+  readonly #ended = new Map<string, { record: ProviderCallRecord; to: string }>();
+  /** the newest ended leg a parent dialed (dialedKey), as Twilio lists a parent's children: the leg's sid in #ended */
   readonly #endedByParent = new Map<string, string>();
   #deliver: WebhookDelivery | undefined;
   #bus: Bus | undefined;
@@ -140,17 +143,17 @@ export class Simulator implements VoiceProvider {
     if (this.faults.records === 'forgotten') return null;
     const leg = this.#find(callSid);
     if (leg) return { callSid: leg.sid, parentCallSid: leg.parentSid, status: leg.status, endedAt: null, durationSeconds: null };
-    return this.#ended.get(callSid) ?? null;
+    return this.#ended.get(callSid)?.record ?? null;
   }
 
   /** The leg a parent this node placed dialed: held, or ended (the newest, kept as above). */
-  async dialedLegRecord(_account: ProviderAccount, parentCallSid: string): Promise<ProviderCallRecord | null> {
+  async dialedLegRecord(_account: ProviderAccount, parentCallSid: string, to?: string): Promise<ProviderCallRecord | null> {
     if (this.faults.records === 'unreachable') throw new ProviderUnreachable('simulated call records are unreachable');
     if (this.faults.records === 'forgotten') return null;
-    const leg = [...this.#legs.values()].find((held) => held.parentSid === parentCallSid);
+    const leg = [...this.#legs.values()].find((held) => held.parentSid === parentCallSid && (to === undefined || held.to === to));
     if (leg) return { callSid: leg.sid, parentCallSid, status: leg.status, endedAt: null, durationSeconds: null };
-    const ended = this.#endedByParent.get(parentCallSid);
-    return ended === undefined ? null : (this.#ended.get(ended) ?? null);
+    const ended = this.#endedByParent.get(dialedKey(parentCallSid, to));
+    return ended === undefined ? null : (this.#ended.get(ended)?.record ?? null);
   }
 
   get hangupFailures(): number {
@@ -317,14 +320,18 @@ export class Simulator implements VoiceProvider {
     this.#earlyHangups.set(callSid, now);
   }
 
-  #keepEnded(record: ProviderCallRecord): void {
+  #keepEnded(record: ProviderCallRecord, to: string): void {
     for (const [sid, kept] of this.#ended) {
-      if (kept.endedAt! > record.endedAt! - ENDED_RECORD_MS && this.#ended.size < ENDED_RECORDS_KEPT) break;
+      if (kept.record.endedAt! > record.endedAt! - ENDED_RECORD_MS && this.#ended.size < ENDED_RECORDS_KEPT) break;
       this.#ended.delete(sid);
-      if (kept.parentCallSid !== null && this.#endedByParent.get(kept.parentCallSid) === sid) this.#endedByParent.delete(kept.parentCallSid);
+      const parent = kept.record.parentCallSid;
+      if (parent === null) continue;
+      for (const key of [dialedKey(parent), dialedKey(parent, kept.to)]) if (this.#endedByParent.get(key) === sid) this.#endedByParent.delete(key);
     }
-    this.#ended.set(record.callSid, record);
-    if (record.parentCallSid !== null) this.#endedByParent.set(record.parentCallSid, record.callSid);
+    this.#ended.set(record.callSid, { record, to });
+    if (record.parentCallSid === null) return;
+    this.#endedByParent.set(dialedKey(record.parentCallSid), record.callSid);
+    this.#endedByParent.set(dialedKey(record.parentCallSid, to), record.callSid);
   }
 
   #find(callSid: string): Leg | undefined {
@@ -349,7 +356,7 @@ export class Simulator implements VoiceProvider {
     const durationSeconds = status === 'completed' && leg.answeredAt !== null ? Math.max(0, Math.round((now - leg.answeredAt) / 1000)) : null;
     if (FINAL.has(status)) {
       this.#legs.delete(leg.sid);
-      this.#keepEnded({ callSid: leg.sid, parentCallSid: leg.parentSid, status, endedAt: now, durationSeconds });
+      this.#keepEnded({ callSid: leg.sid, parentCallSid: leg.parentSid, status, endedAt: now, durationSeconds }, leg.to);
     }
     const url = new URL(leg.statusCallback);
     const params: WebhookParams = {

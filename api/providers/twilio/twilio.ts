@@ -86,9 +86,10 @@ export class TwilioProvider implements VoiceProvider {
     return call && record(call);
   }
 
-  async dialedLegRecord(account: ProviderAccount, parentCallSid: string): Promise<ProviderCallRecord | null> {
-    // GET …/Calls.json?ParentCallSid=: an outbound call's <Dial><Number> makes one child leg
-    const legs = await this.#read(account, `the legs call ${parentCallSid} dialed`, (calls) => calls.list({ parentCallSid, limit: 20 }));
+  async dialedLegRecord(account: ProviderAccount, parentCallSid: string, to?: string): Promise<ProviderCallRecord | null> {
+    // GET …/Calls.json?ParentCallSid=[&To=]: an outbound call's <Dial><Number> makes one child
+    // leg; a caller's leg one <Dial><Client> per agent it rang, told apart by the client
+    const legs = await this.#read(account, `the legs call ${parentCallSid} dialed`, (calls) => calls.list({ parentCallSid, ...(to === undefined ? {} : { to }), limit: 20 }));
     const newest = (legs ?? []).sort((a, b) => (time(b.dateCreated) ?? 0) - (time(a.dateCreated) ?? 0))[0];
     return newest ? record(newest) : null;
   }
