@@ -121,11 +121,6 @@ const EnvSchema = z.object({
   C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
   /** sockets one credential may hold on a gateway node (benchmarks hold thousands on one token) */
   C2C_SOCKETS_PER_CREDENTIAL: z.coerce.number().int().min(1).default(LIMITS.socketsPerCredentialPerNode),
-}).superRefine((e, ctx) => {
-  // With the simulated provider every call window is a simulated engine (window/src/main.ts): refusing them would refuse every window.
-  if (e.SIMULATED_ENGINES === 'refuse' && e.VOICE_PROVIDER !== 'twilio') {
-    ctx.addIssue({ code: 'custom', path: ['SIMULATED_ENGINES'], message: 'refuse needs VOICE_PROVIDER=twilio: with the simulated provider every call window pairs as a simulated engine' });
-  }
 });
 
 export interface Config {
@@ -223,7 +218,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     socketsPerCredential: e.C2C_SOCKETS_PER_CREDENTIAL,
     maxEventLoopDelayMs: e.C2C_MAX_EVENT_LOOP_DELAY_MS,
   };
-  return { ...config, ...overrides };
+  const merged = { ...config, ...overrides };
+  // With the simulated provider every call window is a simulated engine (window/src/main.ts): refusing them would refuse every window.
+  if (merged.simulatedEngines === 'refuse' && merged.voiceProvider !== 'twilio') {
+    throw new ConfigError('Invalid configuration:\n  SIMULATED_ENGINES: refuse needs VOICE_PROVIDER=twilio: with the simulated provider every call window pairs as a simulated engine');
+  }
+  return merged;
 }
 
 /**

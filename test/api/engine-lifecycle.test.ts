@@ -14,6 +14,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { C2CError } from '../../shared/errors.js';
+import { LIMITS } from '../../shared/limits.js';
 import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -685,16 +686,21 @@ describe.each(storeDrivers())('a Twilio service whose operator refuses simulated
   });
   afterAll(() => h.close());
 
-  it('refuses simulated pairings (the ticket left for a real window) and the calls of a simulated engine paired before', async () => {
+  it('refuses simulated pairings (the ticket left for a real window), and every request of a simulated engine paired before: it goes offline, and calls wait on it no more', async () => {
     const t = await seedTenant(h.services);
     const ci = await readyAgent(api, t, t.agent.email, true);
     h.config.simulatedEngines = 'refuse';
     try {
       const requested = await requestCall(api, t);
       expect(requested.status, JSON.stringify(requested.body)).toBe(202);
-      const refusedClaim = await expectError(api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: ci.engineToken }), 422, 'invalid_request');
+      const refusedClaim = await expectError(api.post('/engine/claim', { request_id: requested.body.request_id }, { auth: ci.engineToken }), 401, 'unauthorized');
       expect(refusedClaim.body.message).toContain('SIMULATED_ENGINES');
+      await expectError(heartbeat(api, ci.engineToken), 401, 'unauthorized');
       expect((await api.get(`/calls/${requested.body.request_id}`, { auth: t.serverKey })).body.status).toBe('queued');
+      // silent, the engine goes offline as any window would: its agent takes no more calls
+      await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds + 1);
+      await h.services.reaper.tick();
+      await expectError(requestCall(api, t), 409, 'agent_offline');
 
       const ticket = await launchTicket(api, await openSession(api, t));
       const refused = await expectError(api.post('/engine/pair', { ticket, simulated: true }), 422, 'invalid_request');

@@ -175,6 +175,9 @@ describe('the Twilio driver', () => {
     expect(standIn.requests).toEqual([
       { method: 'GET', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls.json?ParentCallSid=CAwindow1&PageSize=20`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: {} },
     ]);
+    // one identity rang on two devices (a window open twice): the leg that carried the call, though made first
+    standIn.answer(() => page([leg('CAtalked', 'Fri, 27 Nov 2026 20:59:00 +0000', 'completed'), leg('CAcanceled', 'Fri, 27 Nov 2026 21:00:00 +0000', 'canceled')]));
+    expect(await twilio.dialedLegRecord(account, 'CAwindow1')).toMatchObject({ callSid: 'CAtalked', status: 'completed' });
     standIn.answer(() => page([]));
     expect(await twilio.dialedLegRecord(account, 'CAwindow2')).toBeNull();
     // a caller's leg rang several windows: the one asked for is told by its client

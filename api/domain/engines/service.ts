@@ -64,14 +64,13 @@ export function createEngines(deps: EnginesDeps) {
 
   /**
    * SIMULATED_ENGINES=refuse (docs/simulated-provider.md): no call a carrier did not carry is
-   * billed here. Checked where an engine pairs and where a call is placed, so an engine paired
-   * before the operator set it places none either.
+   * billed here. A simulated pairing is refused (the ticket unspent), and so is every request and
+   * socket of a simulated engine paired before the operator set it, as a closed window's: it goes
+   * offline, and its agent with it, so no call waits on it either.
    */
-  const refuseSimulated = (what: string) => {
-    if (deps.config.simulatedEngines === 'refuse') {
-      throw new C2CError('invalid_request', `This service ${what} (its operator set SIMULATED_ENGINES=refuse): pair a real call window.`);
-    }
-  };
+  const refusesSimulated = () => deps.config.simulatedEngines === 'refuse';
+  const REFUSED_SIMULATED = 'This service takes no simulated engines (its operator set SIMULATED_ENGINES=refuse): pair a real call window.';
+  const authenticateEngine = createEngineAuth(db, bus, clock, deps.directory);
   const providerFor = (context: EngineContext) => (context.engine.simulated ? providers.simulator : providers.configured);
 
   /** What the window's voice device does once it acked a command: only simulated devices need us. */
@@ -99,11 +98,15 @@ export function createEngines(deps: EnginesDeps) {
   }
 
   const service = {
-    authenticate: createEngineAuth(db, bus, clock, deps.directory),
+    async authenticate(token: string | undefined): Promise<EngineContext> {
+      const context = await authenticateEngine(token);
+      if (context.engine.simulated && refusesSimulated()) throw new C2CError('unauthorized', REFUSED_SIMULATED);
+      return context;
+    },
 
     async pair(input: { ticket: string; simulated: boolean; client: 'window' | 'extension'; attempt?: string | undefined }) {
       // refused before the ticket is spent: a real window can still pair with it
-      if (input.simulated) refuseSimulated('pairs no simulated engines');
+      if (input.simulated && refusesSimulated()) throw new C2CError('invalid_request', REFUSED_SIMULATED);
       const pairing = await pairEngine(db, clock, input);
       pairing.changes.publish(bus);
       return pairing;
@@ -139,8 +142,6 @@ export function createEngines(deps: EnginesDeps) {
     },
 
     async claim(context: EngineContext, requestId: string) {
-      // also a simulated engine paired before the operator refused them, or asked again for with its ticket
-      if (context.engine.simulated) refuseSimulated('places no calls of simulated engines');
       const provider = providerFor(context);
       const { call, changes, fresh } = await claimIntent(db, clock, context, requestId, provider.name);
       changes.publish(bus);

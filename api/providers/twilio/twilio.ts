@@ -90,8 +90,10 @@ export class TwilioProvider implements VoiceProvider {
     // GET …/Calls.json?ParentCallSid=[&To=]: an outbound call's <Dial><Number> makes one child
     // leg; a caller's leg one <Dial><Client> per agent it rang, told apart by the client
     const legs = await this.#read(account, `the legs call ${parentCallSid} dialed`, (calls) => calls.list({ parentCallSid, ...(to === undefined ? {} : { to }), limit: 20 }));
-    const newest = (legs ?? []).sort((a, b) => (time(b.dateCreated) ?? 0) - (time(a.dateCreated) ?? 0))[0];
-    return newest ? record(newest) : null;
+    // One <Client> may ring several devices of one identity (a window open twice), each its own
+    // leg: the one that carried the call tells how it went, whichever was made last.
+    const [best] = (legs ?? []).sort((a, b) => carried(a) - carried(b) || (time(b.dateCreated) ?? 0) - (time(a.dateCreated) ?? 0));
+    return best ? record(best) : null;
   }
 
   /** A read of the account's call resources; null for Twilio's 20404 (it has no such resource). */
@@ -121,6 +123,12 @@ function record(call: CallInstance): ProviderCallRecord | null {
     endedAt,
     durationSeconds: typeof call.duration === 'string' && /^\d+$/.test(call.duration) ? Number(call.duration) : null,
   };
+}
+
+/** 0 for a leg in progress, 1 for one that ended after talk, 2 for the others: the order dialedLegRecord prefers them in. */
+function carried(call: CallInstance): number {
+  if (call.status === 'in-progress') return 0;
+  return call.status === 'completed' && Number(call.duration) > 0 ? 1 : 2;
 }
 
 function time(date: unknown): number | null {
