@@ -43,6 +43,9 @@ export interface CommandDeps {
   random?: () => number;
 }
 
+/** A socket's answer that its node failed, not that the service refused: retried over REST. */
+const NODE_FAILURES: ReadonlySet<string> = new Set(['service_unavailable', 'internal_error']);
+
 const uncertain = (message = 'The hangup could not be confirmed; the call may still be up.') => new SdkError('hangup_uncertain', message, 502);
 
 /** A command that had no usable session within SESSION_WAIT_MS: it was not sent, and never will be. */
@@ -54,7 +57,8 @@ export function noSessionInTime(kind: Command['kind']): SdkError {
 /** Sends a command until it is answered; throws SdkError with the refusal's code otherwise. */
 export async function sendCommand(command: Command, d: CommandDeps): Promise<CommandResult> {
   let reasked = false;
-  // Once the socket left an attempt unanswered, the retries go over REST (the same request_id).
+  // Once the socket left an attempt unanswered, or its node said it failed, the retries go over
+  // REST (the same request_id).
   let socketUnanswered = false;
   // An attempt went unanswered: the service may have carried it out. A hangup given up after that
   // (a retry refused before it was looked at) is uncertain, not refused.
@@ -73,6 +77,9 @@ export async function sendCommand(command: Command, d: CommandDeps): Promise<Com
         const refusal = (reply ?? {}) as Partial<ErrorEnvelope>;
         const code = refusal.error ?? 'unreachable';
         const retryAfter = typeof refusal.retry_after === 'number' ? refusal.retry_after : undefined;
+        // The gateway's node failed (its store out of reach, its own fault): another node may take
+        // the command over REST, as the call window's reports do, rather than the same node again.
+        if (NODE_FAILURES.has(code)) socketUnanswered = true;
         // With the status REST answers the code with, and the refusal as the body, so both paths
         // classify (and retry) alike and an integrator reads the same error from either.
         throw new SdkError(code, refusal.message ?? code, statusOf(code), retryAfter, reply ?? undefined);

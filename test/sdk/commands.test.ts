@@ -73,6 +73,24 @@ describe('sendCommand', () => {
     expect(viaRest).toHaveBeenCalledTimes(1);
   });
 
+  it("retries over REST, with the same request_id, a command the socket's node answered it failed (its store out of reach): another node may take it", async () => {
+    for (const error of ['service_unavailable', 'internal_error']) {
+      const ids: string[] = [];
+      const viaSocket = vi.fn((c: Command) => {
+        ids.push('socket:' + c.request_id);
+        return Promise.resolve({ ok: false as const, error, message: 'The store is out of reach.' });
+      });
+      const viaRest = vi.fn(async (c: Command) => {
+        ids.push('rest:' + c.request_id);
+        return answer(done);
+      });
+      const result = sendCommand({ kind: 'hangup', request_id: `r-node-${error}` }, deps({ viaSocket, viaRest }));
+      await vi.runAllTimersAsync();
+      expect(await result).toEqual(done);
+      expect(ids).toEqual([`socket:r-node-${error}`, `rest:r-node-${error}`]);
+    }
+  });
+
   it('uses the socket ack as the answer, refusals included', async () => {
     const viaSocket = () => Promise.resolve({ ok: false as const, error: 'control_not_allowed', message: 'The policy does not enable mute.' });
     const viaRest = vi.fn();
