@@ -31,6 +31,8 @@ export type Role = 'api' | 'gateway' | 'all';
  * under the 10 s a stopping process gives itself (cli/signals.ts).
  */
 export const DRAIN_MS = 6_000;
+/** How long a stopping node waits for its last pushes (within the process's 10 s to exit). */
+const PUSHES_SETTLE_MS = 1_000;
 
 /** Resolves when `work` does, or after `ms`: a stop waits no longer for it (what it holds of the store is cut when the store closes). */
 const atMost = (work: Promise<unknown>, ms: number) =>
@@ -150,6 +152,9 @@ export async function startNode(config: Config, options: StartOptions = {}): Pro
     // sockets, however long the API then takes to finish its requests.
     await node.gateway?.close();
     for (const cleanup of cleanups.reverse()) await cleanup();
+    // The pushes of the last changes (requests, the reaper's last tick) go out before the bus closes:
+    // a widget on another node would otherwise keep the state before them until its agent's next change.
+    await services.pusher.settled(PUSHES_SETTLE_MS);
     stopPusher();
     await closeServices(services);
   };

@@ -63,6 +63,18 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
  * ours (at tens of thousands of sockets a node, those would weigh more than our per-socket data).
  */
 export function socketHandlers(services: Services, limits: SocketLimits) {
+  /**
+   * Requests under way (commands, heartbeats, acks): a stopping node waits for them (settled), so
+   * that what they commit is announced on the bus before it closes. Announced nowhere, a change
+   * would leave the other nodes' caches, and so every widget of its agent, on the state before it.
+   */
+  const underWay = new Set<Promise<void>>();
+  const track = (request: Promise<void>): Promise<void> => {
+    underWay.add(request);
+    void request.finally(() => underWay.delete(request));
+    return request;
+  };
+
   const widgetContext = async (data: SocketData) => {
     const auth = await reauthenticate(services, data);
     if (auth.kind !== 'widget') throw new C2CError('unauthorized');
@@ -88,30 +100,30 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
   };
 
   function command(this: Socket, ...args: unknown[]) {
-    return answer(args, async (payload) => {
+    return track(answer(args, async (payload) => {
       const context = await credentialOf(this, widgetContext);
       await limits.widgetCommand((this.data as WidgetSocketData).ip);
       return services.commands.execute(context, parse(Command, payload));
-    });
+    }));
   }
 
   function heartbeat(this: Socket, ...args: unknown[]) {
-    return answer(args, async (payload) => {
+    return track(answer(args, async (payload) => {
       const context = await credentialOf(this, engineContext);
       await limits.engineHeartbeat(context.engine.id);
       const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket');
       return heartbeatBody(result, context, services.clock.now());
-    });
+    }));
   }
 
   function ack(this: Socket, ...args: unknown[]) {
-    return answer(args, async (payload) => {
+    return track(answer(args, async (payload) => {
       const context = await credentialOf(this, engineContext);
       await limits.engineAcks(context.engine.id);
       const acks = parse(Acks, payload);
       await services.engines.ack(context, acks);
       return { ok: true };
-    });
+    }));
   }
 
   /**
@@ -152,11 +164,18 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     socket.on('ack', ack);
   }
 
-  return (socket: Socket): void => {
+  const handle = (socket: Socket): void => {
     const data = socket.data as SocketData;
     if (data.kind === 'widget') widget(socket, data);
     else engine(socket, data);
   };
+  /** Resolves once the requests under way have been answered, or after `withinMs` (real time). */
+  const settled = async (withinMs: number): Promise<void> => {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...underWay]), new Promise<void>((resolve) => (timer = setTimeout(resolve, withinMs)))]);
+    clearTimeout(timer);
+  };
+  return Object.assign(handle, { settled });
 }
 
 /** Ends a socket with a reason the client can act on, then disconnects it. */

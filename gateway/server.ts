@@ -24,6 +24,8 @@ import { loadUws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (its typings name the option only for listen(port, options, cb)) */
 const LISTEN_EXCLUSIVE_PORT = 1;
+/** How long a stopping node waits for its sockets' requests under way (within the process's 10 s to exit). */
+const REQUESTS_SETTLE_MS = 1_000;
 
 export interface Gateway {
   port: number;
@@ -184,7 +186,9 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     drops.stop();
     const caughtUp = stopCatchUp();
     for (const socket of io.of('/').sockets.values()) end(socket, restarting);
-    // Its sockets told, the node lets a catch-up under way finish before the store closes (for a second at most: catch-up.ts).
-    await caughtUp;
+    // Its sockets told, the node lets a catch-up under way finish before the store closes (for a
+    // second at most: catch-up.ts), and the requests its sockets made finish and announce what
+    // they changed before the bus closes (a second at most too).
+    await Promise.all([caughtUp, handle.settled(REQUESTS_SETTLE_MS)]);
   };
 }

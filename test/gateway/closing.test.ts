@@ -5,10 +5,10 @@
  */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSession } from '../helpers/flows.js';
+import { openSession, readyAgent } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client } from '../helpers/harness.js';
-import { openSocket, snapshotOf, type TestSocket } from '../helpers/sockets.js';
+import { openSocket, request, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant } from '../helpers/tenant.js';
 
 describe('a gateway node closing', () => {
@@ -86,6 +86,55 @@ describe('a gateway node stopping, asked for its health', () => {
     } finally {
       agent.destroy();
       await live.h.close();
+    }
+  });
+});
+
+describe('a gateway node closing with requests under way', () => {
+  let live: GatewayHarness;
+  beforeAll(async () => {
+    live = await createGatewayHarness('pglite');
+  });
+  afterAll(() => live.h.close());
+
+  it("waits for its sockets' requests under way, so that what they change is announced on the bus before the bus closes", async () => {
+    const { h, url, gateway } = live;
+    const t = await seedTenant(h.services);
+    const api = client(h.app);
+    const agent = await readyAgent(api, t);
+    const widget = openSocket(url, agent.widgetToken, ORIGIN);
+    await snapshotOf(widget);
+    const announced: string[] = [];
+    h.services.bus.subscribe((message) => void announced.push(message.type));
+
+    // the command's write is slow (a busy store): it is still under way when the node is told to stop
+    const commands = h.services.commands;
+    const execute = commands.execute;
+    let release!: () => void;
+    const started = new Promise<void>((resolve) => {
+      commands.execute = async (...args) => {
+        resolve();
+        await new Promise<void>((go) => (release = go));
+        return execute.apply(commands, args);
+      };
+    });
+    try {
+      const answered = request(widget.socket, 'command', { kind: 'availability', request_id: 'closing-1', available: false }).catch(() => null);
+      await started;
+      let closed = false;
+      const closing = gateway.close().then(() => void (closed = true));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(closed).toBe(false);
+      release();
+      await closing;
+      // the change was recorded and announced before the node let its bus go
+      expect(announced).toContain('agent');
+      const [recorded] = await h.services.db.query<{ n: number }>("SELECT count(*)::int AS n FROM widget_commands WHERE request_id = 'closing-1'");
+      expect(recorded!.n).toBe(1);
+      await answered;
+    } finally {
+      commands.execute = execute;
+      widget.close();
     }
   });
 });
