@@ -39,7 +39,7 @@ export function createServices(infra: Infra) {
   const providers = infra.providers ?? createProviders(config, clock);
   providers.simulator.join(bus);
   const platform = createPlatform(db, bus, clock);
-  const directory = createDirectory(db, bus);
+  const directory = createDirectory(db, bus, clock);
   const sessions = createSessions({ db, bus, clock, directory, widgetTokenTtlSeconds: config.widgetTokenTtlSeconds });
   const calls = createCalls({ db, bus, clock, config, providers });
   // available turns true where a gateway serves this deployment (serve.ts decides by role and config).

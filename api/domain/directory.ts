@@ -10,6 +10,7 @@ import type { Bus } from '../bus/index.js';
 import { coalesce, lookupTogether } from '../store/coalesce.js';
 import type { Db } from '../store/index.js';
 import { reloadAgents, type ResolvedAgent } from './agents.js';
+import type { Clock } from '../clock.js';
 import { createBusCache } from './bus-cache.js';
 import { INTEGRATION_SELECT, type IntegrationWithAccount } from './integrations/repo.js';
 
@@ -18,14 +19,16 @@ interface CachedAgent {
   agent: ResolvedAgent;
 }
 
-export function createDirectory(db: Db, bus: Bus) {
+export function createDirectory(db: Db, bus: Bus, clock: Clock) {
   const integrations = createBusCache<IntegrationWithAccount>(
     bus,
+    clock,
     (message) => message.type === 'integration',
     (integration, message) => message.type === 'integration' && integration.id === message.integrationId,
   );
   const agents = createBusCache<CachedAgent>(
     bus,
+    clock,
     (message) => message.type === 'integration' || message.type === 'member',
     ({ integrationId, agent }, message) =>
       (message.type === 'integration' && integrationId === message.integrationId) || (message.type === 'member' && agent.member.id === message.memberId),

@@ -104,6 +104,7 @@ export function createSessions({ db, bus, clock, directory, widgetTokenTtlSecond
   // read their end there (loadContext).
   const contexts = createBusCache<CachedAuth>(
     bus,
+    clock,
     (message) => message.type === 'session' || message.type === 'integration' || message.type === 'member',
     (context, message) =>
       (message.type === 'session' && (context.session.id === message.sessionId || sessionOf(context.session) === message.sessionId)) ||

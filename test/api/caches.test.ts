@@ -6,8 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../../api/bus/memory.js';
+import { ManualClock } from '../../api/clock.js';
 import { createRedisBus } from '../../api/bus/redis.js';
-import { createBusCache } from '../../api/domain/bus-cache.js';
+import { BUS_CACHE_MAX_AGE_MS, createBusCache } from '../../api/domain/bus-cache.js';
 import { bumpAgentVersion } from '../../api/domain/agent-state.js';
 import { createDirectory } from '../../api/domain/directory.js';
 import { createPlatform } from '../../api/domain/platform.js';
@@ -15,17 +16,20 @@ import { createWidgetStates } from '../../api/domain/widget-states.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { OriginPolicy } from '../../api/http/origin-policy.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { client, createHarness, type Harness } from '../helpers/harness.js';
+import { openSession, widgetState } from '../helpers/flows.js';
+import { expectError } from '../helpers/expect.js';
 import { busReaches, ownRedis } from '../helpers/own-redis.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
 
 describe('a bus cache', () => {
+  const clock = new ManualClock();
   const watched = (message: { type: string }) => message.type === 'member';
   const affects = (entry: { memberId: string }, message: { type: string; memberId?: string }) => message.memberId === entry.memberId;
 
   it('keeps a load, and drops it when a watched change names it', async () => {
     const bus = createMemoryBus();
-    const cache = createBusCache(bus, watched, affects);
+    const cache = createBusCache(bus, clock, watched, affects);
     await cache.load('a', async () => ({ memberId: 'mem_a' }));
     await cache.load('b', async () => ({ memberId: 'mem_b' }));
     bus.publish({ type: 'member', memberId: 'mem_a' });
@@ -36,9 +40,22 @@ describe('a bus cache', () => {
     await bus.close();
   });
 
+  it('uses no entry older than a minute: a change whose message was lost without anyone noticing is read within that', async () => {
+    const bus = createMemoryBus();
+    const cache = createBusCache(bus, clock, watched, affects);
+    await cache.load('a', async () => ({ memberId: 'mem_a' }));
+    await clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
+    expect(cache.get('a')).toEqual({ memberId: 'mem_a' });
+    await clock.advance(1);
+    expect(cache.get('a')).toBeUndefined();
+    await cache.load('a', async () => ({ memberId: 'mem_a2' }));
+    expect(cache.get('a')).toEqual({ memberId: 'mem_a2' });
+    await bus.close();
+  });
+
   it('uses a load that overlapped a change once, without keeping it', async () => {
     const bus = createMemoryBus();
-    const cache = createBusCache(bus, watched, affects);
+    const cache = createBusCache(bus, clock, watched, affects);
     let finish!: (value: { memberId: string }) => void;
     const loading = cache.load('a', () => new Promise<{ memberId: string }>((resolve) => (finish = resolve)));
     bus.publish({ type: 'member', memberId: 'mem_other' });
@@ -50,7 +67,7 @@ describe('a bus cache', () => {
 
   it('makes one read for loads of a key that overlap, and a new one once a watched change came in between', async () => {
     const bus = createMemoryBus();
-    const cache = createBusCache(bus, watched, affects);
+    const cache = createBusCache(bus, clock, watched, affects);
     const reads: Array<(value: { memberId: string }) => void> = [];
     const loader = () => new Promise<{ memberId: string }>((resolve) => reads.push(resolve));
     const first = cache.load('a', loader);
@@ -76,7 +93,7 @@ describe('a bus cache', () => {
 
   it('is not disturbed by messages it does not watch', async () => {
     const bus = createMemoryBus();
-    const cache = createBusCache(bus, watched, () => true);
+    const cache = createBusCache(bus, clock, watched, () => true);
     let finish!: (value: { memberId: string }) => void;
     const loading = cache.load('a', () => new Promise<{ memberId: string }>((resolve) => (finish = resolve)));
     bus.publish({ type: 'engine', engineId: 'eng_1', reason: 'work' });
@@ -124,7 +141,7 @@ describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could 
   it('a bus cache serves nothing from memory, keeps nothing, and caches again once the bus is back', async () => {
     const redis = await busOnOwnRedis();
     try {
-      const cache = createBusCache(redis.bus, (message) => message.type === 'member', () => true);
+      const cache = createBusCache(redis.bus, new ManualClock(), (message) => message.type === 'member', () => true);
       await cache.load('before', async () => ({ memberId: 'mem_a' }));
       expect(cache.get('before')).toEqual({ memberId: 'mem_a' });
       await redis.stopRedis();
@@ -192,7 +209,7 @@ describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could 
       const platformReads = countingReads(h.services.db, 'FROM platform_settings');
       const integrationReads = countingReads(h.services.db, 'FROM integrations');
       const platform = createPlatform(platformReads.db, redis.bus, h.services.clock);
-      const directory = createDirectory(integrationReads.db, redis.bus);
+      const directory = createDirectory(integrationReads.db, redis.bus, h.services.clock);
       await redis.stopRedis();
       const together = await Promise.all(Array.from({ length: 20 }, () => Promise.all([platform.isDisabled(), directory.integration(t.integrationId)])));
       expect(together.every(([disabled, integration]) => disabled === false && integration?.id === t.integrationId)).toBe(true);
@@ -240,7 +257,7 @@ describe.each(storeDrivers())('the directory on %s', (driver) => {
   afterAll(() => h.close());
 
   it('serves an integration from memory until the bus says it changed', async () => {
-    const directory = createDirectory(h.services.db, h.services.bus);
+    const directory = createDirectory(h.services.db, h.services.bus, h.services.clock);
     const first = await directory.integration(t.integrationId);
     await h.services.db.query('UPDATE integrations SET name = $2 WHERE id = $1', [t.integrationId, 'Renamed behind its back']);
     expect(await directory.integration(t.integrationId)).toBe(first);
@@ -249,7 +266,7 @@ describe.each(storeDrivers())('the directory on %s', (driver) => {
   });
 
   it('shares one resolved agent, drops it when the member changes, and never caches a refusal', async () => {
-    const directory = createDirectory(h.services.db, h.services.bus);
+    const directory = createDirectory(h.services.db, h.services.bus, h.services.clock);
     const integration = (await directory.integration(t.integrationId))!;
     const agent = await directory.agent(integration, t.agent.id);
     expect(await directory.agent(integration, t.agent.id)).toBe(agent);
@@ -290,5 +307,24 @@ describe.each(storeDrivers())('the platform switch on %s', (driver) => {
     bus.publish({ type: 'platform', disabled: true });
     expect(await reading).toBe(false);
     expect(await platform.isDisabled()).toBe(true);
+  });
+});
+
+describe.each(storeDrivers())('a widget token revoked on a node whose bus message never reached this one, on %s', (driver) => {
+  it('is refused here once its cached check is a minute old: a lost message leaves a revoked token usable for a minute, not until it expires', async () => {
+    const h = await createHarness(driver);
+    try {
+      const t = await seedTenant(h.services);
+      const api = client(h.app);
+      const token = await openSession(api, t);
+      expect((await widgetState(api, token)).status).toBe(200); // checked, and the check cached
+      // another node ends the session; its message is lost (that node killed while cut off from Redis, say)
+      await h.services.db.query("UPDATE widget_sessions SET revoked_at = $1, end_reason = 'revoked' WHERE integration_id = $2", [h.clock.now(), t.integrationId]);
+      expect((await widgetState(api, token)).status).toBe(200);
+      await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
+      await expectError(widgetState(api, token), 401, 'unauthorized');
+    } finally {
+      await h.close();
+    }
   });
 });

@@ -110,7 +110,7 @@ describe.each(storeDrivers())('heartbeats reported together on %s', (driver) => 
   it('authenticates the tokens of many windows arriving together: each gets its own engine, a wrong or unknown one is refused', async () => {
     // a fresh authenticator: nothing cached, as on a gateway that just restarted
     const { db, bus, clock } = h.services;
-    const auth = createEngineAuth(db, bus, clock, createDirectory(db, bus));
+    const auth = createEngineAuth(db, bus, clock, createDirectory(db, bus, clock));
     const wrongSecret = agents[0]!.engineToken.slice(0, -4) + 'zzzz';
     const unknown = 'c2ce_' + 'x'.repeat(48);
     const tokens = [...agents.map((a) => a.engineToken), agents[1]!.engineToken, wrongSecret, unknown];

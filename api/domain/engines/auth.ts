@@ -42,6 +42,7 @@ export const CLOSED_WINDOW_MESSAGE = 'This call window was closed or replaced by
 export function createEngineAuth(db: Db, bus: Bus, clock: Clock, directory: Directory) {
   const cache = createBusCache<CachedEngineAuth>(
     bus,
+    clock,
     (message) => (message.type === 'engine' && message.reason !== 'work') || message.type === 'integration' || message.type === 'member',
     ({ engine }, message) =>
       (message.type === 'engine' && message.reason !== 'work' && engine.id === message.engineId) ||
