@@ -139,8 +139,7 @@ export class Simulator implements VoiceProvider {
    * placed is not known here: null, as for a leg the simulator forgot.
    */
   async callRecord(_account: ProviderAccount, callSid: string): Promise<ProviderCallRecord | null> {
-    if (this.faults.records === 'unreachable') throw new ProviderUnreachable('simulated call records are unreachable');
-    if (this.faults.records === 'forgotten') return null;
+    if (!this.#recordsKept()) return null;
     const leg = this.#find(callSid);
     if (leg) return { callSid: leg.sid, parentCallSid: leg.parentSid, status: leg.status, endedAt: null, durationSeconds: null };
     return this.#ended.get(callSid)?.record ?? null;
@@ -148,8 +147,7 @@ export class Simulator implements VoiceProvider {
 
   /** The leg a parent this node placed dialed: held, or ended (the newest, kept as above). */
   async dialedLegRecord(_account: ProviderAccount, parentCallSid: string, to?: string): Promise<ProviderCallRecord | null> {
-    if (this.faults.records === 'unreachable') throw new ProviderUnreachable('simulated call records are unreachable');
-    if (this.faults.records === 'forgotten') return null;
+    if (!this.#recordsKept()) return null;
     const leg = [...this.#legs.values()].find((held) => held.parentSid === parentCallSid && (to === undefined || held.to === to));
     if (leg) return { callSid: leg.sid, parentCallSid, status: leg.status, endedAt: null, durationSeconds: null };
     const ended = this.#endedByParent.get(dialedKey(parentCallSid, to));
@@ -158,6 +156,12 @@ export class Simulator implements VoiceProvider {
 
   get hangupFailures(): number {
     return this.#hangupFailures;
+  }
+
+  /** The records' fault switch: false when they are forgotten; throws when they cannot be read. */
+  #recordsKept(): boolean {
+    if (this.faults.records === 'unreachable') throw new ProviderUnreachable('simulated call records are unreachable');
+    return this.faults.records === 'kept';
   }
 
   #unreachable(message: string): ProviderUnreachable {
