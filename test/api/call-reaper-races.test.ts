@@ -38,7 +38,7 @@ import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import type { Db } from '../../api/store/index.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
-import { command, heartbeat, openSession, launchTicket, readyAgent, requestCall } from '../helpers/flows.js';
+import { command, heartbeat, openSession, launchTicket, readyAgent, requestCall, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks } from '../helpers/provider.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
@@ -327,37 +327,36 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     await h.services.db.query(`UPDATE call_intents SET status = 'connected', answered_at = $2 WHERE id = $1`, [id, h.clock.now()]);
   };
 
-  it('the ring-timeout rule spares, and does not hang up, a call answered as it fires', async () => {
-    const { agent, id } = await ringingWithCallbacksLost();
-    const dialedAt = (await row(id)).dialing_at!;
+  /**
+   * The ring-timeout rule firing on a ringing call its window let go of, with `meanwhile` run once
+   * the reaper's statement `decided` has read the call: the call, and how many hangups the rule asked for.
+   */
+  async function ringTimeoutFiresAs(decided: (text: string) => boolean, meanwhile: (call: { agent: Agent; id: string }) => () => Promise<void>) {
+    const call = await ringingWithCallbacksLost();
+    const dialedAt = (await row(call.id)).dialing_at!;
     await h.clock.advance(dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000 - h.clock.now());
-    await heartbeat(api, agent.engineToken); // not holding it (else the rule would leave it alone)
-    const db = racing((text) => text.includes("status IN ('dialing', 'ringing') AND dialing_at"), answerNow(id));
+    await heartbeat(api, call.agent.engineToken); // let go of: overdue (a call its window holds is left alone)
+    const db = racing(decided, meanwhile(call));
     const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
     try {
       await createReaper({ db, bus: h.services.bus, clock: h.clock, providers: h.services.providers }).tick();
-      expect(await row(id)).toMatchObject({ status: 'connected', end_reason: null, ended_at: null });
-      expect(hangups).not.toHaveBeenCalled();
+      return { call: await row(call.id), hangupsAsked: hangups.mock.calls.length };
     } finally {
       hangups.mockRestore();
     }
+  }
+
+  it('the ring-timeout rule spares, and does not hang up, a call answered as it fires', async () => {
+    const { call, hangupsAsked } = await ringTimeoutFiresAs((text) => text.includes("status IN ('dialing', 'ringing') AND dialing_at"), ({ id }) => answerNow(id));
+    expect(call).toMatchObject({ status: 'connected', end_reason: null, ended_at: null });
+    expect(hangupsAsked).toBe(0);
   });
 
   it('the ring-timeout rule spares, and does not hang up, a call its window holds again as it fires', async () => {
-    const { agent, id } = await ringingWithCallbacksLost();
-    const dialedAt = (await row(id)).dialing_at!;
-    await h.clock.advance(dialedAt + (RING_TIMEOUT_SECONDS + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000 - h.clock.now());
-    await heartbeat(api, agent.engineToken); // let go of: overdue
-    const heldAgain = () => heartbeat(api, agent.engineToken, { call_id: id, busy: true }).then(() => undefined);
-    const db = racing((text) => text.includes('AS overdue_at'), heldAgain);
-    const hangups = vi.spyOn(h.services.providers.byName('simulated'), 'hangup');
-    try {
-      await createReaper({ db, bus: h.services.bus, clock: h.clock, providers: h.services.providers }).tick();
-      expect(await row(id)).toMatchObject({ status: 'ringing', orphaned: false, ended_at: null });
-      expect(hangups).not.toHaveBeenCalled();
-    } finally {
-      hangups.mockRestore();
-    }
+    const heldAgain = ({ agent, id }: { agent: Agent; id: string }) => () => heartbeat(api, agent.engineToken, { call_id: id, busy: true }).then(() => undefined);
+    const { call, hangupsAsked } = await ringTimeoutFiresAs((text) => text.includes('AS overdue_at'), heldAgain);
+    expect(call).toMatchObject({ status: 'ringing', orphaned: false, ended_at: null });
+    expect(hangupsAsked).toBe(0);
   });
 
   it('a hangup decided on a ringing call records it completed, and bills it, when the answer lands before the hangup is recorded', async () => {

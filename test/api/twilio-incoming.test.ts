@@ -19,7 +19,7 @@ import { command, heartbeat, readyAgent, widgetState, type Agent } from '../help
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, ringEndedPath } from '../helpers/provider.js';
 import { seedTenant, UK_NUMBER, type Tenant } from '../helpers/tenant.js';
-import { completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+import { callList, completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
 const ACCOUNT_SID = TWILIO.accountSid;
 
@@ -208,14 +208,10 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
       const client = `client:${engineIdentity(agent.engineId)}`;
       const endedAt = Math.floor(h.clock.now() / 1000) * 1000 + 60_000;
       standIn.requests.length = 0;
-      standIn.answer((request) => ({
-        status: 200,
-        body: {
-          // the window's ring: answered, 50 s of talk (the caller's leg also rang nobody else here)
-          calls: listed ? [{ sid: `${callSid}-client`, parent_call_sid: callSid, to: client, account_sid: request.user, status: 'completed', end_time: new Date(endedAt).toUTCString(), duration: '50' }] : [],
-          next_page_uri: null,
-        },
-      }));
+      // the window's ring: answered, 50 s of talk (the caller's leg also rang nobody else here)
+      standIn.answer((request) =>
+        callList(listed ? [{ sid: `${callSid}-client`, parent_call_sid: callSid, to: client, account_sid: request.user, status: 'completed', end_time: new Date(endedAt).toUTCString(), duration: '50' }] : []),
+      );
       // the call ends 60 s on; its window then lets go of it, and no callback ever comes
       await h.clock.advanceSeconds(70);
       for (let seconds = 0; seconds < 90; seconds += 10) {

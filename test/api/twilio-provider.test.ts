@@ -24,7 +24,7 @@ import { command, heartbeat, launchTicket, openSession, readyAgent, widgetState 
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { providerWebhooks, requestAndClaim } from '../helpers/provider.js';
 import { CALLER_ID, seedTenant, US_NUMBER, type Tenant } from '../helpers/tenant.js';
-import { completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioAnswer, type TwilioRequest, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
+import { callList, completedCall, startTwilioStandIn, TWILIO, twilioError, type TwilioAnswer, type TwilioRequest, type TwilioStandIn } from '../helpers/twilio-stand-in.js';
 
 const { accountSid: ACCOUNT_SID, authToken: AUTH_TOKEN, twimlAppSid: APP_SID } = TWILIO;
 const { sid: KEY_SID, secret: KEY_SECRET } = TWILIO.apiKey;
@@ -163,8 +163,7 @@ describe('the Twilio driver', () => {
       duration: status === 'completed' ? '70' : null,
     });
     // Twilio's list page: the calls, and its paging fields (no next page)
-    const page = (calls: unknown[]) => ({ status: 200, body: { calls, first_page_uri: '/x', next_page_uri: null, previous_page_uri: null, page: 0, page_size: 20, start: 0, end: calls.length - 1, uri: '/x' } });
-    standIn.answer(() => page([leg('CAolder', 'Fri, 27 Nov 2026 20:50:00 +0000', 'no-answer'), leg('CAnewer', 'Fri, 27 Nov 2026 21:00:00 +0000', 'completed')]));
+    standIn.answer(() => callList([leg('CAolder', 'Fri, 27 Nov 2026 20:50:00 +0000', 'no-answer'), leg('CAnewer', 'Fri, 27 Nov 2026 21:00:00 +0000', 'completed')]));
     expect(await twilio.dialedLegRecord(account, 'CAwindow1')).toEqual({
       callSid: 'CAnewer',
       parentCallSid: 'CAwindow1',
@@ -176,9 +175,9 @@ describe('the Twilio driver', () => {
       { method: 'GET', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls.json?ParentCallSid=CAwindow1&PageSize=20`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: {} },
     ]);
     // one identity rang on two devices (a window open twice): the leg that carried the call, though made first
-    standIn.answer(() => page([leg('CAtalked', 'Fri, 27 Nov 2026 20:59:00 +0000', 'completed'), leg('CAcanceled', 'Fri, 27 Nov 2026 21:00:00 +0000', 'canceled')]));
+    standIn.answer(() => callList([leg('CAtalked', 'Fri, 27 Nov 2026 20:59:00 +0000', 'completed'), leg('CAcanceled', 'Fri, 27 Nov 2026 21:00:00 +0000', 'canceled')]));
     expect(await twilio.dialedLegRecord(account, 'CAwindow1')).toMatchObject({ callSid: 'CAtalked', status: 'completed' });
-    standIn.answer(() => page([]));
+    standIn.answer(() => callList([]));
     expect(await twilio.dialedLegRecord(account, 'CAwindow2')).toBeNull();
     // a caller's leg rang several windows: the one asked for is told by its client
     standIn.requests.length = 0;
@@ -237,6 +236,15 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     return t;
   }
 
+  /** A real window's call, dialed: Twilio asked the TwiML App's voice URL with `parent` as the window's leg. */
+  async function dialedCall(parent: string) {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = await requestAndClaim(api, t, agent);
+    expect((await signedVoice(t, { CallSid: parent, From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    return { t, agent, id };
+  }
+
   it("pairs a real window on Twilio, gives it Twilio's token for its identity, dials through <Dial>, and ends the call through Twilio's REST API on the widget's hangup", async () => {
     const t = await twilioTenant();
     const agent = await readyAgent(api, t, t.agent.email, false);
@@ -282,10 +290,7 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
   });
 
   it("settles a call whose completed never came, once the window lets go of it, from Twilio's record of the dialed leg: its end and talk time", async () => {
-    const t = await twilioTenant();
-    const agent = await readyAgent(api, t, t.agent.email, false);
-    const id = await requestAndClaim(api, t, agent);
-    expect((await signedVoice(t, { CallSid: 'CAparent2', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    const { t, agent, id } = await dialedCall('CAparent2');
     const leg = { CallSid: 'CAchild2', ParentCallSid: 'CAparent2', AccountSid: ACCOUNT_SID };
     await h.clock.advance(1000 - (h.clock.now() % 1000)); // Twilio's timestamps have whole seconds
     const answeredAt = h.clock.now();
@@ -312,25 +317,16 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
   });
 
   it("settles a call none of whose dialed leg's callbacks came from the leg Twilio lists under the window's leg: bound, ended and billed as Twilio recorded it", async () => {
-    const t = await twilioTenant();
-    const agent = await readyAgent(api, t, t.agent.email, false);
-    const id = await requestAndClaim(api, t, agent);
-    expect((await signedVoice(t, { CallSid: 'CAparent3', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    const { t, agent, id } = await dialedCall('CAparent3');
     // no status callback arrives: the leg is never named; 70 s of talk, then the window lets go
     await h.clock.advanceSeconds(LIMITS.orphanGraceSeconds + 80);
     const endedAt = Math.floor(h.clock.now() / 1000) * 1000 - 5_000;
     await heartbeat(api, agent.engineToken);
     expect((await api.get(`/calls/${id}`, { auth: t.serverKey })).body.status).toBe('dialing');
     standIn.requests.length = 0;
-    standIn.answer((request) => ({
-      status: 200,
-      body: {
-        calls: [{ sid: 'CAchild3', parent_call_sid: 'CAparent3', account_sid: request.user, status: 'completed', date_created: new Date(endedAt - 80_000).toUTCString(), end_time: new Date(endedAt).toUTCString(), duration: '70' }],
-        next_page_uri: null,
-        page: 0,
-        page_size: 20,
-      },
-    }));
+    standIn.answer((request) =>
+      callList([{ sid: 'CAchild3', parent_call_sid: 'CAparent3', account_sid: request.user, status: 'completed', date_created: new Date(endedAt - 80_000).toUTCString(), end_time: new Date(endedAt).toUTCString(), duration: '70' }]),
+    );
     await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
     await heartbeat(api, agent.engineToken);
     await h.services.reaper.tick();
@@ -344,17 +340,11 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
   });
 
   it("binds no leg, and ends nothing, from a listed leg whose parent is not the call's window leg", async () => {
-    const t = await twilioTenant();
-    const agent = await readyAgent(api, t, t.agent.email, false);
-    const id = await requestAndClaim(api, t, agent);
-    expect((await signedVoice(t, { CallSid: 'CAparent5', From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: ACCOUNT_SID })).status).toBe(200);
+    const { t, agent, id } = await dialedCall('CAparent5');
     await h.clock.advanceSeconds(LIMITS.orphanGraceSeconds + 1);
     await heartbeat(api, agent.engineToken); // the window let go of it
     standIn.requests.length = 0;
-    standIn.answer((request) => ({
-      status: 200,
-      body: { calls: [{ sid: 'CAstranger', parent_call_sid: 'CAother', account_sid: request.user, status: 'completed', end_time: new Date(h.clock.now()).toUTCString(), duration: '70' }], next_page_uri: null },
-    }));
+    standIn.answer((request) => callList([{ sid: 'CAstranger', parent_call_sid: 'CAother', account_sid: request.user, status: 'completed', end_time: new Date(h.clock.now()).toUTCString(), duration: '70' }]));
     await h.clock.advanceSeconds(PROVIDER_FINAL_CALLBACK_GRACE_SECONDS);
     await heartbeat(api, agent.engineToken);
     await h.services.reaper.tick();

@@ -35,13 +35,16 @@ export interface TwilioStandIn {
   close(): Promise<void>;
 }
 
-/**
- * Twilio's answer to a call updated to completed: the call resource. To a list of the account's
- * calls (`GET …/Calls.json?ParentCallSid=…`): none.
- */
+/** Twilio's answer to a list of the account's calls (`GET …/Calls.json?ParentCallSid=…`): one page, the last. */
+export const callList = (calls: Array<Record<string, unknown>>): TwilioAnswer => ({
+  status: 200,
+  body: { calls, first_page_uri: '/calls', next_page_uri: null, previous_page_uri: null, page: 0, page_size: 20, start: 0, end: calls.length - 1, uri: '/calls' },
+});
+
+/** Twilio's answer to a call updated to completed: the call resource. To a list of the account's calls: none. */
 export const completedCall = (request: TwilioRequest): TwilioAnswer =>
   /\/Calls\.json(\?|$)/.test(request.path)
-    ? { status: 200, body: { calls: [], next_page_uri: null, page: 0, page_size: 20 } }
+    ? callList([])
     : { status: 200, body: { sid: request.path.match(/Calls\/([^/.]+)\.json$/)?.[1] ?? '', status: 'completed', account_sid: request.user } };
 
 /** Twilio's error body: `code` is what the driver tells "ended already" from a failure by. */
