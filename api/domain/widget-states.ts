@@ -3,7 +3,10 @@
  * holds what only changes with the agent's version; a bus message for a newer version drops it
  * (on this node at once, on others as soon as the bus delivers), and a load that raced a newer
  * change is not cached. While the bus is down such messages could be lost, so every load reads the
- * store. Time-dependent fields are rendered at send time.
+ * store. A message lost without this node noticing (its node killed while cut off from Redis) would
+ * leave an entry stale for good: as in the bus caches, none is used once it is a minute old, so a
+ * widget's conditional poll (the SDK's live check) sees the store's state within that. Time-dependent
+ * fields are rendered at send time.
  */
 import type { Realtime, WidgetState } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
@@ -11,12 +14,13 @@ import type { Clock } from '../clock.js';
 import type { Db } from '../store/index.js';
 import type { WidgetContext } from './sessions.js';
 import { coalesce } from '../store/coalesce.js';
+import { BUS_CACHE_MAX_AGE_MS } from './bus-cache.js';
 import { loadAgentStates, renderWidgetState, type AgentStateData } from './agent-state.js';
 
 const MAX_CACHED_AGENTS = 50_000;
 
 export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: Bus; clock: Clock; realtime: Realtime }) {
-  const cache = new Map<string, AgentStateData>();
+  const cache = new Map<string, { data: AgentStateData; loadedAt: number }>();
   /**
    * Per agent with a load under way, how many, and the newest version the bus announced meanwhile:
    * a load that read an older one raced that change and is not cached. Only agents being loaded
@@ -38,7 +42,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
       const underWay = loading.get(k);
       if (underWay) underWay.newest = Math.max(underWay.newest, message.version);
       const cached = cache.get(k);
-      if (cached && cached.version < message.version) cache.delete(k);
+      if (cached && cached.data.version < message.version) cache.delete(k);
     } else if (message.type === 'resync') {
       resyncs += 1;
       cache.clear();
@@ -48,11 +52,12 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
   async function load(integrationId: string, memberId: string): Promise<AgentStateData> {
     const k = key(integrationId, memberId);
     const cached = bus.state() === 'up' ? cache.get(k) : undefined;
-    if (cached) return cached;
+    if (cached && clock.now() - cached.loadedAt < BUS_CACHE_MAX_AGE_MS) return cached.data;
     const startedAt = resyncs;
     const underWay = loading.get(k) ?? { count: 0, newest: 0 };
     underWay.count += 1;
     loading.set(k, underWay);
+    const loadedAt = clock.now();
     let data: AgentStateData;
     try {
       data = await loadTogether({ integrationId, memberId });
@@ -62,7 +67,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     }
     if (bus.state() === 'up' && resyncs === startedAt && data.version >= underWay.newest) {
       if (cache.size >= MAX_CACHED_AGENTS) cache.clear();
-      cache.set(k, data);
+      cache.set(k, { data, loadedAt });
     }
     return data;
   }

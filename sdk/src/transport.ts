@@ -1,7 +1,8 @@
 /**
  * How snapshots reach the SDK: push over Socket.IO (the gateway sends the whole state on every
  * connect and every change), and GET /widget/state every poll_ms with If-None-Match while the
- * socket is down or the service has no gateway. Endings are acted on as the gateway classifies
+ * socket is down or the service has no gateway, and every LIVE_CHECK_MS or so while it is up
+ * (pushes are best-effort; see there). Endings are acted on as the gateway classifies
  * them: final (stop; unauthorized → ask the session again; platform_disabled → error) or not
  * (reconnect with full-jitter backoff, with a fresh token after token_expired).
  */
@@ -49,6 +50,17 @@ export const REFUSED_AGAIN_WITHIN_MS = 60_000;
  */
 export const UNREADABLE_POLL_MAX_MS = 60_000;
 
+/**
+ * While the socket carries the state, the state is still read over REST about this often (60 to
+ * 90 s, spread so that widgets reconnected together do not read together), conditionally: a 304
+ * when nothing moved. A push is best-effort: one lost without anyone noticing (its node killed
+ * while cut off from Redis, a change whose commit's answer never came) would otherwise leave the
+ * widget showing an old state, a hung-up call as connected, until the agent's next change. The
+ * service's caches use nothing older than a minute, so such a check sees the store's state. At
+ * 10,000 widgets, about 130 requests a second, nearly all 304s.
+ */
+export const LIVE_CHECK_MS = 60_000;
+
 export interface TransportDeps {
   clock: Clock;
   io: SocketFactory;
@@ -70,6 +82,8 @@ export class Transport {
   private unreadable = 0;
   private etag: string | null = null;
   private pollTimer: TimerHandle | undefined;
+  /** the next read of the state while the socket is up (LIVE_CHECK_MS) */
+  private liveCheckTimer: TimerHandle | undefined;
   private polling = false;
   private reconnectTimer: TimerHandle | undefined;
   private attempts = 0;
@@ -194,6 +208,7 @@ export class Transport {
     this.doubt.reset();
     this.nudgedPoll.cancel();
     this.d.clock.cancel(this.pollTimer);
+    this.d.clock.cancel(this.liveCheckTimer);
     this.d.clock.cancel(this.reconnectTimer);
     this.socket?.disconnect();
     this.socket = null;
@@ -234,6 +249,7 @@ export class Transport {
       this.d.session.confirm();
       this.d.clock.cancel(this.pollTimer);
       this.pollTimer = undefined;
+      this.scheduleLiveCheck();
       this.setStatus();
     });
     socket.on('state', (state: WidgetState) => {
@@ -251,6 +267,8 @@ export class Transport {
       if (healthy) this.attempts = 0;
       this.socketUp = false;
       this.doubt.reset();
+      this.d.clock.cancel(this.liveCheckTimer);
+      this.liveCheckTimer = undefined;
       this.setStatus();
       if (this.planned || this.stopped) return;
       this.pollAfterDrop();
@@ -338,8 +356,25 @@ export class Transport {
     });
   }
 
-  private async poll(): Promise<void> {
-    if (this.stopped || this.live || this.polling) return;
+  /** The next live check, LIVE_CHECK_MS spread from now. */
+  private scheduleLiveCheck(): void {
+    this.d.clock.cancel(this.liveCheckTimer);
+    this.liveCheckTimer = this.d.clock.after(spreadWait(LIVE_CHECK_MS), () => {
+      this.liveCheckTimer = undefined;
+      if (this.stopped || !this.socketUp) return; // the socket's next connect schedules the next
+      // In doubt, or a poll under way: the widget is polling anyway.
+      if (!this.live || this.polling) return this.scheduleLiveCheck();
+      void this.poll('check');
+    });
+  }
+
+  /**
+   * Reads the state: a `poll` while the socket is down or in doubt, a `check` while it is up
+   * (LIVE_CHECK_MS). A check that gets no answer says nothing about the service (the socket does),
+   * and is followed by the next check, or by polls if the socket dropped meanwhile.
+   */
+  private async poll(kind: 'poll' | 'check' = 'poll'): Promise<void> {
+    if (this.stopped || this.polling || this.live !== (kind === 'check')) return;
     this.polling = true;
     this.lastPollAt = this.d.clock.now();
     let next = this.d.pollMs();
@@ -383,7 +418,7 @@ export class Transport {
         return;
       } else {
         // Down is when the service does not answer; a 429 is the service answering (slow down).
-        this.pollOk = error.status === 429;
+        if (kind === 'poll') this.pollOk = error.status === 429;
         if (error.retryAfter) {
           next = error.retryAfter * 1000;
           this.pollNotBefore = this.d.clock.now() + next;
@@ -402,7 +437,9 @@ export class Transport {
       this.pollAgain = false;
       next = 0;
     }
+    // Polls go on while the socket is down (it may have dropped during a check), checks while it is up.
     this.pollSoon(next);
+    if (this.live && this.liveCheckTimer === undefined) this.scheduleLiveCheck();
   }
 
   private setStatus(): void {

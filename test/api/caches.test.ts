@@ -244,6 +244,25 @@ describe("an agent's WidgetState cache", () => {
       await h.close();
     }
   });
+
+  it('uses no state older than a minute: a change whose message was lost without anyone noticing is read within that', async () => {
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const bus = createMemoryBus();
+      const widgetStates = createWidgetStates({ db: h.services.db, bus, clock: h.clock, realtime: h.services.realtime });
+      const first = await widgetStates.load(t.integrationId, t.agent.id);
+      // another node's change, whose bus message never arrives here
+      const changed = await bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
+      await h.clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
+      expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBe(first.version);
+      await h.clock.advance(1);
+      expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBe(changed);
+      await bus.close();
+    } finally {
+      await h.close();
+    }
+  });
 });
 
 describe.each(storeDrivers())('the directory on %s', (driver) => {

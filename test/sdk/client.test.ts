@@ -11,7 +11,7 @@ import * as SDK from '../../sdk/src/index.js';
 import { systemClock } from '../../sdk/src/timing.js';
 import { ACK_TIMEOUT_MS, COMMAND_ATTEMPTS, ORDERED_WAIT_MS, SESSION_WAIT_MS } from '../../sdk/src/commands.js';
 import { REQUEST_TIMEOUT_MS } from '../../sdk/src/http.js';
-import { SOCKET_HEALTHY_MS } from '../../sdk/src/transport.js';
+import { LIVE_CHECK_MS, SOCKET_HEALTHY_MS } from '../../sdk/src/transport.js';
 import { PAIRED_WAIT_MS } from '../../sdk/src/launcher.js';
 import { Snapshots } from '../../sdk/src/snapshots.js';
 import { SOCKET_SILENT_MS } from '../../shared/events.js';
@@ -375,6 +375,53 @@ describe('push and polling', () => {
     const polls = service.count('/widget/state');
     await vi.advanceTimersByTimeAsync(9000);
     expect(service.count('/widget/state')).toBe(polls);
+  });
+
+  it('reads the state over REST every minute or so while pushed, conditionally, so a push lost without a drop is healed', async () => {
+    service.set({ call: call('connected') });
+    const socket = await ready();
+    expect(q('c2c-state').dataset.state).toBe('call');
+    const before = service.count('/widget/state');
+    service.set({ call: null }); // hung up, and its push lost (a node killed before it left)
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS - 1);
+    expect(service.count('/widget/state')).toBe(before);
+    expect(q('c2c-state').dataset.state).toBe('call');
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS / 2 + 1); // spread over half as long again
+    expect(service.count('/widget/state')).toBe(before + 1);
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    expect(socket.connected).toBe(true);
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS * 1.5);
+    expect(service.count('/widget/state')).toBe(before + 2);
+    const conditional = service.requests.filter((r) => r.path === '/widget/state').at(-1)!;
+    expect(conditional.headers['if-none-match']).toBe(`"${service.version}"`); // answered 304
+    socket.drop();
+    await flush();
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS * 1.5);
+    expect(service.count('/widget/state')).toBeGreaterThan(before + 2 + 20); // down: polled every poll_ms
+  });
+
+  it('takes a live check nothing answered for nothing said of the service (the socket is), and polls on if the socket drops during one', async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0); // each check comes LIVE_CHECK_MS after the connect
+    const socket = await ready();
+    service.script.set('/widget/state', ['network']);
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS);
+    expect(service.script.get('/widget/state')).toEqual([]); // the check was made, and failed
+    socket.drop(); // what the failed check said is not taken for the service being down
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    await flush();
+    socket.accept(service.state());
+    service.script.set('/widget/state', ['hang']);
+    const before = service.count('/widget/state');
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS);
+    expect(service.count('/widget/state')).toBe(before + 1); // the check, held unanswered
+    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS - 1);
+    expect(q('c2c-state').dataset.state).toBe('ready');
+    socket.drop();
+    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS + service.pollMs);
+    expect(service.count('/widget/state')).toBeGreaterThan(before + 1); // the check gave up; polls carry on
+    service.set({ call: call('connected') });
+    await vi.advanceTimersByTimeAsync(service.pollMs);
+    expect(q('c2c-state').dataset.state).toBe('call');
   });
 
   it('only polls when the service has no gateway', async () => {
