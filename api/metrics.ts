@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, refused handshakes by code, connections closed for not reading, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, the statements
+ * sockets by kind, refused handshakes by code, connections closed for not reading, sockets ended on a node cut off from Redis and the database, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, the statements
  * that failed because the database was out of reach, hangups the voice provider did not confirm, and
  * calls settled from the provider's record because their final callback never came.
  */
@@ -56,6 +56,11 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
     help: 'Connections closed for leaving over 1000 packets unread (a long-polling client that never fetches its answers) or a WebSocket over 256 KB unsent (a reader that stopped): gateway/guard.ts',
     registers: [registry],
   });
+  const isolatedEndings = new Counter({
+    name: 'c2c_socket_isolated_endings_total',
+    help: 'Sockets a gateway ended because it was cut off from both Redis and the database for 15 s (gateway/isolation.ts): their clients poll, and reconnect to a node that can serve them',
+    registers: [registry],
+  });
   new Gauge({
     name: 'c2c_bus_up',
     help: '1 while the bus (and its Redis connections) is up',
@@ -94,6 +99,7 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
     redeliveries,
     socketRefusals,
     unreadOverflows,
+    isolatedEndings,
     /** A push left this node: `since`, when the change it carries began to be made (ms since the epoch). */
     observePush(kind: 'state' | 'work', since: number) {
       pushes.inc({ kind });

@@ -11,7 +11,8 @@
  * heartbeat would hand it, and after the outage all it has not acked; it carries out each command
  * once however often it arrives. A catch-up whose reads did not all succeed is made again, for
  * what failed only (otherwise the store would be read for every socket of the node every poll_ms,
- * for as long as one read kept failing).
+ * for as long as one read kept failing). A node that cannot reach the store either lets its sockets
+ * go after a while (isolation.ts).
  */
 import type { Server, Socket } from 'socket.io';
 import { LIMITS } from '../shared/limits.js';
