@@ -84,13 +84,14 @@ export class Transport {
   private pollTimer: TimerHandle | undefined;
   /** the next read of the state while the socket is up (LIVE_CHECK_MS) */
   private liveCheckTimer: TimerHandle | undefined;
+  /** a read of the state (a poll or a live check) is in flight */
   private polling = false;
   private reconnectTimer: TimerHandle | undefined;
   private attempts = 0;
   /** when the socket last connected (clock ms), and whether its state came since */
   private upSince = 0;
   private stateSinceUp = false;
-  /** when the last poll was sent (clock ms) */
+  /** when the last read (a poll or a live check) was sent (clock ms) */
   private lastPollAt = -Infinity;
   /**
    * A final refusal of the socket made the session be asked again, and the socket has not been
@@ -356,22 +357,30 @@ export class Transport {
     });
   }
 
-  /** The next live check, LIVE_CHECK_MS spread from now. */
+  /**
+   * The live checks of a socket: one LIVE_CHECK_MS (spread) from now, and from each the next, for
+   * as long as the socket is up, whatever each one does (a check in flight as the socket falls in
+   * doubt and is trusted again must not end them). The socket's next connect starts them again.
+   */
   private scheduleLiveCheck(): void {
     this.d.clock.cancel(this.liveCheckTimer);
+    this.liveCheckTimer = undefined;
+    if (this.stopped) return;
     this.liveCheckTimer = this.d.clock.after(spreadWait(LIVE_CHECK_MS), () => {
       this.liveCheckTimer = undefined;
-      if (this.stopped || !this.socketUp) return; // the socket's next connect schedules the next
-      // In doubt, or a poll under way: the widget is polling anyway.
-      if (!this.live || this.polling) return this.scheduleLiveCheck();
-      void this.poll('check');
+      if (this.stopped || !this.socketUp) return;
+      this.scheduleLiveCheck();
+      // In doubt, or a read under way: the widget is polling anyway.
+      if (this.live && !this.polling) void this.poll('check');
     });
   }
 
   /**
    * Reads the state: a `poll` while the socket is down or in doubt, a `check` while it is up
-   * (LIVE_CHECK_MS). A check that gets no answer says nothing about the service (the socket does),
-   * and is followed by the next check, or by polls if the socket dropped meanwhile.
+   * (LIVE_CHECK_MS). A check that gets no answer says nothing about the service (the socket does).
+   * If the socket dropped (or fell in doubt) during a check, the polls that follow it are timed
+   * from the check, as after any read: a check held unanswered holds the first poll until it gives
+   * up (REQUEST_TIMEOUT_MS), when that poll goes at once.
    */
   private async poll(kind: 'poll' | 'check' = 'poll'): Promise<void> {
     if (this.stopped || this.polling || this.live !== (kind === 'check')) return;
@@ -422,7 +431,7 @@ export class Transport {
         if (error.retryAfter) {
           next = error.retryAfter * 1000;
           this.pollNotBefore = this.d.clock.now() + next;
-        } else if (!isTransient(error)) {
+        } else if (!isTransient(error) && kind === 'poll') {
           // An answer that is not the service's (no envelope: a firewall's challenge page, a
           // proxy's 404 while a deploy swaps nodes): nothing to act on, and no reason to end the
           // session, in the middle of a call least of all. Polled again, further apart each time.
@@ -433,13 +442,13 @@ export class Transport {
       this.polling = false;
       this.setStatus();
     }
+    // A check's answer sets nothing for the polls (a Retry-After does, through pollNotBefore): they are due poll_ms after it was sent.
+    if (kind === 'check' && next > 0) next = Math.max(0, this.lastPollAt + this.d.pollMs() - this.d.clock.now());
     if (this.pollAgain) {
       this.pollAgain = false;
       next = 0;
     }
-    // Polls go on while the socket is down (it may have dropped during a check), checks while it is up.
     this.pollSoon(next);
-    if (this.live && this.liveCheckTimer === undefined) this.scheduleLiveCheck();
   }
 
   private setStatus(): void {

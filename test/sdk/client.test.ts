@@ -414,14 +414,38 @@ describe('push and polling', () => {
     const before = service.count('/widget/state');
     await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS);
     expect(service.count('/widget/state')).toBe(before + 1); // the check, held unanswered
+    socket.drop();
     await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS - 1);
     expect(q('c2c-state').dataset.state).toBe('ready');
-    socket.drop();
-    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS + service.pollMs);
-    expect(service.count('/widget/state')).toBeGreaterThan(before + 1); // the check gave up; polls carry on
+    expect(service.count('/widget/state')).toBe(before + 1);
     service.set({ call: call('connected') });
-    await vi.advanceTimersByTimeAsync(service.pollMs);
+    await vi.advanceTimersByTimeAsync(10); // the check gave up: the first poll goes at once
+    expect(service.count('/widget/state')).toBe(before + 2);
     expect(q('c2c-state').dataset.state).toBe('call');
+    await vi.advanceTimersByTimeAsync(service.pollMs);
+    expect(service.count('/widget/state')).toBe(before + 3); // and polls carry on
+  });
+
+  it('goes on checking after a check that gave up while the socket was in doubt, once the socket is trusted again', async () => {
+    vi.spyOn(Math, 'random').mockReturnValue(0); // each check comes LIVE_CHECK_MS after the one before
+    service.set({ call: call('connected', { answered_at: T0 - 5 }) });
+    const socket = await ready();
+    /** the server's pings, every 10 s */
+    const alive = async (ms: number) => {
+      for (let passed = 0; passed < ms; passed += 10_000) {
+        await vi.advanceTimersByTimeAsync(10_000);
+        socket.ping();
+      }
+    };
+    service.script.set('/widget/state', ['hang']);
+    await alive(LIVE_CHECK_MS); // the check is sent, and held unanswered
+    const hangup = widget.hangup(); // unanswered on the socket (ACK_TIMEOUT_MS): in doubt
+    await alive(REQUEST_TIMEOUT_MS); // the check gives up in doubt, then a ping: trusted again
+    expect(await hangup).toMatchObject({ ok: true }); // sent again over REST
+    const after = service.count('/widget/state');
+    await alive(LIVE_CHECK_MS * 2);
+    expect(socket.connected).toBe(true);
+    expect(service.count('/widget/state')).toBeGreaterThanOrEqual(after + 1);
   });
 
   it('only polls when the service has no gateway', async () => {
