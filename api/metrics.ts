@@ -58,7 +58,7 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
   });
   const isolatedEndings = new Counter({
     name: 'c2c_socket_isolated_endings_total',
-    help: 'Sockets a gateway ended because it was cut off from both Redis and the database for 15 s (gateway/isolation.ts): their clients poll, and reconnect to a node that can serve them',
+    help: 'Sockets a gateway ended because it was cut off from both Redis and the database (for ISOLATED_FOR_MS: gateway/isolation.ts); their clients poll, and reconnect once a node can serve them',
     registers: [registry],
   });
   new Gauge({

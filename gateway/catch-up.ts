@@ -2,17 +2,17 @@
  * Keeps this node's sockets current while the bus cannot carry what other nodes send them. While
  * Redis is down, a change made on another node (a call answered, a command for a window here, a
  * revoked session) reaches no socket on this one, and the REST contract does not step in: a client
- * polls only while its socket is down, and an idle window heartbeats every 15 s. So every poll_ms of
- * an outage, and once more when the bus is back (for what was lost before the subscriptions
- * returned), the gateway does for its sockets what their polls and heartbeats would: it re-checks
- * each credential (ending those refused), and sends each agent's WidgetState and each window's
- * work, read from the store. What sockets hold is not known here, so the first catch-up of an
- * outage sends every widget its state; later ones only a newer version. A window is handed what a
- * heartbeat would hand it, and after the outage all it has not acked; it carries out each command
- * once however often it arrives. A catch-up whose reads did not all succeed is made again, for
- * what failed only (otherwise the store would be read for every socket of the node every poll_ms,
- * for as long as one read kept failing). A node that cannot reach the store either lets its sockets
- * go after a while (isolation.ts).
+ * polls only while its socket is down (and checks once a minute while it is up), and an idle window
+ * heartbeats every 15 s. So every poll_ms of an outage, and once more when the bus is back (for
+ * what was lost before the subscriptions returned), the gateway does for its sockets what their
+ * polls and heartbeats would: it re-checks each credential (ending those refused), and sends each
+ * agent's WidgetState and each window's work, read from the store. What sockets hold is not known
+ * here, so the first catch-up of an outage sends every widget its state; later ones only a newer
+ * version. A window is handed what a heartbeat would hand it, and after the outage all it has not
+ * acked; it carries out each command once however often it arrives. A catch-up whose reads did not
+ * all succeed is made again, for what failed only (otherwise the store would be read for every
+ * socket of the node every poll_ms, for as long as one read kept failing). A node that cannot reach
+ * the store either lets its sockets go after a while (isolation.ts).
  */
 import type { Server, Socket } from 'socket.io';
 import { LIMITS } from '../shared/limits.js';

@@ -5,7 +5,7 @@
  *   token could grow a node by gigabytes in a minute and crash it. A WebSocket whose reader stops
  *   has what the kernel cannot take held by uWS, which past its backpressure limit drops messages
  *   (engine.io ignores send()'s result, so silently: the client would stay connected and stale,
- *   and a widget does not poll while its socket is up). A connection with more than
+ *   and a widget polls only once a minute while its socket is up). A connection with more than
  *   MAX_UNREAD_PACKETS waiting, or MAX_UNSENT_BYTES held by uWS, is closed, long before uWS would
  *   drop anything (WS_MAX_BACKPRESSURE); the client reconnects and gets the current snapshot.
  *   Checked on every event it sends, and once a second for all of the node's connections (pushes

@@ -15,6 +15,7 @@ import { clientAddressOf } from '../api/http/client-address.js';
 import { isBadCredential } from '../api/ratelimit/refusals.js';
 import type { Services } from '../api/services.js';
 import { assertEngineOrigin } from '../api/domain/engines/origins.js';
+import type { Isolation } from './isolation.js';
 import type { SocketLimits } from './limits.js';
 import { ownerOf, type LocalSockets } from './local-sockets.js';
 
@@ -147,7 +148,7 @@ async function credentialOf(services: Services, socket: Socket, ip: string): Pro
   throw new C2CError('unauthorized', 'auth.token must be a widget token (c2cw_…) or an engine token (c2ce_…).');
 }
 
-export function handshake(services: Services, limits: SocketLimits, local: LocalSockets) {
+export function handshake(services: Services, limits: SocketLimits, local: LocalSockets, isolation: Pick<Isolation, 'refusal'>) {
   const refuse = (next: (error?: Error) => void, refusal: ConnectRefusal) => {
     services.metrics.socketRefusals.inc({ code: refusal.code });
     next(Object.assign(new Error(refusal.message), { data: refusal }));
@@ -162,6 +163,9 @@ export function handshake(services: Services, limits: SocketLimits, local: Local
       setImmediate(() => socket.conn.close());
       return;
     }
+    // Cut off from Redis and the database, the node could only refuse it after a wait on the store.
+    const isolated = isolation.refusal;
+    if (isolated) return refuse(next, isolated);
     const ip = clientAddress(services, socket);
     try {
       limits.admitHandshake(ip);

@@ -18,7 +18,7 @@ import { closeUnread, guardEvents, WS_MAX_BACKPRESSURE } from './guard.js';
 import { EngineDrops } from './drops.js';
 import { endExpiredTokens, watchEndings } from './endings.js';
 import { handshake, releaseHandshake, type SocketData } from './handshake.js';
-import { shedWhenIsolated } from './isolation.js';
+import { watchIsolation } from './isolation.js';
 import { SocketLimits } from './limits.js';
 import { LocalSockets } from './local-sockets.js';
 import { loadUws } from './uws.js';
@@ -128,7 +128,8 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
   io.engine.on('headers', cors.headers);
   const limits = new SocketLimits(services);
   const local = new LocalSockets();
-  io.use(handshake(services, limits, local));
+  const isolation = watchIsolation(services, io);
+  io.use(handshake(services, limits, local, isolation));
   const handle = socketHandlers(services, limits);
   const guard = guardEvents(services.metrics);
   const drops = new EngineDrops(services, local);
@@ -168,7 +169,6 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
   const stopExpiry = endExpiredTokens(services, io);
   const stopCatchUp = keepCurrentThroughOutages(services, io);
   const stopUnread = closeUnread(io, services.clock, services.metrics);
-  const stopIsolation = shedWhenIsolated(services, io);
 
   // As the API's: a gateway whose store does not answer can neither take sockets nor serve their requests.
   serveText(app, '/healthz', async () => {
@@ -185,7 +185,7 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     stopEndings();
     stopExpiry();
     stopUnread();
-    stopIsolation();
+    isolation.stop();
     drops.stop();
     const caughtUp = stopCatchUp();
     for (const socket of io.of('/').sockets.values()) end(socket, restarting);

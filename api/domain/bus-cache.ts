@@ -14,7 +14,10 @@ import type { Bus, BusMessage } from '../bus/index.js';
 import type { Clock } from '../clock.js';
 
 const MAX_ENTRIES = 50_000;
-/** The oldest entry used: a store read per key a minute at most, against staleness for good. */
+/**
+ * The oldest entry used: a store read per key a minute at most, against staleness for good. The
+ * SDK's live check (LIVE_CHECK_MS in sdk/src/transport.ts) relies on it to see the store's state.
+ */
 export const BUS_CACHE_MAX_AGE_MS = 60_000;
 
 export interface BusCache<T> {

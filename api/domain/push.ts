@@ -41,7 +41,7 @@ const MAX_REMEMBERED_AGENTS = 50_000;
 
 /**
  * A push whose store read failed (a statement timeout, a blip) is tried again, 250 ms after, then
- * doubling up to every 5 s, for up to two minutes: sockets that are up do not poll, so a push
+ * doubling up to every 5 s, for up to two minutes: sockets that are up poll only once a minute (the SDK's live check), so a push
  * lost here would leave a widget showing an old state until the agent's next change, and a dial
  * request waiting for the window's next heartbeat. Each try reads what is current then.
  */

@@ -29,6 +29,13 @@ export interface Db extends Sql {
   exec(script: string): Promise<void>;
   /** How many statements have failed since the store opened because the database was out of reach (each a 503). */
   unavailableCount(): number;
+  /**
+   * Whether the database's server answers at all, asked on a connection of its own, outside the
+   * pool (which a busy node may have exhausted, or a server refusing connections may have left
+   * empty: both answer, so neither is a lost network). False only when nothing answered in time.
+   * Absent where there is no network to lose (PGlite).
+   */
+  reachable?(): Promise<boolean>;
   close(): Promise<void>;
 }
 

@@ -58,6 +58,9 @@ export class StoreUnavailable extends C2CError {
   }
 }
 
+/** How long Db.reachable waits for the server to answer on its own connection. */
+export const REACHABLE_WITHIN_MS = 2_000;
+
 /** How long closing the store waits for statements still running before it cuts their connections. */
 export const CLOSE_WAIT_MS = 2_000;
 
@@ -294,6 +297,20 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
       });
     },
     unavailableCount: () => unavailable,
+    async reachable() {
+      const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: REACHABLE_WITHIN_MS, query_timeout: REACHABLE_WITHIN_MS });
+      probe.on('error', () => {});
+      try {
+        await probe.connect();
+        await probe.query('SELECT 1');
+        return true;
+      } catch (error) {
+        // The server's own refusal (too many connections, starting up, a wrong password) is an answer.
+        return error instanceof pg.DatabaseError;
+      } finally {
+        void probe.end().catch(() => {});
+      }
+    },
     async close() {
       // pool.end() waits for every statement still running: one a stopping node gave up on (a
       // catch-up on a struggling store) would hold the stop until its timeout, up to 15 s, past

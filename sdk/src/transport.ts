@@ -56,8 +56,9 @@ export const UNREADABLE_POLL_MAX_MS = 60_000;
  * when nothing moved. A push is best-effort: one lost without anyone noticing (its node killed
  * while cut off from Redis, a change whose commit's answer never came) would otherwise leave the
  * widget showing an old state, a hung-up call as connected, until the agent's next change. The
- * service's caches use nothing older than a minute, so such a check sees the store's state. At
- * 10,000 widgets, about 130 requests a second, nearly all 304s.
+ * service's caches use nothing older than a minute (BUS_CACHE_MAX_AGE_MS in api/domain/bus-cache.ts,
+ * which bounds how stale a check's answer can be), so such a check sees the store's state. At
+ * 10,000 widgets, about 130 requests a second (docs/sdk.md, "Live check", says what each costs).
  */
 export const LIVE_CHECK_MS = 60_000;
 

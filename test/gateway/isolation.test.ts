@@ -1,9 +1,9 @@
 /**
- * A gateway cut off from both Redis and the store lets its sockets go (gateway/isolation.ts), and
- * one cut off from only one of them keeps them. Two nodes on one PostgreSQL database and a Redis
- * server of the test's own: node A takes REST requests, node B holds the sockets on a pool of one
- * connection, which the test holds to put the store out of B's reach (its statements then fail as
- * on a lost network: no connection in time), and not out of A's.
+ * A gateway cut off from both Redis and the database lets its sockets go and refuses handshakes
+ * until either is back (gateway/isolation.ts); one cut off from only one of them, or whose pool is
+ * merely exhausted, keeps them. Two nodes on one PostgreSQL database and a Redis server of the
+ * test's own: node A takes REST requests, node B holds the sockets and reaches PostgreSQL through a
+ * TCP proxy the test cuts (a network partition), on a pool of one connection the test can hold.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRedisBus } from '../../api/bus/redis.js';
@@ -12,23 +12,26 @@ import { ManualClock } from '../../api/clock.js';
 import { openPg } from '../../api/store/pg.js';
 import type { Db } from '../../api/store/index.js';
 import { LIMITS } from '../../shared/limits.js';
-import { ISOLATED, ISOLATED_FOR_MS } from '../../gateway/isolation.js';
+import { ISOLATED, ISOLATED_AFTER_PROBES, ISOLATED_FOR_MS } from '../../gateway/isolation.js';
 import { openTestDatabase, type TestDatabase } from '../helpers/databases.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
-import { readyAgent, widgetState, type Agent } from '../helpers/flows.js';
+import { readyAgent, type Agent } from '../helpers/flows.js';
 import { createGatewayHarness, type GatewayHarness } from '../helpers/gateway.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { freePort, spawnRedis, waitFor } from '../helpers/processes.js';
 import { advanceUntilEnded, openSocket, snapshotOf, type TestSocket } from '../helpers/sockets.js';
 import { ORIGIN, seedTenant } from '../helpers/tenant.js';
+import { tcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 /** How long node B's statements wait for its one connection before they fail as out of reach. */
-const CONNECT_TIMEOUT_MS = 300;
+const CONNECT_TIMEOUT_MS = 500;
 
 describe.skipIf(!redisUrl() || !storeDrivers().includes('pg'))('a gateway cut off from Redis and the store (needs PostgreSQL and Redis)', () => {
   let redis: ReturnType<typeof spawnRedis>;
   let database: TestDatabase;
   let bDb: Db;
+  /** node B's way to PostgreSQL */
+  let network: TcpProxy;
   let buses: Bus[];
   let a: Harness;
   let b: GatewayHarness;
@@ -45,17 +48,19 @@ describe.skipIf(!redisUrl() || !storeDrivers().includes('pg'))('a gateway cut of
     sockets.push(socket);
     return socket;
   };
-  /** Puts the store out of node B's reach: its one connection is held. */
-  const holdBStore = async () => {
+  /** Exhausts node B's pool: its one connection is held, and its statements fail as out of reach. */
+  const holdBPool = async () => {
     void bDb.tx(() => new Promise<void>((resolve) => (release = resolve)));
     await expect(bDb.query('SELECT 1')).rejects.toMatchObject({ code: 'service_unavailable', outOfReach: true });
   };
-  /** Moves the clock on in poll_ms steps, giving node B's probes (each waits CONNECT_TIMEOUT_MS) time to end. */
+  /** Cuts node B off from PostgreSQL. */
+  const cutBStore = async () => {
+    network.cut();
+    await expect(bDb.query('SELECT 1')).rejects.toMatchObject({ code: 'service_unavailable', outOfReach: true });
+  };
+  /** Moves the clock on in poll_ms steps (each waits for the node's probes and catch-ups on it). */
   const ride = async (ms: number) => {
-    for (let passed = 0; passed < ms; passed += LIMITS.pollMs) {
-      await clock.advance(LIMITS.pollMs);
-      await new Promise((resolve) => setTimeout(resolve, CONNECT_TIMEOUT_MS * 3));
-    }
+    for (let passed = 0; passed < ms; passed += LIMITS.pollMs) await clock.advance(LIMITS.pollMs);
   };
 
   beforeEach(async () => {
@@ -69,8 +74,12 @@ describe.skipIf(!redisUrl() || !storeDrivers().includes('pg'))('a gateway cut of
     buses = [await createRedisBus(`redis://127.0.0.1:${port}`, clock, probes), await createRedisBus(`redis://127.0.0.1:${port}`, clock, probes)];
     a = await createHarness('pg', {}, { database, bus: buses[0], clock });
     a.services.pusher.start();
-    bDb = await openPg(database.url!, { max: 1, connectTimeoutMs: CONNECT_TIMEOUT_MS });
-    b = await createGatewayHarness('pg', {}, { database: { db: bDb, url: database.url, drop: async () => {} }, bus: buses[1], clock });
+    const target = new URL(database.url!);
+    network = await tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const throughProxy = new URL(database.url!);
+    throughProxy.host = `127.0.0.1:${network.port}`;
+    bDb = await openPg(throughProxy.toString(), { max: 1, connectTimeoutMs: CONNECT_TIMEOUT_MS });
+    b = await createGatewayHarness('pg', {}, { database: { db: bDb, url: throughProxy.toString(), drop: async () => {} }, bus: buses[1], clock });
     api = client(a.app);
     agent = await readyAgent(api, await seedTenant(a.services));
   });
@@ -81,48 +90,62 @@ describe.skipIf(!redisUrl() || !storeDrivers().includes('pg'))('a gateway cut of
     await b.close();
     await a.close();
     await bDb.close();
+    await network.close();
     for (const bus of buses) await bus.close();
     await database.drop();
     await redis.stop();
   });
 
-  it('ends every socket with a retry reason once cut off from both for ISOLATED_FOR_MS, and not before', async () => {
+  it('ends every socket with a retry reason once cut off from both for ISOLATED_FOR_MS, refuses handshakes at once until the store answers, then takes them again', async () => {
     const w = open(agent.widgetToken, ORIGIN);
     const e = open(agent.engineToken, b.h.config.siteUrl);
     await snapshotOf(w);
     await e.next('work');
     await redis.stop();
     await busesAre('down');
-    await holdBStore();
+    await cutBStore();
     const cutOffAt = clock.now();
     const wEnded = w.next('ended', { timeoutMs: 60_000 });
-    const ending = await advanceUntilEnded(clock, e, LIMITS.pollMs, 20, CONNECT_TIMEOUT_MS * 4);
-    // the first probe after the cut found it, a poll_ms on; the ending came ISOLATED_FOR_MS after that, at the next probe
-    expect(clock.now() - cutOffAt).toBe(LIMITS.pollMs + Math.ceil(ISOLATED_FOR_MS / LIMITS.pollMs) * LIMITS.pollMs);
+    const ending = await advanceUntilEnded(clock, e, LIMITS.pollMs, 20, 2000);
+    // the first probe after the cut found nothing, a poll_ms on; the ending came ISOLATED_FOR_MS after that
+    const probes = 1 + Math.ceil(ISOLATED_FOR_MS / LIMITS.pollMs);
+    expect(probes).toBeGreaterThanOrEqual(ISOLATED_AFTER_PROBES);
+    expect(clock.now() - cutOffAt).toBe(probes * LIMITS.pollMs);
     expect(ending).toEqual(ISOLATED);
     expect(ending).toMatchObject({ code: 'service_unavailable', final: false, retry_after: 5 });
     expect(await wEnded).toEqual(ISOLATED);
     await waitFor(async () => (!w.socket.connected && !e.socket.connected ? true : undefined), 'both sockets closed');
     expect(await (await fetch(`${b.url}/metrics`)).text()).toMatch(/^c2c_socket_isolated_endings_total 2$/m);
-    // Meanwhile REST on a node that reaches the store answers: the widget polls there.
-    expect((await widgetState(api, agent.widgetToken)).status).toBe(200);
-  }, 90_000);
 
-  it('keeps its sockets while cut off from only Redis (it reads the store) or only the store (pushes come through Redis)', async () => {
+    // A handshake meanwhile is refused at once, before any wait on the store.
+    const startedAt = Date.now();
+    const refused = open(agent.widgetToken, ORIGIN);
+    expect(await refused.next('connect_error')).toEqual(ISOLATED);
+    expect(Date.now() - startedAt).toBeLessThan(CONNECT_TIMEOUT_MS);
+
+    // The store answers again (Redis still away): the next probe lifts it, and handshakes pass.
+    network.mend();
+    await clock.advance(LIMITS.pollMs);
+    const back = open(agent.widgetToken, ORIGIN);
+    expect(await snapshotOf(back)).toMatchObject({ version: expect.any(Number) });
+  }, 120_000);
+
+  it('keeps its sockets while cut off from only Redis (its pool merely exhausted: the server still answers) or only the store (pushes come through Redis)', async () => {
     const w = open(agent.widgetToken, ORIGIN);
     const e = open(agent.engineToken, b.h.config.siteUrl);
     await snapshotOf(w);
     await e.next('work');
 
-    await holdBStore();
+    await cutBStore();
     await ride(ISOLATED_FOR_MS * 2);
     expect([w.socket.connected, e.socket.connected]).toEqual([true, true]);
-    release();
+    network.mend();
 
     await redis.stop();
     await busesAre('down');
+    await holdBPool();
     await ride(ISOLATED_FOR_MS * 2);
     expect([w.socket.connected, e.socket.connected]).toEqual([true, true]);
     expect([...w.events, ...e.events].some((event) => event.event === 'ended')).toBe(false);
-  }, 90_000);
+  }, 120_000);
 });
