@@ -47,6 +47,19 @@ export async function loadAgentStates(sql: Sql, agents: Array<{ integrationId: s
   return rows.map((row) => ({ version: row.version ?? 1, engine: row.engine ?? null, call: row.call ?? null, failedCommand: row.failed_command ?? null }));
 }
 
+/** The agents' WidgetState versions as the store has them now: what tells whether a state made before is still current. */
+export async function loadAgentVersions(sql: Sql, agents: Array<{ integrationId: string; memberId: string }>): Promise<number[]> {
+  const input = batchRows('a', [
+    ['i', 'text', agents.map((a) => a.integrationId)],
+    ['m', 'text', agents.map((a) => a.memberId)],
+  ]);
+  const rows = await sql.query<{ version: number | null }>(
+    `SELECT v.version FROM ${input.from} LEFT JOIN agent_versions v ON v.integration_id = a.i AND v.member_id = a.m ORDER BY a.n`,
+    input.params,
+  );
+  return rows.map((row) => row.version ?? 1);
+}
+
 /** One agent's state (loadAgentStates). */
 export async function loadAgentState(sql: Sql, integrationId: string, memberId: string): Promise<AgentStateData> {
   return (await loadAgentStates(sql, [{ integrationId, memberId }]))[0]!;

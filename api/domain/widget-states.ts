@@ -4,9 +4,10 @@
  * (on this node at once, on others as soon as the bus delivers), and a load that raced a newer
  * change is not cached. While the bus is down such messages could be lost, so every load reads the
  * store. A message lost without this node noticing (its node killed while cut off from Redis) would
- * leave an entry stale for good: as in the bus caches, none is used once it is a minute old, so a
- * widget's conditional poll (the SDK's live check) sees the store's state within that. Time-dependent
- * fields are rendered at send time.
+ * leave an entry stale for good: as in the bus caches, none is used once it is a minute old without
+ * the store's word that the agent's version is still the one it was made from (a read of the
+ * version alone, far cheaper than the state's), so a widget's conditional poll (the SDK's live
+ * check) sees the store's state within that. Time-dependent fields are rendered at send time.
  */
 import type { Realtime, WidgetState } from '../../shared/types.js';
 import type { Bus } from '../bus/index.js';
@@ -15,7 +16,7 @@ import type { Db } from '../store/index.js';
 import type { WidgetContext } from './sessions.js';
 import { coalesce } from '../store/coalesce.js';
 import { BUS_CACHE_MAX_AGE_MS } from './bus-cache.js';
-import { loadAgentStates, renderWidgetState, type AgentStateData } from './agent-state.js';
+import { loadAgentStates, loadAgentVersions, renderWidgetState, type AgentStateData } from './agent-state.js';
 
 const MAX_CACHED_AGENTS = 50_000;
 
@@ -35,6 +36,7 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
   const key = (integrationId: string, memberId: string) => `${integrationId}:${memberId}`;
   // Loads of a busy node (a reconnect storm's snapshots, polls after a deploy) share a statement.
   const loadTogether = coalesce((agents: Array<{ integrationId: string; memberId: string }>) => loadAgentStates(db, agents), { isolate: true });
+  const versionsTogether = coalesce((agents: Array<{ integrationId: string; memberId: string }>) => loadAgentVersions(db, agents), { isolate: true });
 
   bus.subscribe((message) => {
     if (message.type === 'agent') {
@@ -49,10 +51,25 @@ export function createWidgetStates({ db, bus, clock, realtime }: { db: Db; bus: 
     }
   });
 
+  /**
+   * Whether an entry over a minute old is still the agent's state: the store has its version, and
+   * nothing changed here while that was read (a newer version announced drops the entry, a resync
+   * the whole cache). It is then good for another minute.
+   */
+  async function stillCurrent(integrationId: string, memberId: string, entry: { data: AgentStateData; loadedAt: number }): Promise<boolean> {
+    const k = key(integrationId, memberId);
+    const [startedAt, checkedAt] = [resyncs, clock.now()];
+    const version = await versionsTogether({ integrationId, memberId });
+    if (version !== entry.data.version || cache.get(k) !== entry || resyncs !== startedAt || bus.state() !== 'up') return false;
+    entry.loadedAt = checkedAt;
+    return true;
+  }
+
   async function load(integrationId: string, memberId: string): Promise<AgentStateData> {
     const k = key(integrationId, memberId);
     const cached = bus.state() === 'up' ? cache.get(k) : undefined;
     if (cached && clock.now() - cached.loadedAt < BUS_CACHE_MAX_AGE_MS) return cached.data;
+    if (cached && (await stillCurrent(integrationId, memberId, cached))) return cached.data;
     const startedAt = resyncs;
     const underWay = loading.get(k) ?? { count: 0, newest: 0 };
     underWay.count += 1;

@@ -263,6 +263,28 @@ describe("an agent's WidgetState cache", () => {
       await h.close();
     }
   });
+
+  it('keeps a state over a minute old whose version the store still has, on a read of the version alone, for another minute', async () => {
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      const states = countingReads(h.services.db, 'FROM engines');
+      const versions = countingReads(states.db, 'agent_versions');
+      const bus = createMemoryBus();
+      const widgetStates = createWidgetStates({ db: versions.db, bus, clock: h.clock, realtime: h.services.realtime });
+      const first = await widgetStates.load(t.integrationId, t.agent.id);
+      expect([states.reads.count, versions.reads.count]).toEqual([1, 1]); // the state's read names both
+      await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
+      expect(await widgetStates.load(t.integrationId, t.agent.id)).toBe(first);
+      expect([states.reads.count, versions.reads.count]).toEqual([1, 2]); // the version alone
+      await h.clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
+      expect(await widgetStates.load(t.integrationId, t.agent.id)).toBe(first);
+      expect([states.reads.count, versions.reads.count]).toEqual([1, 2]); // good for another minute
+      await bus.close();
+    } finally {
+      await h.close();
+    }
+  });
 });
 
 describe.each(storeDrivers())('the directory on %s', (driver) => {
