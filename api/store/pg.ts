@@ -1,4 +1,5 @@
 /** The PostgreSQL driver, on a `pg` pool. */
+import type { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { C2CError } from '../../shared/errors.js';
 import { PG_DEFAULTS, STORE_READ_ONLY, type Db, type Sql } from './db.js';
@@ -58,7 +59,7 @@ export class StoreUnavailable extends C2CError {
   }
 }
 
-/** How long Db.reachable waits for the server to answer on its own connection. */
+/** How long Db.reachable waits for the server to say anything on its own connection. */
 export const REACHABLE_WITHIN_MS = 2_000;
 
 /** How long closing the store waits for statements still running before it cuts their connections. */
@@ -300,13 +301,21 @@ export async function openPg(url: string, options: PgOptions = {}): Promise<Db> 
     async reachable() {
       const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: REACHABLE_WITHIN_MS, query_timeout: REACHABLE_WITHIN_MS });
       probe.on('error', () => {});
+      // Anything the server says is an answer, however slow its start-up under load (a server that
+      // says something but does not finish within the time is busy, not out of reach).
+      let heard = false;
+      const connection = (probe as unknown as { connection: EventEmitter }).connection;
+      connection.once('message', () => void (heard = true));
+      connection.once('sslconnect', () => void (heard = true));
       try {
         await probe.connect();
         await probe.query('SELECT 1');
         return true;
       } catch (error) {
-        // The server's own refusal (too many connections, starting up, a wrong password) is an answer.
-        return error instanceof pg.DatabaseError;
+        // The server's own refusal (too many connections, starting up, a wrong password) is an
+        // answer, and so is a connection refused: the host answered (PostgreSQL stopped or
+        // restarting, which every node sees alike).
+        return heard || error instanceof pg.DatabaseError || (error as { code?: unknown } | null)?.code === 'ECONNREFUSED';
       } finally {
         void probe.end().catch(() => {});
       }

@@ -1,52 +1,42 @@
 /**
- * A TCP proxy in front of a server (PostgreSQL), to stage a network partition between one node
- * and it: `cut()` drops the connections open through it and leaves new ones unanswered (accepted,
- * never carried through, as a network that drops packets leaves them), `mend()` carries them again.
+ * A TCP proxy in front of a server (PostgreSQL), to stage a network partition between a node and
+ * it: while `cut`, no byte passes either way (connections stay open, and new ones are accepted,
+ * as a network that drops packets leaves them: nothing is answered, nothing is refused); bytes
+ * sent meanwhile are lost, so a connection used across a cut is broken for good, as it would be.
  */
-import { createServer, connect, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 
 export interface TcpProxy {
-  /** the port to connect to instead of the server's */
-  port: number;
-  cut(): void;
-  mend(): void;
+  /** the server's URL, with the proxy's address instead of the server's */
+  url: string;
+  cut: boolean;
   close(): Promise<void>;
 }
 
-export async function tcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
-  let cut = false;
-  const open = new Set<Socket>();
-  const server = createServer((client) => {
-    open.add(client);
-    client.on('close', () => open.delete(client));
-    client.on('error', () => {});
-    if (cut) return; // held, unanswered
-    const upstream = connect(target.port, target.host);
-    open.add(upstream);
-    upstream.on('close', () => {
-      open.delete(upstream);
-      client.destroy();
-    });
-    upstream.on('error', () => client.destroy());
-    client.on('close', () => upstream.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
+export async function tcpProxy(serverUrl: string): Promise<TcpProxy> {
+  const target = new URL(serverUrl);
+  const links = new Set<Socket>();
+  const proxy: TcpProxy = { url: '', cut: false, close };
+  const server = createServer((inbound) => {
+    const outbound = connect(Number(target.port || 5432), target.hostname);
+    for (const link of [inbound, outbound]) {
+      links.add(link);
+      link.on('close', () => links.delete(link));
+    }
+    inbound.on('data', (bytes) => void (proxy.cut || outbound.write(bytes)));
+    outbound.on('data', (bytes) => void (proxy.cut || inbound.write(bytes)));
+    for (const [a, b] of [[inbound, outbound], [outbound, inbound]] as const) {
+      a.on('error', () => b.destroy());
+      a.on('close', () => b.destroy());
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  return {
-    port,
-    cut() {
-      cut = true;
-      for (const socket of open) socket.destroy();
-    },
-    mend() {
-      cut = false;
-      for (const socket of open) socket.destroy(); // the ones held while cut: their clients gave up on them
-    },
-    async close() {
-      for (const socket of open) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  const proxied = new URL(serverUrl);
+  proxied.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.url = proxied.toString();
+  async function close(): Promise<void> {
+    for (const link of links) link.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+  return proxy;
 }

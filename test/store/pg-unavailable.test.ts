@@ -4,7 +4,6 @@
  * 500, and the pool goes on once the database answers again. Migrations are exempt: they may wait
  * for another node's, and run long.
  */
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../api/store/migrate.js';
@@ -21,6 +20,7 @@ import { client, createHarness, type Harness } from '../helpers/harness.js';
 import { createGatewayHarness } from '../helpers/gateway.js';
 import { ORIGIN, seedTenant, type Tenant } from '../helpers/tenant.js';
 import { waitFor } from '../helpers/processes.js';
+import { tcpProxy } from '../helpers/tcp-proxy.js';
 
 const unavailable = expect.objectContaining({ code: 'service_unavailable', status: 503 });
 
@@ -61,6 +61,28 @@ describe.skipIf(!storeDrivers().includes('pg'))('closing the PostgreSQL store', 
       await db.close();
       expect(await quick).toEqual([{ ok: 1 }]);
     } finally {
+      await database.drop();
+    }
+  });
+});
+
+describe.skipIf(!storeDrivers().includes('pg'))('whether the database server answers at all (Db.reachable, for gateway/isolation.ts)', () => {
+  it('is true for a server that answers and for a port its host refuses (PostgreSQL stopped, seen alike by every node); false through a cut network, and true once mended', async () => {
+    const database = await openTestDatabase('pg');
+    const link = await tcpProxy(database.url!);
+    const throughLink = await openPg(link.url);
+    try {
+      expect(await database.db.reachable!()).toBe(true);
+      expect(await throughLink.reachable!()).toBe(true);
+      link.cut = true;
+      expect(await throughLink.reachable!()).toBe(false);
+      link.cut = false;
+      expect(await throughLink.reachable!()).toBe(true);
+      await link.close(); // nothing listens on its port any more: the host refuses it
+      expect(await throughLink.reachable!()).toBe(true);
+    } finally {
+      await throughLink.close();
+      await link.close();
       await database.drop();
     }
   });
@@ -126,30 +148,15 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
   it('fails a statement whose answer never comes (the network cut) as service_unavailable, and goes on with new connections', async () => {
     // A proxy to PostgreSQL that can stop passing bytes, as a network partition does: the server's
     // own statement timeout can then never reach us.
-    const target = new URL(database.url!);
-    const links: Socket[] = [];
-    let cut = false;
-    const proxy = createServer((inbound) => {
-      const outbound = connect(Number(target.port || 5432), target.hostname);
-      links.push(inbound, outbound);
-      inbound.on('data', (bytes) => void (cut || outbound.write(bytes)));
-      outbound.on('data', (bytes) => void (cut || inbound.write(bytes)));
-      for (const [a, b] of [[inbound, outbound], [outbound, inbound]] as const) {
-        a.on('error', () => b.destroy());
-        a.on('close', () => b.destroy());
-      }
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const proxied = new URL(database.url!);
-    proxied.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    const link = await tcpProxy(database.url!);
     // one connection: one left in doubt in the pool would fail every statement after it
-    const db = await openPg(proxied.toString(), { max: 1, statementTimeoutMs: 1_000, queryTimeoutMs: 1_500, connectTimeoutMs: 2_000 });
+    const db = await openPg(link.url, { max: 1, statementTimeoutMs: 1_000, queryTimeoutMs: 1_500, connectTimeoutMs: 2_000 });
     const whileCut = async <T>(work: () => Promise<T>) => {
-      cut = true;
+      link.cut = true;
       try {
         return await work();
       } finally {
-        cut = false;
+        link.cut = false;
       }
     };
     try {
@@ -167,17 +174,16 @@ describe.skipIf(!storeDrivers().includes('pg'))('PostgreSQL not answering in tim
       // a transaction that fails on its own while the link is cut: its ROLLBACK gets no answer
       const failsWhileCut = db.tx(async (sql) => {
         await sql.query('SELECT 1');
-        cut = true;
+        link.cut = true;
         throw new Error('a domain failure');
       });
       await expect(failsWhileCut).rejects.toThrow('a domain failure');
-      cut = false;
+      link.cut = false;
       expect(await db.query('SELECT 4 AS four')).toEqual([{ four: 4 }]);
       expect(await db.tx((sql) => sql.query('SELECT 5 AS five'))).toEqual([{ five: 5 }]);
     } finally {
       await db.close();
-      for (const link of links) link.destroy();
-      await new Promise((resolve) => proxy.close(resolve));
+      await link.close();
     }
   });
 
