@@ -45,7 +45,7 @@ export interface Isolation {
 /** Starts watching for isolation, every poll_ms while the bus is down. */
 export function watchIsolation(services: Services, io: Server): Isolation {
   const { bus, clock, db } = services;
-  /** when the first of the unanswered probes in a row was answered (nothing), and how many */
+  /** when the first of the unanswered probes in a row came back, and how many came back so */
   let since = 0;
   let unanswered = 0;
   let isolated = false;

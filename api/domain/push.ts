@@ -41,9 +41,9 @@ const MAX_REMEMBERED_AGENTS = 50_000;
 
 /**
  * A push whose store read failed (a statement timeout, a blip) is tried again, 250 ms after, then
- * doubling up to every 5 s, for up to two minutes: sockets that are up poll only once a minute (the SDK's live check), so a push
- * lost here would leave a widget showing an old state until the agent's next change, and a dial
- * request waiting for the window's next heartbeat. Each try reads what is current then.
+ * doubling up to every 5 s, for up to two minutes: sockets that are up poll only once a minute or
+ * so (the SDK's live check), so a push lost here would leave a widget showing an old state until
+ * then, and a dial request waiting for the window's next heartbeat. Each try reads what is current then.
  */
 export const PUSH_RETRY = { firstMs: 250, maxMs: 5_000, forMs: 120_000 } as const;
 

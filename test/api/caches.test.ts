@@ -285,6 +285,44 @@ describe("an agent's WidgetState cache", () => {
       await h.close();
     }
   });
+
+  it('does not keep a state over a minute old whose version read answered after a newer version was announced', async () => {
+    const h = await createHarness('pglite');
+    try {
+      const t = await seedTenant(h.services);
+      // the version read runs at once, and its answer is held until the test lets it go
+      let release!: () => void;
+      let ran!: () => void;
+      let held: Promise<void> | undefined;
+      const query: typeof h.services.db.query = async (text, params) => {
+        const rows = await h.services.db.query(text, params);
+        if (held && text.includes('agent_versions') && !text.includes('FROM engines')) {
+          ran();
+          await held;
+        }
+        return rows as never;
+      };
+      const db = Object.assign(Object.create(h.services.db) as typeof h.services.db, { query });
+      const bus = createMemoryBus();
+      const widgetStates = createWidgetStates({ db, bus, clock: h.clock, realtime: h.services.realtime });
+      const first = await widgetStates.load(t.integrationId, t.agent.id);
+      await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
+      held = new Promise<void>((resolve) => (release = resolve));
+      const versionRead = new Promise<void>((resolve) => (ran = resolve));
+      const loading = widgetStates.load(t.integrationId, t.agent.id);
+      await versionRead; // it found the cached version
+      // another node's change, announced while that answer is on its way
+      const changed = await bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
+      bus.publish({ type: 'agent', integrationId: t.integrationId, memberId: t.agent.id, version: changed });
+      held = undefined;
+      release();
+      expect((await loading).version).toBe(changed);
+      expect(changed).toBeGreaterThan(first.version);
+      await bus.close();
+    } finally {
+      await h.close();
+    }
+  });
 });
 
 describe.each(storeDrivers())('the directory on %s', (driver) => {

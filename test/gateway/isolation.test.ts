@@ -93,7 +93,7 @@ describe.skipIf(!redisUrl() || !storeDrivers().includes('pg'))('a gateway cut of
     await redis.stop();
   });
 
-  it('ends every socket with a retry reason once cut off from both for ISOLATED_FOR_MS, refuses handshakes at once until the store answers, then takes them again', async () => {
+  it('ends every socket with a retry reason once cut off from both for ISOLATED_FOR_MS, refuses handshakes alike, without reading the store, until it answers, then takes them again', async () => {
     const w = open(agent.widgetToken, ORIGIN);
     const e = open(agent.engineToken, b.h.config.siteUrl);
     await snapshotOf(w);
