@@ -1,8 +1,10 @@
 /**
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
- * sockets by kind, refused handshakes by code, connections closed for not reading, sockets ended on a node cut off from Redis and the database, pushes (a node's own and those relayed from other nodes), acks, redeliveries, push latency, the bus's state, the statements
- * that failed because the database was out of reach, hangups the voice provider did not confirm, and
- * calls settled from the provider's record because their final callback never came.
+ * sockets by kind, refused handshakes by code, connections closed for not reading, sockets ended
+ * on a node cut off from Redis and the database, pushes (a node's own and those relayed from other
+ * nodes), acks, redeliveries, push latency, the bus's state, the statements that failed because the
+ * database was out of reach, hangups the voice provider did not confirm, and calls settled from the
+ * provider's record because their final callback never came.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Bus } from './bus/index.js';

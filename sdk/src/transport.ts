@@ -346,7 +346,12 @@ export class Transport {
    * poll faster than when it has no socket at all.
    */
   private pollAfterDrop(): void {
-    this.pollSoon(Math.max(0, this.lastPollAt + this.d.pollMs() - this.d.clock.now()));
+    this.pollSoon(this.untilPollDue());
+  }
+
+  /** How long until a poll is due: poll_ms after the last read was sent, or now. */
+  private untilPollDue(): number {
+    return Math.max(0, this.lastPollAt + this.d.pollMs() - this.d.clock.now());
   }
 
   private pollSoon(ms: number): void {
@@ -444,7 +449,7 @@ export class Transport {
       this.setStatus();
     }
     // A check's answer sets nothing for the polls (a Retry-After does, through pollNotBefore): they are due poll_ms after it was sent.
-    if (kind === 'check' && next > 0) next = Math.max(0, this.lastPollAt + this.d.pollMs() - this.d.clock.now());
+    if (kind === 'check' && next > 0) next = this.untilPollDue();
     if (this.pollAgain) {
       this.pollAgain = false;
       next = 0;
