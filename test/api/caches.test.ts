@@ -4,7 +4,7 @@
  * the bus drops exactly what it affects, a load that overlapped a change is not kept, refusals are
  * never cached, and while the bus is down (changes could be missed) every read goes to the store.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../../api/bus/memory.js';
 import { ManualClock } from '../../api/clock.js';
 import { createRedisBus } from '../../api/bus/redis.js';
@@ -225,103 +225,96 @@ describe.skipIf(!redisUrl())('caches while the Redis bus is down (changes could 
 });
 
 describe("an agent's WidgetState cache", () => {
+  let h: Harness;
+  const buses: Array<ReturnType<typeof createMemoryBus>> = [];
+  beforeAll(async () => {
+    h = await createHarness('pglite');
+  });
+  afterEach(async () => {
+    for (const bus of buses.splice(0)) await bus.close();
+  });
+  afterAll(() => h.close());
+
+  /** A fresh tenant's agent, and a cache of its state on an in-process bus of its own, reading through `db` (the store by default). */
+  async function agentCache(db: Harness['services']['db'] = h.services.db) {
+    const t = await seedTenant(h.services);
+    const bus = createMemoryBus();
+    buses.push(bus);
+    const widgetStates = createWidgetStates({ db, bus, clock: h.clock, realtime: h.services.realtime });
+    const agent = { integrationId: t.integrationId, memberId: t.agent.id };
+    return {
+      bus,
+      agent,
+      load: () => widgetStates.load(agent.integrationId, agent.memberId),
+      /** another node's change: the store's version bumped, with no bus message */
+      changeElsewhere: () => bumpAgentVersion(h.services.db, agent.integrationId, agent.memberId),
+    };
+  }
+
   it('does not keep a state read before a newer version was announced (the read raced the change), and keeps the next', async () => {
-    const h = await createHarness('pglite');
-    try {
-      const t = await seedTenant(h.services);
-      const { db, reads } = countingReads(h.services.db, 'agent_versions');
-      const bus = createMemoryBus();
-      const widgetStates = createWidgetStates({ db, bus, clock: h.services.clock, realtime: h.services.realtime });
-      const reading = widgetStates.load(t.integrationId, t.agent.id);
-      // another node's change, announced while this read is on its way (it read the older version)
-      bus.publish({ type: 'agent', integrationId: t.integrationId, memberId: t.agent.id, version: 1_000 });
-      expect((await reading).version).toBeLessThan(1_000);
-      await widgetStates.load(t.integrationId, t.agent.id);
-      expect(reads.count).toBe(2); // the raced read was not kept
-      await widgetStates.load(t.integrationId, t.agent.id);
-      expect(reads.count).toBe(2); // the second was
-    } finally {
-      await h.close();
-    }
+    const { db, reads } = countingReads(h.services.db, 'agent_versions');
+    const { bus, agent, load } = await agentCache(db);
+    const reading = load();
+    // another node's change, announced while this read is on its way (it read the older version)
+    bus.publish({ type: 'agent', ...agent, version: 1_000 });
+    expect((await reading).version).toBeLessThan(1_000);
+    await load();
+    expect(reads.count).toBe(2); // the raced read was not kept
+    await load();
+    expect(reads.count).toBe(2); // the second was
   });
 
   it('uses no state older than a minute: a change whose message was lost without anyone noticing is read within that', async () => {
-    const h = await createHarness('pglite');
-    try {
-      const t = await seedTenant(h.services);
-      const bus = createMemoryBus();
-      const widgetStates = createWidgetStates({ db: h.services.db, bus, clock: h.clock, realtime: h.services.realtime });
-      const first = await widgetStates.load(t.integrationId, t.agent.id);
-      // another node's change, whose bus message never arrives here
-      const changed = await bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
-      await h.clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
-      expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBe(first.version);
-      await h.clock.advance(1);
-      expect((await widgetStates.load(t.integrationId, t.agent.id)).version).toBe(changed);
-      await bus.close();
-    } finally {
-      await h.close();
-    }
+    const { load, changeElsewhere } = await agentCache();
+    const first = await load();
+    const changed = await changeElsewhere(); // its bus message never arrives here
+    await h.clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
+    expect((await load()).version).toBe(first.version);
+    await h.clock.advance(1);
+    expect((await load()).version).toBe(changed);
   });
 
   it('keeps a state over a minute old whose version the store still has, on a read of the version alone, for another minute', async () => {
-    const h = await createHarness('pglite');
-    try {
-      const t = await seedTenant(h.services);
-      const states = countingReads(h.services.db, 'FROM engines');
-      const versions = countingReads(states.db, 'agent_versions');
-      const bus = createMemoryBus();
-      const widgetStates = createWidgetStates({ db: versions.db, bus, clock: h.clock, realtime: h.services.realtime });
-      const first = await widgetStates.load(t.integrationId, t.agent.id);
-      expect([states.reads.count, versions.reads.count]).toEqual([1, 1]); // the state's read names both
-      await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
-      expect(await widgetStates.load(t.integrationId, t.agent.id)).toBe(first);
-      expect([states.reads.count, versions.reads.count]).toEqual([1, 2]); // the version alone
-      await h.clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
-      expect(await widgetStates.load(t.integrationId, t.agent.id)).toBe(first);
-      expect([states.reads.count, versions.reads.count]).toEqual([1, 2]); // good for another minute
-      await bus.close();
-    } finally {
-      await h.close();
-    }
+    const states = countingReads(h.services.db, 'FROM engines');
+    const versions = countingReads(states.db, 'agent_versions');
+    const { load } = await agentCache(versions.db);
+    const first = await load();
+    expect([states.reads.count, versions.reads.count]).toEqual([1, 1]); // the state's read names both
+    await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
+    expect(await load()).toBe(first);
+    expect([states.reads.count, versions.reads.count]).toEqual([1, 2]); // the version alone
+    await h.clock.advance(BUS_CACHE_MAX_AGE_MS - 1);
+    expect(await load()).toBe(first);
+    expect([states.reads.count, versions.reads.count]).toEqual([1, 2]); // good for another minute
   });
 
   it('does not keep a state over a minute old whose version read answered after a newer version was announced', async () => {
-    const h = await createHarness('pglite');
-    try {
-      const t = await seedTenant(h.services);
-      // the version read runs at once, and its answer is held until the test lets it go
-      let release!: () => void;
-      let ran!: () => void;
-      let held: Promise<void> | undefined;
-      const query: typeof h.services.db.query = async (text, params) => {
-        const rows = await h.services.db.query(text, params);
-        if (held && text.includes('agent_versions') && !text.includes('FROM engines')) {
-          ran();
-          await held;
-        }
-        return rows as never;
-      };
-      const db = Object.assign(Object.create(h.services.db) as typeof h.services.db, { query });
-      const bus = createMemoryBus();
-      const widgetStates = createWidgetStates({ db, bus, clock: h.clock, realtime: h.services.realtime });
-      const first = await widgetStates.load(t.integrationId, t.agent.id);
-      await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
-      held = new Promise<void>((resolve) => (release = resolve));
-      const versionRead = new Promise<void>((resolve) => (ran = resolve));
-      const loading = widgetStates.load(t.integrationId, t.agent.id);
-      await versionRead; // it found the cached version
-      // another node's change, announced while that answer is on its way
-      const changed = await bumpAgentVersion(h.services.db, t.integrationId, t.agent.id);
-      bus.publish({ type: 'agent', integrationId: t.integrationId, memberId: t.agent.id, version: changed });
-      held = undefined;
-      release();
-      expect((await loading).version).toBe(changed);
-      expect(changed).toBeGreaterThan(first.version);
-      await bus.close();
-    } finally {
-      await h.close();
-    }
+    // the version read runs at once, and its answer is held until the test lets it go
+    let release!: () => void;
+    let ran!: () => void;
+    let held: Promise<void> | undefined;
+    const query: typeof h.services.db.query = async (text, params) => {
+      const rows = await h.services.db.query(text, params);
+      if (held && text.includes('agent_versions') && !text.includes('FROM engines')) {
+        ran();
+        await held;
+      }
+      return rows as never;
+    };
+    const { bus, agent, load, changeElsewhere } = await agentCache(Object.assign(Object.create(h.services.db) as typeof h.services.db, { query }));
+    const first = await load();
+    await h.clock.advance(BUS_CACHE_MAX_AGE_MS);
+    held = new Promise<void>((resolve) => (release = resolve));
+    const versionRead = new Promise<void>((resolve) => (ran = resolve));
+    const loading = load();
+    await versionRead; // it found the cached version
+    // another node's change, announced while that answer is on its way
+    const changed = await changeElsewhere();
+    bus.publish({ type: 'agent', ...agent, version: changed });
+    held = undefined;
+    release();
+    expect((await loading).version).toBe(changed);
+    expect(changed).toBeGreaterThan(first.version);
   });
 });
 
