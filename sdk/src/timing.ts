@@ -1,6 +1,7 @@
 /**
  * Time in the SDK: an injectable clock (tests move it with fake timers or their own), full-jitter
- * backoff, and the token refresh schedule. Pure functions where possible.
+ * backoff (shared with the call window: shared/backoff.ts), and the token refresh schedule. Pure
+ * functions where possible.
  */
 export type TimerHandle = ReturnType<typeof setTimeout>;
 
@@ -18,18 +19,7 @@ export const systemClock: Clock = {
   cancel: (handle) => handle !== undefined && clearTimeout(handle),
 };
 
-/** Full jitter (AWS architecture blog): a uniform delay in [0, min(cap, base·2^attempt)). */
-export function fullJitter(attempt: number, baseMs = 500, capMs = 30_000, random: () => number = Math.random): number {
-  return Math.floor(random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 30)));
-}
-
-/**
- * After a wait the server asked for (`retry_after`), a random share of it again, up to 30 s: the
- * clients one refusal held back (a call centre behind one address) do not all come back at once.
- */
-export function spreadWait(waitMs: number, random: () => number = Math.random): number {
-  return waitMs + Math.floor(random() * Math.min(waitMs, 30_000));
-}
+export { fullJitter, spreadWait } from '../../shared/backoff.js';
 
 /** The refresh margin: 60 s before expiry, or 20 % of the remaining time when that is shorter. */
 export const REFRESH_MARGIN_MS = 60_000;

@@ -13,7 +13,8 @@ import type { SessionKeeper } from './session.js';
 import { NUDGE_MIN_MS, retryAfterMs } from '../../shared/events.js';
 import { SocketDoubt } from '../../shared/socket-doubt.js';
 import { spaced } from '../../shared/spaced.js';
-import { fullJitter, spreadWait, type Clock, type TimerHandle } from './timing.js';
+import { reconnectWait } from '../../shared/backoff.js';
+import { spreadWait, type Clock, type TimerHandle } from './timing.js';
 
 /** The part of a socket.io-client Socket the SDK uses (tests pass a fake). */
 export interface MiniSocket {
@@ -35,6 +36,9 @@ export type SocketFactory = (url: string, options: Record<string, unknown>) => M
  * reconnected every half second for as long as that lasts.
  */
 export const SOCKET_HEALTHY_MS = 10_000;
+
+/** The socket's reconnect backoff: full jitter from half a second, doubling to 30 s. */
+const SOCKET_BACKOFF = { baseMs: 500, capMs: 30_000 };
 
 /**
  * A final refusal of the socket this soon after the one that made the session be asked again (the
@@ -330,11 +334,10 @@ export class Transport {
     socket?.disconnect();
   }
 
-  /** Reconnects after a full-jitter backoff, or after `waitMs` (a rate-limited handshake's retry_after) spread out. */
+  /** Reconnects after a full-jitter backoff, or after `waitMs` (a refusal's or an ending's retry_after) spread out, whichever is longer. */
   private scheduleReconnect(waitMs = 0): void {
     if (this.stopped || !this.socket || this.reconnectTimer !== undefined) return;
-    const attempt = this.attempts++;
-    this.reconnectTimer = this.d.clock.after(waitMs > 0 ? spreadWait(waitMs) : fullJitter(attempt, 500, 30_000), () => {
+    this.reconnectTimer = this.d.clock.after(reconnectWait(waitMs, this.attempts++, SOCKET_BACKOFF), () => {
       this.reconnectTimer = undefined;
       if (this.socket && !this.socketUp && !this.stopped) this.connectSocket();
     });

@@ -512,6 +512,32 @@ describe('push and polling', () => {
     expect(socket.connects).toBe(connects + 1);
   });
 
+  it("takes a retry_after as a floor that its own backoff outgrows when the server keeps asking for it", async () => {
+    // a node cut off from its store refuses every handshake with a 5 s retry_after for as long as that lasts
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    start();
+    await flush();
+    const socket = service.sockets[0]!;
+    const refuse = () =>
+      socket.fire('connect_error', Object.assign(new Error('isolated'), { data: { code: 'service_unavailable', final: false, message: 'This node is cut off from the service.', retry_after: 5 } }));
+    // the wait, then half of it again (random() is 0.5): 7.5 s, while the backoff (250 ms doubling) is shorter
+    for (let refusal = 0; refusal < 5; refusal += 1) {
+      const connects = socket.connects;
+      refuse();
+      await vi.advanceTimersByTimeAsync(7499);
+      expect(socket.connects).toBe(connects);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(socket.connects).toBe(connects + 1);
+    }
+    // the sixth in a row: half of the backoff's 16 s now outgrows the server's 7.5 s
+    const connects = socket.connects;
+    refuse();
+    await vi.advanceTimersByTimeAsync(7999);
+    expect(socket.connects).toBe(connects);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(socket.connects).toBe(connects + 1);
+  });
+
   it('a new token does not reconnect before the retry_after of a rate-limited handshake either', async () => {
     const { socket, connects } = await refusedRateLimited(1800);
     service.serverTime = T0 + 1740;

@@ -198,6 +198,29 @@ describe('EngineSocket', () => {
     expect(handlers.onFinal).not.toHaveBeenCalled();
   });
 
+  it("takes a retry_after as a floor that its own backoff outgrows when the server keeps asking for it", async () => {
+    // a node cut off from its store refuses every handshake with a 5 s retry_after for as long as that lasts
+    const { io, handlers } = open();
+    io.active = false;
+    const refuse = () =>
+      io.fire('connect_error', Object.assign(new Error('isolated'), { data: { code: 'service_unavailable', final: false, message: 'This node is cut off from the service.', retry_after: 5 } }));
+    // random() is 0.5: the wait and half of it again, 7.5 s, while the backoff (500 ms doubling) is shorter
+    for (let refusal = 1; refusal <= 4; refusal += 1) {
+      refuse();
+      await vi.advanceTimersByTimeAsync(7499);
+      expect(io.connect).toHaveBeenCalledTimes(refusal - 1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(io.connect).toHaveBeenCalledTimes(refusal);
+    }
+    // the fifth in a row: half of the backoff's 16 s now outgrows the server's 7.5 s
+    refuse();
+    await vi.advanceTimersByTimeAsync(7999);
+    expect(io.connect).toHaveBeenCalledTimes(4);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(io.connect).toHaveBeenCalledTimes(5);
+    expect(handlers.onFinal).not.toHaveBeenCalled();
+  });
+
   it('sends heartbeats and acks over the socket; an error envelope becomes an ApiError, with the wait a rate-limited one asked for', async () => {
     const { io, socket } = open();
     io.connected = true;

@@ -9,6 +9,7 @@
  */
 import type { Socket } from 'socket.io-client';
 import { statusOf } from '../../shared/error-statuses.js';
+import { reconnectWait } from '../../shared/backoff.js';
 import { SocketDoubt } from '../../shared/socket-doubt.js';
 import { systemTimers } from '../../shared/timers.js';
 import { retryAfterMs, type EngineClientEvents, type EngineServerEvents, type EngineWork, type SocketEnd, type SocketRefusal } from '../../shared/events.js';
@@ -32,15 +33,14 @@ export interface SocketHandlers {
 }
 
 const REPLY_TIMEOUT_MS = 10_000;
-const BACKOFF_BASE_MS = 1000;
-const BACKOFF_MAX_MS = 30_000;
+/** The reconnect backoff: full jitter from a second, doubling to 30 s. */
+const SOCKET_BACKOFF = { baseMs: 1000, capMs: 30_000 };
 /**
  * A socket proves healthy by staying up this long (a server ping interval): only then does its
  * backoff start again from the base. One the server or a proxy drops right after the handshake
  * is reconnected ever more slowly instead.
  */
 export const SOCKET_HEALTHY_MS = 10_000;
-
 
 export class EngineSocket {
   readonly #socket: EngineSocketIo;
@@ -168,17 +168,10 @@ export class EngineSocket {
     this.#handlers.onFinal(end);
   }
 
-  /**
-   * Reconnects after a full-jitter backoff, or after `waitMs` (a rate-limited handshake's
-   * retry_after) and a random share of it again, up to 30 s, so that windows held back together do
-   * not come back together.
-   */
+  /** Reconnects after a full-jitter backoff, or after `waitMs` (a refusal's or an ending's retry_after) spread out, whichever is longer. */
   #reconnectLater(waitMs = 0): void {
     if (this.#stopped || this.#retry !== undefined) return;
-    const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** this.#attempt);
-    this.#attempt += 1;
-    const spread = waitMs > 0 ? waitMs + Math.floor(this.#random() * Math.min(waitMs, BACKOFF_MAX_MS)) : Math.floor(this.#random() * cap);
-    const delay = Math.max(250, spread);
+    const delay = Math.max(250, reconnectWait(waitMs, this.#attempt++, SOCKET_BACKOFF, this.#random));
     this.#retry = setTimeout(() => {
       this.#retry = undefined;
       if (!this.#stopped) this.#socket.connect();
