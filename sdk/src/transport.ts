@@ -426,7 +426,8 @@ export class Transport {
         this.d.session.abort(new SdkError('internal_error', (error as Error)?.message ?? String(error)));
         return;
       } else if (isRejection(error) || isFatal(error)) {
-        this.polling = false;
+        // Still polling while the session endpoint is asked again: a read sent meanwhile would
+        // carry the refused token. The new token's read goes as soon as it is in use.
         if (await this.d.session.rejected(error)) next = 0;
         else return;
       } else if (!isTransient(error) && !error.code.startsWith('http_')) {

@@ -1816,6 +1816,32 @@ describe('window messages (the spec\'s window message nudge)', () => {
     expect(polls()).toBe(before + 1);
   });
 
+  it('reads nothing with a refused token while the session endpoint is asked again, whatever its call window says', async () => {
+    const win = await openedWindow();
+    service.sockets[0]!.drop();
+    await vi.advanceTimersByTimeAsync(100);
+    const reads = () => service.requests.filter((r) => r.path === '/widget/state');
+    // the token is revoked, and the session endpoint does not answer for a while
+    service.script.set('/widget/state', [{ status: 401, body: { ok: false, error: 'unauthorized', message: 'The credential is missing, unknown, expired or revoked.' } }]);
+    service.script.set('/crm/session', Array(4).fill('network'));
+    fromWindow(win, { c2c: 'changed' });
+    await flush();
+    const refused = reads().length;
+    expect(reads().at(-1)!.headers.authorization).toBe('Bearer c2cw_1');
+    for (let second = 1; second <= 5; second += 1) {
+      await vi.advanceTimersByTimeAsync(1000);
+      fromWindow(win, { c2c: 'changed' });
+      await flush();
+      if (service.count('/crm/session') === 6) break; // the first session, and the four failures, then the one that answers
+    }
+    expect(reads().slice(refused).map((r) => r.headers.authorization)).not.toContain('Bearer c2cw_1');
+    // once the endpoint answers, the state is read with its token at once
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(service.count('/crm/session')).toBe(6);
+    expect(reads().length).toBeGreaterThan(refused);
+    expect(reads()[refused]!.headers.authorization).toBe('Bearer c2cw_2');
+  });
+
   it("does not cut short the service's Retry-After for a message from its call window", async () => {
     const win = await openedWindow();
     service.sockets[0]!.drop();
