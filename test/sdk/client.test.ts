@@ -520,22 +520,16 @@ describe('push and polling', () => {
     const socket = service.sockets[0]!;
     const refuse = () =>
       socket.fire('connect_error', Object.assign(new Error('isolated'), { data: { code: 'service_unavailable', final: false, message: 'This node is cut off from the service.', retry_after: 5 } }));
-    // the wait, then half of it again (random() is 0.5): 7.5 s, while the backoff (250 ms doubling) is shorter
-    for (let refusal = 0; refusal < 5; refusal += 1) {
+    // random() is 0.5: the wait and half of it again, 7.5 s, while the backoff (250 ms doubling) is
+    // shorter; from the sixth refusal in a row, half of the backoff's 16 s outgrows it
+    for (const wait of [7500, 7500, 7500, 7500, 7500, 8000]) {
       const connects = socket.connects;
       refuse();
-      await vi.advanceTimersByTimeAsync(7499);
+      await vi.advanceTimersByTimeAsync(wait - 1);
       expect(socket.connects).toBe(connects);
       await vi.advanceTimersByTimeAsync(1);
       expect(socket.connects).toBe(connects + 1);
     }
-    // the sixth in a row: half of the backoff's 16 s now outgrows the server's 7.5 s
-    const connects = socket.connects;
-    refuse();
-    await vi.advanceTimersByTimeAsync(7999);
-    expect(socket.connects).toBe(connects);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(socket.connects).toBe(connects + 1);
   });
 
   it('a new token does not reconnect before the retry_after of a rate-limited handshake either', async () => {

@@ -204,20 +204,15 @@ describe('EngineSocket', () => {
     io.active = false;
     const refuse = () =>
       io.fire('connect_error', Object.assign(new Error('isolated'), { data: { code: 'service_unavailable', final: false, message: 'This node is cut off from the service.', retry_after: 5 } }));
-    // random() is 0.5: the wait and half of it again, 7.5 s, while the backoff (500 ms doubling) is shorter
-    for (let refusal = 1; refusal <= 4; refusal += 1) {
+    // random() is 0.5: the wait and half of it again, 7.5 s, while the backoff (500 ms doubling) is
+    // shorter; from the fifth refusal in a row, half of the backoff's 16 s outgrows it
+    for (const [refusal, wait] of [7500, 7500, 7500, 7500, 8000].entries()) {
       refuse();
-      await vi.advanceTimersByTimeAsync(7499);
-      expect(io.connect).toHaveBeenCalledTimes(refusal - 1);
-      await vi.advanceTimersByTimeAsync(1);
+      await vi.advanceTimersByTimeAsync(wait - 1);
       expect(io.connect).toHaveBeenCalledTimes(refusal);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(io.connect).toHaveBeenCalledTimes(refusal + 1);
     }
-    // the fifth in a row: half of the backoff's 16 s now outgrows the server's 7.5 s
-    refuse();
-    await vi.advanceTimersByTimeAsync(7999);
-    expect(io.connect).toHaveBeenCalledTimes(4);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(io.connect).toHaveBeenCalledTimes(5);
     expect(handlers.onFinal).not.toHaveBeenCalled();
   });
 
