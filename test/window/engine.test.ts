@@ -738,6 +738,45 @@ describe('Engine', () => {
     expect(instance.model()).toMatchObject({ call: { live: true }, message: null });
   });
 
+  it('hangs up a claimed call whose voice leg ended before it connected (its microphone failed), and asks the browser for the microphone again', async () => {
+    const { device, emit } = eventfulDevice();
+    let mic: MicState = 'ready';
+    const askMic = vi.fn(async () => mic);
+    const { server, instance } = await engine({ realtime: false, driver: device, askMic });
+    const hangups = () => server.requests.filter((r) => r.path === '/engine/hangup').map((r) => r.body);
+    // A connected call the far end ended: the provider ends it, the window hangs nothing up.
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    emit({ type: 'disconnected' });
+    server.current = null;
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(hangups()).toEqual([]);
+
+    // A claimed call: connect() resolved, then the voice SDK could not open the microphone.
+    const claimed = call('claimed', { call_id: 'ci_2', request_id: 'ci_2' });
+    server.claims.ci_2 = () => {
+      server.current = claimed;
+      return { status: 200, body: { ok: true, call: claimed, connect: { params: { To: 'ci_2', Biz: 'acc_1', CallerId: '+12025550100' } } } };
+    };
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('canceled', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S }) } });
+    server.queue.push({ dial_requests: [{ request_id: 'ci_2', display: claimed.display, expires_at: SERVER_NOW_S + 60 }] });
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(instance.model()).toMatchObject({ call: { status: 'claimed', live: true } });
+    mic = 'denied';
+    emit({ type: 'disconnected' });
+    emit({ type: 'mic-failed' });
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = null;
+    // The server is told at once (not left claimed, the agent busy, until its connect timeout)...
+    expect(hangups()).toEqual([{ call_id: 'ci_2' }]);
+    expect(instance.model()).toMatchObject({ call: { status: 'canceled', live: false } });
+    // ...and the window, its microphone blocked, is not ready: no call rings an agent who cannot speak.
+    expect(askMic).toHaveBeenCalledTimes(2);
+    expect(instance.model()).toMatchObject({ state: 'no_mic', message: { text: `${MESSAGES.connectFailed} ${MESSAGES.micDenied}` }, retry: 'Try again' });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false, call_id: null });
+  });
+
   it('mutes from its own button (when the policy allows) and reports muted in the next heartbeat', async () => {
     const { server, instance, spies } = await engine({ realtime: false });
     server.current = call('connected', { answered_at: SERVER_NOW_S });

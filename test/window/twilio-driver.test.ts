@@ -259,6 +259,29 @@ describe('TwilioDriver', () => {
     await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
   });
 
+  it("reports a placed call that could not open the microphone as ended and the microphone failed, not as the SDK's text; other call errors as they are", async () => {
+    const { twilio, device, events } = driver();
+    await twilio.start('jwt');
+    for (const [code, name] of [
+      [31401, 'PermissionDeniedError'],
+      [31402, 'AcquisitionFailedError'],
+      [31208, 'UserMedia (1.x)'],
+      [31201, 'UserMedia (1.x)'],
+    ] as const) {
+      await twilio.connect(PARAMS);
+      const call = device().placed.at(-1)!;
+      const told = events.length;
+      // @twilio/voice-sdk's Call after connect() resolved: its getUserMedia fails, it disconnects, then errs
+      call.emit('disconnect', call);
+      call.emit('error', { code, message: `${name} (${code})` });
+      expect(events.slice(told)).toEqual([{ type: 'disconnected' }, { type: 'mic-failed' }]);
+    }
+    await twilio.connect(PARAMS);
+    const call = device().placed.at(-1)!;
+    call.emit('error', { code: 31005, message: 'ConnectionError (31005)' });
+    expect(events.at(-1)).toEqual({ type: 'error', message: 'ConnectionError (31005)' });
+  });
+
   it('forwards device and call errors, and destroys the Device', async () => {
     const { twilio, device, events } = driver();
     await twilio.start('jwt');

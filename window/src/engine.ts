@@ -484,12 +484,23 @@ export class Engine {
     try {
       await this.#driver!.connect(claimed.connect.params);
     } catch (error) {
-      this.#setCallProblem(`${MESSAGES.connectFailed} ${text(error)}`, 'connect');
-      const answer = await this.#deps.api.hangup(claimed.call.call_id).catch(() => null);
-      if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
-      else this.#calls.end(this.#deps.now());
-      this.#afterCallChange();
+      await this.#abandon(claimed.call.call_id, `${MESSAGES.connectFailed} ${text(error)}`);
     }
+  }
+
+  /**
+   * A claimed call whose voice leg never got up (connect refused it, or the leg ended before the
+   * provider reached the service: the voice SDK opens the microphone after connect resolves): the
+   * window says why and has the server end it at once. Left alone, it would stay `claimed`, the
+   * agent busy and the widget showing Connecting…, until the server's connect timeout.
+   */
+  async #abandon(callId: string, why: string): Promise<void> {
+    this.#setCallProblem(why, 'connect');
+    this.#changed();
+    const answer = await this.#deps.api.hangup(callId).catch(() => null);
+    if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
+    else this.#calls.end(this.#deps.now());
+    this.#afterCallChange();
   }
 
   #onDriver(event: DriverEvent): void {
@@ -515,11 +526,21 @@ export class Engine {
       case 'muted':
         this.#muted = event.muted;
         break;
-      case 'disconnected':
+      case 'disconnected': {
         this.#ringingRef = null;
+        const held = this.#calls.current;
+        const unconnected = held && !held.ended && held.call.status === 'claimed' ? held.call.call_id : null;
         // The device's leg is gone: this window no longer holds the call, whatever comes later.
         if (this.#calls.end(this.#deps.now(), true)) this.#afterCallChange();
+        if (unconnected) void this.#abandon(unconnected, MESSAGES.connectFailed);
         break;
+      }
+      case 'mic-failed':
+        // The device could not open the microphone for a call: ask the browser again, which says
+        // why (blocked, missing, in use) and keeps the window not ready meanwhile, so no call rings
+        // an agent who cannot speak; the agent frees or allows it and clicks Try again.
+        void this.retryMic();
+        return;
       case 'token-expiring':
         void this.#voice.refresh();
         return;

@@ -46,8 +46,9 @@ export function micProblem(mic: MicState): string | null {
 function message(s: EngineSnapshot): ViewModel['message'] {
   const p = s.problems;
   if (p.final) return { text: p.final, tone: 'error' };
-  if (p.call) return { text: p.call, tone: 'error' };
   const mic = micProblem(s.mic);
+  // both: a call that failed for want of the microphone says so, and what to do about it
+  if (p.call) return { text: mic ? `${p.call} ${mic}` : p.call, tone: 'error' };
   if (mic) return { text: mic, tone: 'error' };
   if (s.mic === 'asking') return { text: MESSAGES.micAsking, tone: 'info' };
   if (p.voice) return { text: p.voice, tone: 'warn' };

@@ -259,10 +259,23 @@ export class TwilioDriver implements VoiceDriver {
     call.on('disconnect', gone);
     call.on('cancel', gone);
     call.on('reject', gone);
-    call.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
+    call.on('error', (error: { code?: number; message?: string } | undefined) => {
+      this.#events.emit(MIC_ERRORS.has(error?.code ?? 0) ? { type: 'mic-failed' } : { type: 'error', message: describe(error) });
+    });
   }
 }
 
+/**
+ * The Call's errors that say it could not open the microphone (it asks for its own stream after
+ * connect or accept): @twilio/voice-sdk 2.x's UserMediaErrors, and the 1.x codes it still
+ * recognises. They do not say which of blocked, missing or in use: the window asks the browser.
+ */
+const MIC_ERRORS = new Set([
+  31401, // UserMediaErrors.PermissionDeniedError
+  31402, // UserMediaErrors.AcquisitionFailedError
+  31208, // 1.x: the user denied access to the microphone
+  31201, // 1.x: an error occurred while accessing the microphone
+]);
 function describe(error: unknown): string {
   if (error && typeof error === 'object' && 'message' in error && typeof error.message === 'string' && error.message) return error.message;
   return 'Voice device error.';

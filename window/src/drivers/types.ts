@@ -22,6 +22,8 @@ export type DriverEvent =
   /** the device's call ended, was canceled by the caller, or was rejected: not one the window let go itself (disconnect, reject) */
   | { type: 'disconnected' }
   | { type: 'muted'; muted: boolean }
+  /** the device could not open the microphone for a call (blocked, missing, or held by another application) */
+  | { type: 'mic-failed' }
   /** the provider token is about to expire: fetch a new one and pass it to updateToken */
   | { type: 'token-expiring' }
   /** registered for incoming calls, or no longer asked to be (after a registration that failed: it is said until this) */
