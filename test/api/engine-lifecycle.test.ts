@@ -12,11 +12,13 @@
  * provider legs. The reaper does not run by itself here: tests move the clock and then call
  * reaper.tick().
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';
 import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
+import { injectInbound } from '../../api/domain/calls/inbound.js';
+import type { Db } from '../../api/store/index.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness, type Reply } from '../helpers/harness.js';
@@ -292,6 +294,88 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
       expect((await claiming).status).toBe(200);
       await expectError(pairing, 409, 'agent_busy');
       expect((await heartbeat(api, agent.engineToken, { call_id: id })).status).toBe(200);
+    });
+
+    /**
+     * A Db whose transactions stop right after the first statement matching `at` (until `release`),
+     * to run a pairing at that point of an incoming call's routing.
+     */
+    function pausedAfter(at: (text: string) => boolean) {
+      const db = h.services.db;
+      let reached = false;
+      let release: () => void = () => {};
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const paused = {
+        ...db,
+        tx: ((fn: Parameters<typeof db.tx>[0], options?: Parameters<typeof db.tx>[1]) =>
+          db.tx(
+            (sql) =>
+              fn({
+                query: async (text: string, params?: readonly unknown[]) => {
+                  const rows = await sql.query(text, params);
+                  if (!reached && at(text)) {
+                    reached = true;
+                    await released;
+                  }
+                  return rows;
+                },
+              } as typeof sql),
+            options,
+          )) as typeof db.tx,
+      } as typeof db;
+      onTestFinished(release); // a test failing before it lets go does not leave the transaction open
+      return { db: paused, reached: () => reached, release };
+    }
+
+    it('an incoming call routed to a window a new pairing closes meanwhile is not recorded on it: it rings the next routable agent, else none (agent_offline, the leg let go)', async () => {
+      const agent = await readyAgent(api, t);
+      const ticket = await launchTicket(api, agent.widgetToken);
+      // the routing has chosen the window (inside its transaction), not yet recorded the call
+      let paused = pausedAfter((text) => text.includes('FROM engines e JOIN members'));
+      const route = (db: Db, from: string) => injectInbound({ ...h.services, db }, { integrationId: t.integrationId, from }).then((routed) => ({ routed }), (error: unknown) => ({ error }));
+      let outcome = route(paused.db, '+12025550191');
+      await vi.waitFor(() => expect(paused.reached()).toBe(true), { timeout: 10_000 });
+      expect((await pair(ticket)).status).toBe(201); // the old window closed: it held no call
+      paused.release();
+      // the new window is not ready yet: nobody to ring (before the fix: recorded on the closed window)
+      expect(await outcome).toMatchObject({ error: { code: 'agent_offline' } });
+      expect(h.services.providers.simulator.liveLegs()).toBe(0);
+      const onWindow = async (engineId: string) => (await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM call_intents WHERE engine_id = $1`, [engineId]))[0]!.n;
+      expect(await onWindow(agent.engineId)).toBe(0);
+
+      // Again, with another agent ready, idle less long: the call rings that agent.
+      const again = await readyAgent(api, t);
+      await h.clock.advanceSeconds(1);
+      await createMember(deps(), { accountId: t.accountId, email: 'zed@acme.example', name: 'Zed', departmentId: t.salesId });
+      const zed = await readyAgent(api, t, 'zed@acme.example');
+      paused = pausedAfter((text) => text.includes('FROM engines e JOIN members'));
+      outcome = route(paused.db, '+12025550193');
+      await vi.waitFor(() => expect(paused.reached()).toBe(true), { timeout: 10_000 });
+      expect((await pair(await launchTicket(api, again.widgetToken))).status).toBe(201);
+      paused.release();
+      expect(await outcome).toMatchObject({ routed: { call: { status: 'incoming', engine_id: zed.engineId } } });
+      expect(await onWindow(again.engineId)).toBe(0);
+    });
+
+    it('a new window pairing while an incoming call is recorded on the old one waits for it, and is then refused agent_busy', async () => {
+      const agent = await readyAgent(api, t);
+      const ticket = await launchTicket(api, agent.widgetToken);
+      // the routing holds its window's row, the call not yet inserted
+      const paused = pausedAfter((text) => text.includes('FROM engines WHERE id = $1') && text.includes('FOR SHARE'));
+      const routing = injectInbound({ ...h.services, db: paused.db }, { integrationId: t.integrationId, from: '+12025550192' });
+      await vi.waitFor(() => expect(paused.reached()).toBe(true), { timeout: 10_000 });
+      const lockWaits = async () =>
+        (await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))[0]!.n;
+      const pairing = pair(ticket);
+      let paired: Reply | undefined;
+      void pairing.then((reply) => (paired = reply));
+      await vi.waitFor(async () => expect((await lockWaits()) === 1 || paired !== undefined).toBe(true), { timeout: 10_000 });
+      expect(paired).toBeUndefined();
+      paused.release();
+      const { call } = await routing;
+      expect(call).toMatchObject({ status: 'incoming', engine_id: agent.engineId });
+      await expectError(pairing, 409, 'agent_busy');
+      expect((await heartbeat(api, agent.engineToken)).body.call).toMatchObject({ request_id: call.id, status: 'incoming' });
     });
   }
 

@@ -95,7 +95,7 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
     call = await db.tx(
       async (sql) => {
         const now = clock.now();
-        const chosen = await chooseAgent(sql, integration, request, now, ringing.windows);
+        const chosen = await chooseOpenWindow(sql, integration, request, now, ringing.windows);
         if (!chosen) throw new C2CError('agent_offline', 'No agent is available for incoming calls.');
         const [row] = await sql.query<CallRow>(
           `INSERT INTO call_intents (id, integration_id, account_id, member_id, direction, status, phone_number, display_name,
@@ -131,6 +131,31 @@ export async function routeInbound(deps: InboundDeps, request: InboundRequest, r
     throw error;
   }
   return { call, changes };
+}
+
+/**
+ * chooseAgent, its window then read FOR SHARE, as a claim reads its own (calls/claim.ts): a pairing
+ * replacing that window locks it before it checks the window's calls (engines/pair.ts), so either it
+ * committed first, and the window reads closed here (the next routable agent is chosen, the
+ * statement seeing that commit), or it waits for this call's insert, and is then refused
+ * agent_busy. Without the lock, the call could be recorded on a window closed meanwhile, which
+ * never hears of it, and the caller ring out on a window nobody has.
+ */
+async function chooseOpenWindow(
+  sql: Sql,
+  integration: IntegrationRow,
+  request: InboundRequest,
+  now: number,
+  windows: Ringing['windows'],
+): Promise<Chosen | undefined> {
+  // bounded: each window closed meanwhile has left the candidates the next statement reads
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    const chosen = await chooseAgent(sql, integration, request, now, windows);
+    if (!chosen) return undefined;
+    const [open] = await sql.query(`SELECT 1 FROM engines WHERE id = $1 AND state <> 'closed' FOR SHARE`, [chosen.engine.id]);
+    if (open) return chosen;
+  }
+  return undefined;
 }
 
 interface Chosen {
