@@ -12,6 +12,7 @@ import { INBOUND_MAX_RINGS, takeTwilioCall } from '../../api/domain/calls/inboun
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
+import { StoreUnavailable } from '../../api/store/pg.js';
 import { engineIdentity } from '../../shared/prefixes.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -130,6 +131,29 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'rejected' });
     const next = await signedRingEnded(t, id, { CallSid: 'CAin-2', CallStatus: 'in-progress', DialCallStatus: 'busy', DialCallSid: 'CAin-2-client', AccountSid: ACCOUNT_SID });
     expect(next.body).toContain(`<Identity>${engineIdentity(bea.engineId)}</Identity>`);
+  });
+
+  it("tells the rung agent at once that the ring ended, also when ringing the next agent fails (the store): Twilio is answered 503 and tries the number's fallback", async () => {
+    const { t, agents } = await team(2);
+    const rung = await incoming(t, 'CAin-store');
+    const id = intentOf(rung.body)!;
+    const alex = agentRung(agents, rung.body);
+    // the widget's state is read, and so cached, while the call rings
+    expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'incoming' });
+    const db = h.services.db;
+    const query = db.query;
+    db.query = (async (text: string, params?: readonly unknown[]) => {
+      if (text.includes('FROM engines e JOIN members')) throw new StoreUnavailable({ code: '57014' });
+      return query.call(db, text, params);
+    }) as typeof db.query;
+    try {
+      const next = await signedRingEnded(t, id, { CallSid: 'CAin-store', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-store-client', AccountSid: ACCOUNT_SID });
+      expect(next.status).toBe(503);
+    } finally {
+      db.query = query;
+    }
+    // the ring's end was recorded, and told (before the fix, the widget's cached state said it rang on)
+    expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'no_answer' });
   });
 
   it("ends the caller's leg when the backend hangs up a ringing call, and does not ring the caller on after it, also when Twilio did not confirm", async () => {

@@ -57,13 +57,12 @@ export interface RingEnded {
 const CALLER_GONE: ReadonlySet<string> = new Set(['completed', 'canceled', 'busy', 'failed', 'no-answer']);
 
 /**
- * What follows a ring of `call`, once Twilio says it ended: the next agent's ring, or why the
- * caller's leg ends (answered and over, the caller gone, nobody else to ring). The ring's own end
- * is recorded first when its status callback has not come yet (Twilio does not order them); once
- * recorded, the record decides (a decline ends the window's leg, which Twilio may report as any
- * status).
+ * A ring of `call` ended, as Twilio says: its end is recorded here when its status callback has
+ * not come yet (Twilio does not order them). The changes are the caller's to publish before it asks
+ * what follows (passOn): that may fail (the store), and this end is committed by then, which its
+ * agent's widget and window must hear of at once, not when their caches lapse.
  */
-export async function afterRing(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<IncomingDecision> {
+export async function recordRingEnd(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<Changes> {
   const changes = new Changes();
   const answered = ended.dialStatus === 'answered' || ended.dialStatus === 'completed';
   // An answer without its talk time is left to the leg's callbacks (or the reaper): it cannot be
@@ -79,27 +78,34 @@ export async function afterRing(deps: InboundDeps, call: CallRow, ended: RingEnd
     });
     changes.merge(applied.changes);
   }
+  return changes;
+}
+
+/**
+ * What follows a ring of `call` whose end is recorded (recordRingEnd): the next agent's ring, or why
+ * the caller's leg ends (answered and over, the caller gone, nobody else to ring). The record
+ * decides (a decline ends the window's leg, which Twilio may report as any status).
+ */
+export async function passOn(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<IncomingDecision> {
   const rung = (await deps.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]))[0] ?? call;
-  if (rung.answered_at !== null) return { noRing: 'the call was answered', changes };
+  if (rung.answered_at !== null) return { noRing: 'the call was answered' };
   // Answered by Twilio's account but not (yet) by the record, or an end that is not this call's leg's.
-  if (rung.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded`, changes };
-  if (ended.callStatus !== null && CALLER_GONE.has(ended.callStatus)) return { noRing: 'the caller hung up', changes };
+  if (rung.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded` };
+  if (ended.callStatus !== null && CALLER_GONE.has(ended.callStatus)) return { noRing: 'the caller hung up' };
   // An end asked for that was to end the caller's call too (the backend's hang up, whose request to
   // Twilio may have failed): the caller is not rung on under a call the backend never saw.
-  if (rung.hangup_reason !== null && !passesCallerOn(rung.hangup_reason as EndReason)) return { noRing: `the call was ended (${rung.hangup_reason})`, changes };
-  if (rung.ring_attempt >= INBOUND_MAX_RINGS) return { noRing: `${INBOUND_MAX_RINGS} agents rang`, changes };
+  if (rung.hangup_reason !== null && !passesCallerOn(rung.hangup_reason as EndReason)) return { noRing: `the call was ended (${rung.hangup_reason})` };
+  if (rung.ring_attempt >= INBOUND_MAX_RINGS) return { noRing: `${INBOUND_MAX_RINGS} agents rang` };
   const passedOver = await deps.db.query<{ member_id: string }>(
     `SELECT member_id FROM call_intents WHERE provider_call_sid = $1 AND integration_id = $2 AND direction = 'inbound' AND provider = 'twilio'`,
     [ended.callSid, rung.integration_id],
   );
-  const next = await ringOnce(
+  return ringOnce(
     deps,
     { integrationId: rung.integration_id, callSid: ended.callSid, from: rung.phone_number, callerName: rung.display_name ?? undefined },
     rung.ring_attempt + 1,
     passedOver.map((row) => row.member_id),
   );
-  if (next.changes) changes.merge(next.changes);
-  return { ...next, changes };
 }
 
 /** Records and rings ring number `attempt` of the caller's leg, or says why none rings. */

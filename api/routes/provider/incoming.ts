@@ -9,7 +9,7 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { C2CError } from '../../../shared/errors.js';
 import { engineIdentity } from '../../../shared/prefixes.js';
-import { afterRing, takeTwilioCall, type IncomingDecision, type RingEnded } from '../../domain/calls/inbound-twilio.js';
+import { passOn, recordRingEnd, takeTwilioCall, type IncomingDecision, type RingEnded } from '../../domain/calls/inbound-twilio.js';
 import { incomingNumberOwner } from '../../domain/operator/telephony.js';
 import { parseE164 } from '../../domain/phone.js';
 import { INBOUND_RING_SECONDS } from '../../providers/provider.js';
@@ -74,13 +74,16 @@ export const incomingRoutes =
       if (form.CallSid !== call.provider_call_sid) throw new C2CError('invalid_request', "CallSid is not this call's caller.");
       // The platform switched off meanwhile: the caller's leg ends rather than ring anyone (the ring's own end comes as its status callback).
       if (await services.platform.isDisabled()) return reply.type('text/xml').send(hangupTwiml());
-      const decision = await afterRing(services, call, {
+      const ended: RingEnded = {
         callSid: form.CallSid,
         callStatus: form.CallStatus || null,
         dialStatus: form.DialCallStatus as RingEnded['dialStatus'],
         dialCallSid: form.DialCallSid || null,
         dialDurationSeconds: typeof form.DialCallDuration === 'string' && /^\d{1,9}$/.test(form.DialCallDuration) ? Number(form.DialCallDuration) : null,
-      });
+      };
+      // told before the next ring is asked for, which may fail: this ring's end is committed
+      (await recordRingEnd(services, call, ended)).publish(services.bus);
+      const decision = await passOn(services, call, ended);
       publish(decision);
       if ('ring' in decision) return ring(reply, decision.ring);
       request.log.info({ intent: call.id, reason: decision.noRing }, 'incoming call not passed on');
