@@ -10,7 +10,7 @@ import { isLive, type Call, type Command, type CommandKind, type CommandResult, 
 import { within } from './deadline.js';
 import { EFFECT_MS, LocalEffects } from './effects.js';
 import { Emitter } from './emitter.js';
-import { SdkError, isRejection, postIntegrator, widgetApi, type FetchLike } from './http.js';
+import { SdkError, isFatal, isRejection, postIntegrator, widgetApi, type FetchLike } from './http.js';
 import { LaunchTracker, launchCallWindow, openedMode, type WindowOpener } from './launcher.js';
 import { StateMachine } from './machine.js';
 import { SessionKeeper } from './session.js';
@@ -99,7 +99,17 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.callWatch = new CallWatch(clock, () => this.say(this.t.didNotStart, 3 * MESSAGE_MS, true));
     this.launch = new LaunchTracker(clock, () => this.update());
     const base = options.apiBaseUrl ?? (d.scriptOrigin ? d.scriptOrigin + '/api/v1/click2call' : '');
-    this.api = widgetApi(d.fetch, base, () => this.session.token, clock);
+    const api = widgetApi(d.fetch, base, () => this.session.token, clock);
+    // platform_disabled from any request is final (docs/sdk.md), whichever request heard it: a
+    // command's or a launch ticket's as much as a poll's
+    this.api = async <T>(...args: Parameters<typeof api>) => {
+      try {
+        return await api<T>(...args);
+      } catch (error) {
+        if (isFatal(error)) this.session.abort(error as SdkError);
+        throw error;
+      }
+    };
     this.order = new CommandOrder(clock, () => !this.detached);
     this.session = new SessionKeeper({
       fetch: d.fetch,

@@ -947,6 +947,22 @@ describe('endings and tokens', () => {
     expect(service.requests.length).toBe(requests);
   });
 
+  it.each(['/widget/commands', '/widget/launch-ticket'])('says error on platform_disabled answering %s too, and stops', async (path) => {
+    service.set({ engine: null });
+    const socket = await ready();
+    socket.drop(); // a command goes over REST
+    service.script.set(path, [{ status: 403, body: { ok: false, error: 'platform_disabled', message: 'The service is disabled platform-wide.' } }]);
+    const asked = path === '/widget/commands' ? outcome(widget.setAvailability(false)) : null;
+    if (!asked) widget.enableCalls();
+    await flush();
+    if (asked) expect(asked.error).toMatchObject({ code: 'platform_disabled' });
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(q('c2c-message').textContent).toBe('The calling service is switched off.');
+    const requests = service.requests.length;
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(service.requests.length).toBe(requests);
+  });
+
   it('refreshes after token_expired and reconnects with the new token', async () => {
     start();
     await flush();
