@@ -18,6 +18,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { createMember, updateMember } from '../../api/domain/operator/accounts.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { injectInbound } from '../../api/domain/calls/inbound.js';
+import { CLOSED_WINDOW_MESSAGE } from '../../api/domain/engines/auth.js';
 import type { Db } from '../../api/store/index.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -254,7 +255,7 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     expect((await state(agent.widgetToken)).engine.id).toBe(paired.body.engine.id);
   });
 
-  it('a window closed in the store cannot claim a call, whatever its token\'s cached check says: 401, and the call stays queued', async () => {
+  it('a window closed in the store cannot claim a call nor heartbeat, whatever its token\'s cached check says: 401, and the call stays queued', async () => {
     const agent = await readyAgent(api, t);
     const requested = await requestCall(api, t);
     const id: string = requested.body.request_id;
@@ -263,6 +264,10 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
     await h.services.db.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'replaced' WHERE id = $1`, [agent.engineId, h.clock.now()]);
     await expectError(api.post('/engine/claim', { request_id: id }, { auth: agent.engineToken }), 401, 'unauthorized');
     expect((await callStatus(id)).status).toBe('queued');
+    // nor does its heartbeat go on answered (the window would go on saying it is ready)
+    const refused = await heartbeat(api, agent.engineToken);
+    expect(refused.status).toBe(401);
+    expect(refused.body).toMatchObject({ ok: false, error: 'unauthorized', message: CLOSED_WINDOW_MESSAGE });
   });
 
   // PGlite runs one transaction at a time: only PostgreSQL can interleave these.

@@ -4,6 +4,7 @@
  * calls the window really holds: a live call it does not report is flagged orphaned (after a short
  * grace, since a claim may still be in flight), and un-flagged when it reports it again.
  */
+import { C2CError } from '../../../shared/errors.js';
 import { LIMITS } from '../../../shared/limits.js';
 import type { DialRequest, EngineCommand, HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
 import type { Clock } from '../../clock.js';
@@ -17,7 +18,7 @@ import { LIVE_STATUS_LIST, LIVE_STATUSES } from '../calls/checks.js';
 import type { Commands } from '../commands/service.js';
 import { callJson, engineJson, type CallRow, type EngineRow } from '../views.js';
 import { ackParams, ackUpdate, firstAcks, type AckedRow, type FirstAck } from './acks.js';
-import type { EngineContext } from './auth.js';
+import { CLOSED_WINDOW_MESSAGE, type EngineContext } from './auth.js';
 import { toWork, WORK_COLUMNS, workByEngine, workCtes, type EnginesWorkColumns, type WorkColumns } from './work.js';
 
 export interface HeartbeatResult {
@@ -279,7 +280,10 @@ export function createHeartbeats(deps: { db: Db; clock: Clock; commands: Command
     const state = request.state === 'ready' && request.mic_ready ? 'ready' : 'enabling';
     const row = await report({ engineId: context.engine.id, state, report: request, via });
     const { engine, version, acked, calls } = row;
-    if (!engine) return { engine: context.engine, commands: [], dialRequests: [], call: null, firstAcks: [], changes };
+    // Closed in the store (replaced, closed, revoked) while its token's cached check, up to a minute
+    // old, still passed: refused as that check will be, so the window stops now rather than report
+    // itself ready to a service that no longer routes to it.
+    if (!engine) throw new C2CError('unauthorized', CLOSED_WINDOW_MESSAGE);
     if (version !== null) changes.agentTouched(engine.integration_id, engine.member_id, version);
     const { at } = row;
     const call = await reconcileCalls(deps.db, changes, calls, request.call_id, at, deps.log);
