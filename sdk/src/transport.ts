@@ -394,7 +394,7 @@ export class Transport {
   private async poll(kind: 'poll' | 'check' = 'poll'): Promise<void> {
     if (this.stopped || this.polling || this.live !== (kind === 'check')) return;
     this.polling = true;
-    this.lastPollAt = this.d.clock.now();
+    const sentAt = (this.lastPollAt = this.d.clock.now());
     let next = this.d.pollMs();
     // An answer that comes after a logout, or after a new session (perhaps for another agent), is
     // dropped, success or refusal: another agent's call is not this session's to show. A refresh
@@ -437,7 +437,8 @@ export class Transport {
         return;
       } else {
         // Down is when the service does not answer; a 429 is the service answering (slow down).
-        if (kind === 'poll') this.pollOk = error.status === 429;
+        // Not a poll sent before the socket came up: the socket has said how the service is since.
+        if (kind === 'poll' && !(this.socketUp && this.upSince >= sentAt)) this.pollOk = error.status === 429;
         if (error.retryAfter) {
           next = error.retryAfter * 1000;
           this.pollNotBefore = this.d.clock.now() + next;

@@ -716,6 +716,22 @@ describe('answers that are not the service\'s', () => {
     expect(states).not.toContain('reconnecting');
   });
 
+  it('a poll sent before the socket came up, failing after, does not make a later drop of that socket say reconnecting', async () => {
+    service.script.set('/widget/state', [{ status: 200, body: service.state() }, 'hang']);
+    const states: string[] = [];
+    start().on('statechange', (e) => states.push(e.state));
+    await flush();
+    const socket = service.sockets[0]!;
+    await vi.advanceTimersByTimeAsync(3000); // the second poll: on its way, never answered
+    expect(service.count('/widget/state')).toBe(2);
+    socket.accept(service.state()); // the socket is up: it says how the service is now
+    await vi.advanceTimersByTimeAsync(REQUEST_TIMEOUT_MS); // the poll from before gives up
+    socket.drop(); // a gateway deploy: the poll it makes is answered
+    await vi.advanceTimersByTimeAsync(0);
+    expect(states).not.toContain('reconnecting');
+    expect(widget.getState().state).toBe('ready');
+  });
+
   it('a poll that failed before the socket came up does not make a later drop of that socket say reconnecting', async () => {
     service.script.set('/widget/state', [{ status: 200, body: service.state() }, 'network']);
     start();
