@@ -75,6 +75,9 @@ describe.each(storeDrivers())('POST /calls checks on %s', (driver) => {
       const r = await expectError(call({ ...valid(), [field]: long }), 422, 'invalid_request');
       expect(r.body.message).toContain(field);
       await expectError(call({ ...valid(), [field]: 'x'.repeat(120) }), 409, 'agent_offline');
+      // characters, not UTF-16 units: 120 emoji (240 units) are 120 characters
+      await expectError(call({ ...valid(), [field]: '😀'.repeat(120) }), 409, 'agent_offline');
+      await expectError(call({ ...valid(), [field]: '😀'.repeat(121) }), 422, 'invalid_request');
     }
     // {"blob":"…"} serializes to 11 bytes around its text: 2,001 bytes refused, 2,000 taken
     await expectError(call({ ...valid(), metadata: { blob: 'y'.repeat(1990) } }), 422, 'invalid_request');
