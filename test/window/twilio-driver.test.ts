@@ -1,6 +1,6 @@
 /** The Twilio voice driver's wiring, against a fake Device and fake Calls (Twilio itself is unreachable here). */
 import { describe, expect, it, vi } from 'vitest';
-import { TwilioDriver, type TwilioCallLike, type TwilioDeviceLike, type TwilioDeviceOptions } from '../../window/src/drivers/twilio.js';
+import { RING_WAIT_MS, TwilioDriver, type TwilioCallLike, type TwilioDeviceLike, type TwilioDeviceOptions } from '../../window/src/drivers/twilio.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
 
 type Listener = (...args: any[]) => void;
@@ -229,7 +229,6 @@ describe('TwilioDriver', () => {
   it('takes an incoming call from the Device and accepts it', async () => {
     const { twilio, device, events } = driver();
     await twilio.start('jwt');
-    await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
     const incoming = new FakeCall(new Map([['intent', 'ci_in']]));
     device().emit('incoming', incoming);
     expect(events).toContainEqual({ type: 'incoming', ref: 'ci_in' });
@@ -244,6 +243,32 @@ describe('TwilioDriver', () => {
     expect(stray.reject).toHaveBeenCalledTimes(1);
   });
 
+  it('answers a call that rings within RING_WAIT_MS of the answer (the widget showed it before Twilio rang the Device); with none by then, or while on a call, refuses', async () => {
+    vi.useFakeTimers();
+    try {
+      const { twilio, device } = driver();
+      await twilio.start('jwt');
+      let answered = false;
+      const answering = twilio.accept().then(() => (answered = true));
+      await vi.advanceTimersByTimeAsync(RING_WAIT_MS - 1000);
+      expect(answered).toBe(false);
+      const ringing = new FakeCall(new Map([['intent', 'ci_in']]));
+      device().emit('incoming', ringing);
+      await answering;
+      expect(ringing.accept).toHaveBeenCalledTimes(1);
+
+      ringing.emit('disconnect', ringing);
+      const refused = expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+      await vi.advanceTimersByTimeAsync(RING_WAIT_MS);
+      await refused;
+      // on a call, no ring is waited for: refused at once
+      await twilio.connect(PARAMS);
+      await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('rejects a ringing call, and reports a call the caller canceled as disconnected', async () => {
     const { twilio, device, events } = driver();
     await twilio.start('jwt');
@@ -256,7 +281,14 @@ describe('TwilioDriver', () => {
     device().emit('incoming', second);
     second.emit('cancel');
     expect(events.at(-1)).toEqual({ type: 'disconnected' });
-    await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+    vi.useFakeTimers();
+    try {
+      const refused = expect(twilio.accept()).rejects.toThrow(/No incoming call/); // the canceled call is not answered
+      await vi.advanceTimersByTimeAsync(RING_WAIT_MS);
+      await refused;
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("reports a placed call that could not open the microphone as ended and the microphone failed, not as the SDK's text; other call errors as they are", async () => {

@@ -51,6 +51,14 @@ export interface TwilioDriverOptions {
   register: boolean;
 }
 
+/**
+ * How long an answer that came before the Device rang waits for the ring. The service records an
+ * incoming call, and the widget shows it with Answer, as it hands Twilio the TwiML that rings this
+ * Device; Twilio's ring reaches the Device a moment later, and an agent quick to click is not
+ * refused for it.
+ */
+export const RING_WAIT_MS = 5000;
+
 /** Custom parameters an incoming call may carry to name its call intent: the service's TwiML names it with the first. */
 const REF_PARAMETERS = [INCOMING_CALL_PARAMETER, 'call_id', 'To'];
 
@@ -63,6 +71,8 @@ export class TwilioDriver implements VoiceDriver {
   #call: TwilioCallLike | null = null;
   /** the call ringing this device, not yet answered */
   #incoming: TwilioCallLike | null = null;
+  /** answers waiting for the Device to ring (RING_WAIT_MS): told of the next ring, or of none (null) */
+  readonly #ringWaiters = new Set<(call: TwilioCallLike | null) => void>();
   /** null: not tried yet; false: the last registration failed, or was let go or lost */
   #registered: boolean | null = null;
   /** whether the agent's policy wants the device registered for incoming calls */
@@ -184,8 +194,9 @@ export class TwilioDriver implements VoiceDriver {
   }
 
   async accept(): Promise<void> {
-    const call = this.#incoming;
-    if (!call) throw new Error('No incoming call is ringing in this window.');
+    // Not while on a call: a ring then is a stray leg, rejected (#ring), so none is waited for.
+    const call = this.#incoming ?? (this.#device && !this.#call ? await this.#nextRing() : null);
+    if (!call || call !== this.#incoming) throw new Error('No incoming call is ringing in this window.');
     this.#incoming = null;
     this.#call = call;
     call.accept();
@@ -220,6 +231,7 @@ export class TwilioDriver implements VoiceDriver {
   }
 
   destroy(): void {
+    for (const waiter of [...this.#ringWaiters]) waiter(null);
     const device = this.#device;
     this.#device = null;
     this.#call = null;
@@ -238,6 +250,20 @@ export class TwilioDriver implements VoiceDriver {
     this.#wire(call);
     const ref = REF_PARAMETERS.map((name) => call.customParameters?.get(name)).find((value) => value) ?? null;
     this.#events.emit({ type: 'incoming', ref });
+    for (const waiter of [...this.#ringWaiters]) waiter(call);
+  }
+
+  /** The next call to ring this Device within RING_WAIT_MS, else null. */
+  #nextRing(): Promise<TwilioCallLike | null> {
+    return new Promise((resolve) => {
+      const done = (call: TwilioCallLike | null) => {
+        clearTimeout(timer);
+        this.#ringWaiters.delete(done);
+        resolve(call);
+      };
+      const timer = setTimeout(() => done(null), RING_WAIT_MS);
+      this.#ringWaiters.add(done);
+    });
   }
 
   #wire(call: TwilioCallLike): void {
