@@ -232,7 +232,7 @@ describe('TwilioDriver', () => {
     const incoming = new FakeCall(new Map([['intent', 'ci_in']]));
     device().emit('incoming', incoming);
     expect(events).toContainEqual({ type: 'incoming', ref: 'ci_in' });
-    await twilio.accept();
+    await twilio.accept(null);
     expect(incoming.accept).toHaveBeenCalledTimes(1);
     expect(events.at(-1)).toEqual({ type: 'accepted' });
     twilio.mute(true);
@@ -249,7 +249,7 @@ describe('TwilioDriver', () => {
       const { twilio, device } = driver();
       await twilio.start('jwt');
       let answered = false;
-      const answering = twilio.accept().then(() => (answered = true));
+      const answering = twilio.accept(null).then(() => (answered = true));
       await vi.advanceTimersByTimeAsync(RING_WAIT_MS - 1000);
       expect(answered).toBe(false);
       const ringing = new FakeCall(new Map([['intent', 'ci_in']]));
@@ -258,12 +258,37 @@ describe('TwilioDriver', () => {
       expect(ringing.accept).toHaveBeenCalledTimes(1);
 
       ringing.emit('disconnect', ringing);
-      const refused = expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+      const refused = expect(twilio.accept(null)).rejects.toThrow(/No incoming call/);
       await vi.advanceTimersByTimeAsync(RING_WAIT_MS);
       await refused;
       // on a call, no ring is waited for: refused at once
       await twilio.connect(PARAMS);
-      await expect(twilio.accept()).rejects.toThrow(/No incoming call/);
+      await expect(twilio.accept(null)).rejects.toThrow(/No incoming call/);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('does not let a late answer pick up the next caller: a ring naming another call is refused, one naming the call or none is taken', async () => {
+    vi.useFakeTimers();
+    try {
+      const { twilio, device } = driver();
+      await twilio.start('jwt');
+      // The answer for ci_gone waits for its ring; the caller gave up and ci_next rings instead.
+      const refused = expect(twilio.accept('ci_gone')).rejects.toThrow(/Another call/);
+      const next = new FakeCall(new Map([['intent', 'ci_next']]));
+      device().emit('incoming', next);
+      await refused;
+      expect(next.accept).not.toHaveBeenCalled();
+      // still ringing: the answer meant for it takes it
+      await twilio.accept('ci_next');
+      expect(next.accept).toHaveBeenCalledTimes(1);
+      next.emit('disconnect', next);
+      // a ring that names no call (an older TwiML) is taken by any answer
+      const plain = new FakeCall();
+      device().emit('incoming', plain);
+      await twilio.accept('ci_any');
+      expect(plain.accept).toHaveBeenCalledTimes(1);
     } finally {
       vi.useRealTimers();
     }
@@ -283,7 +308,7 @@ describe('TwilioDriver', () => {
     expect(events.at(-1)).toEqual({ type: 'disconnected' });
     vi.useFakeTimers();
     try {
-      const refused = expect(twilio.accept()).rejects.toThrow(/No incoming call/); // the canceled call is not answered
+      const refused = expect(twilio.accept(null)).rejects.toThrow(/No incoming call/); // the canceled call is not answered
       await vi.advanceTimersByTimeAsync(RING_WAIT_MS);
       await refused;
     } finally {

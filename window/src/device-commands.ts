@@ -49,7 +49,7 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
   }
   switch (command.kind) {
     case 'answer':
-      await driver.accept();
+      await driver.accept(command.call_id);
       return target.answered(command.call_id);
     case 'mute':
     case 'unmute':

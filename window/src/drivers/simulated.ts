@@ -31,7 +31,7 @@ export class SimulatedDriver implements VoiceDriver {
   async connect(_params: ConnectParams): Promise<void> {}
 
   /** The simulator answers when the server receives this command's `done` ack. */
-  async accept(): Promise<void> {}
+  async accept(_callId: string | null): Promise<void> {}
 
   reject(): void {}
 

@@ -193,10 +193,14 @@ export class TwilioDriver implements VoiceDriver {
     this.#wire(call);
   }
 
-  async accept(): Promise<void> {
+  async accept(callId: string | null): Promise<void> {
     // Not while on a call: a ring then is a stray leg, rejected (#ring), so none is waited for.
     const call = this.#incoming ?? (this.#device && !this.#call ? await this.#nextRing() : null);
     if (!call || call !== this.#incoming) throw new Error('No incoming call is ringing in this window.');
+    // An answer late for its call (the caller gave up while it waited for the ring) must not pick
+    // up the next caller: only a ring naming this call, or naming none, is taken.
+    const ref = refOf(call);
+    if (callId !== null && ref !== null && ref !== callId) throw new Error('Another call than the one answered rings in this window.');
     this.#incoming = null;
     this.#call = call;
     call.accept();
@@ -248,8 +252,7 @@ export class TwilioDriver implements VoiceDriver {
     }
     this.#incoming = call;
     this.#wire(call);
-    const ref = REF_PARAMETERS.map((name) => call.customParameters?.get(name)).find((value) => value) ?? null;
-    this.#events.emit({ type: 'incoming', ref });
+    this.#events.emit({ type: 'incoming', ref: refOf(call) });
     for (const waiter of [...this.#ringWaiters]) waiter(call);
   }
 
@@ -302,6 +305,12 @@ const MIC_ERRORS = new Set([
   31208, // 1.x: the user denied access to the microphone
   31201, // 1.x: an error occurred while accessing the microphone
 ]);
+
+/** The call intent an incoming call names in its custom parameters, if any. */
+function refOf(call: TwilioCallLike): string | null {
+  return REF_PARAMETERS.map((name) => call.customParameters?.get(name)).find((value) => value) ?? null;
+}
+
 function describe(error: unknown): string {
   if (error && typeof error === 'object' && 'message' in error && typeof error.message === 'string' && error.message) return error.message;
   return 'Voice device error.';

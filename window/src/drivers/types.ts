@@ -47,8 +47,12 @@ export interface VoiceDriver {
   updateToken(token: string): void;
   /** Places the claimed call. */
   connect(params: ConnectParams): Promise<void>;
-  /** Answers the ringing call; throws when nothing rings. */
-  accept(): Promise<void>;
+  /**
+   * Answers the ringing call; throws when nothing rings, or when what rings names another call than
+   * `callId` (the call the answer is for; null: whichever rings). A driver whose provider rings the
+   * device a moment after the service showed the call may wait for that ring (Twilio: RING_WAIT_MS).
+   */
+  accept(callId: string | null): Promise<void>;
   /** Refuses the ringing call. */
   reject(): void;
   /** Ends the device's call, if any. */
