@@ -107,6 +107,8 @@ class FakeServer {
   voiceDown = false;
   /** every answer this long after its request (a real round trip) */
   latencyMs = 0;
+  /** hang-up answers this long after their request (instead of latencyMs) */
+  hangupLatencyMs: number | null = null;
   /** how many heartbeats from now are never answered (their abort ignored: a proxy holding the connection) */
   hangHeartbeats = 0;
 
@@ -168,7 +170,8 @@ class FakeServer {
       return new Promise<Response>(() => {});
     }
     const result = this.respond(path, body);
-    if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
+    const latency = path === '/engine/hangup' ? (this.hangupLatencyMs ?? this.latencyMs) : this.latencyMs;
+    if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     return new Response(JSON.stringify(result.body), { status: result.status, headers: result.headers });
   });
 }
@@ -410,7 +413,7 @@ describe('Engine', () => {
     expect(acks()).toContainEqual({ command_id: 41, result: 'failed', error: MESSAGES.otherCall });
     socket.work({ commands: [{ ...command(42, 'answer'), call_id: 'ci_NEXT' }] });
     await vi.advanceTimersByTimeAsync(0);
-    expect(spies.accept).toHaveBeenCalledTimes(1);
+    expect(spies.accept).toHaveBeenCalledExactlyOnceWith('ci_NEXT'); // the driver is told which call, to refuse another ringing by then
   });
 
   it("lets the device's leg go when the server says the call is over before the device heard it ended", async () => {
@@ -775,6 +778,48 @@ describe('Engine', () => {
     expect(instance.model()).toMatchObject({ state: 'no_mic', message: { text: `${MESSAGES.connectFailed} ${MESSAGES.micDenied}` }, retry: 'Try again' });
     await vi.advanceTimersByTimeAsync(3000);
     expect(server.heartbeats().at(-1)).toMatchObject({ state: 'enabling', mic_ready: false, call_id: null });
+  });
+
+  it("leaves a claimed call whose leg ended for another reason to the server (the provider may be recording busy or failed), and a late hang-up answer does not end the next call", async () => {
+    const { device, emit } = eventfulDevice();
+    const { server, instance } = await engine({ realtime: false, driver: device });
+    const hangups = () => server.requests.filter((r) => r.path === '/engine/hangup').map((r) => r.body);
+    const claim = (id: string) => {
+      const claimed = call('claimed', { call_id: id, request_id: id });
+      server.claims[id] = () => {
+        server.current = claimed;
+        return { status: 200, body: { ok: true, call: claimed, connect: { params: { To: id, Biz: 'acc_1', CallerId: '+12025550100' } } } };
+      };
+      server.queue.push({ dial_requests: [{ request_id: id, display: claimed.display, expires_at: SERVER_NOW_S + 60 }] });
+    };
+    // The number was busy at once: the leg ends while the window still has the call as `claimed`.
+    claim('ci_2');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { status: 'claimed', live: true } });
+    emit({ type: 'disconnected' });
+    server.current = call('busy', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(hangups()).toEqual([]); // the server records busy; a hang-up would have made it canceled
+
+    // The microphone failed on the next claimed call; the server's answer to its hang-up comes late,
+    // once the window already shows the caller ringing after it.
+    claim('ci_3');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { status: 'claimed', live: true } });
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('canceled', { call_id: 'ci_3', request_id: 'ci_3', ended_at: SERVER_NOW_S }) } });
+    server.hangupLatencyMs = 10_000;
+    emit({ type: 'mic-failed' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(hangups()).toEqual([{ call_id: 'ci_3' }]);
+    server.current = call('incoming', { call_id: 'ci_4', request_id: 'ci_4', direction: 'inbound' });
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(instance.model()).toMatchObject({ call: { status: 'incoming', live: true } });
+    const shown = server.heartbeats().length;
+    await vi.advanceTimersByTimeAsync(5000); // the hang-up answer for ci_3 arrives
+    expect(instance.model()).toMatchObject({ call: { status: 'incoming', live: true } });
+    // never reported let go (the server would flag the ringing call orphaned)
+    expect(server.heartbeats().slice(shown).map((h) => h.call_id)).toEqual(expect.arrayContaining(['ci_4']));
+    expect(server.heartbeats().slice(shown).filter((h) => h.call_id !== 'ci_4')).toEqual([]);
   });
 
   it('mutes from its own button (when the policy allows) and reports muted in the next heartbeat', async () => {

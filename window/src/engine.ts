@@ -109,6 +109,8 @@ export class Engine {
   #lastHeld: string | null = null;
   /** the call the device says rings on it (its `incoming` ref), until it is answered or gone */
   #ringingRef: string | null = null;
+  /** the claimed call whose voice leg ended before it connected, until the next claim: a `mic-failed` may follow its end */
+  #legLost: string | null = null;
   /**
    * What problems.call is about, which decides how long it stays: `device` (a mute that failed)
    * goes when its call does; `hangup` (a hang-up that may not have worked) stays, also through the
@@ -478,6 +480,7 @@ export class Engine {
   /** A claim won: show the call, report it at once, and connect the voice driver. */
   async #take(claimed: Claimed): Promise<void> {
     this.#epoch += 1;
+    this.#legLost = null;
     this.#setCallProblem(null);
     this.#calls.update(claimed.call, this.#deps.now());
     this.#afterCallChange();
@@ -489,15 +492,20 @@ export class Engine {
   }
 
   /**
-   * A claimed call whose voice leg never got up (connect refused it, or the leg ended before the
-   * provider reached the service: the voice SDK opens the microphone after connect resolves): the
-   * window says why and has the server end it at once. Left alone, it would stay `claimed`, the
-   * agent busy and the widget showing Connecting…, until the server's connect timeout.
+   * A claimed call whose voice leg never got up (connect refused it, or the device could not open
+   * the microphone: the voice SDK opens it after connect resolves, before the provider hears of the
+   * call): the window says why and has the server end it at once. Left alone, it would stay
+   * `claimed`, the agent busy and the widget showing Connecting…, until the server's connect timeout.
+   * A leg that ended for another reason may have reached the provider, whose outcome (busy, failed)
+   * the server is about to record: that one the window leaves to the server.
    */
   async #abandon(callId: string, why: string): Promise<void> {
     this.#setCallProblem(why, 'connect');
     this.#changed();
     const answer = await this.#deps.api.hangup(callId).catch(() => null);
+    // By the time the server answers, the window may hold the next call, which this must not end.
+    const held = this.#calls.current;
+    if (held && held.call.call_id !== callId) return;
     if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
     else this.#calls.end(this.#deps.now());
     this.#afterCallChange();
@@ -532,15 +540,21 @@ export class Engine {
         const unconnected = held && !held.ended && held.call.status === 'claimed' ? held.call.call_id : null;
         // The device's leg is gone: this window no longer holds the call, whatever comes later.
         if (this.#calls.end(this.#deps.now(), true)) this.#afterCallChange();
-        if (unconnected) void this.#abandon(unconnected, MESSAGES.connectFailed);
+        if (unconnected) this.#legLost = unconnected;
         break;
       }
-      case 'mic-failed':
+      case 'mic-failed': {
         // The device could not open the microphone for a call: ask the browser again, which says
         // why (blocked, missing, in use) and keeps the window not ready meanwhile, so no call rings
-        // an agent who cannot speak; the agent frees or allows it and clicks Try again.
+        // an agent who cannot speak; the agent frees or allows it and clicks Try again. A claimed
+        // call it was placing never reached the provider: the server ends it now (#abandon).
+        const held = this.#calls.current;
+        const unconnected = held && !held.ended && held.call.status === 'claimed' ? held.call.call_id : this.#legLost;
+        this.#legLost = null;
+        if (unconnected) void this.#abandon(unconnected, MESSAGES.connectFailed);
         void this.retryMic();
         return;
+      }
       case 'token-expiring':
         void this.#voice.refresh();
         return;
