@@ -64,6 +64,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   /** what the panel says (`said` counts each time it is said: the same words again are spoken again) */
   private message: { text: string; until: number; said: number } | null = null;
   private sayings = 0;
+  /** why the session is over has been said: it stays, whatever a click on the stopped widget is refused for after it */
+  private overSaid = false;
   /** the call window's address with its ticket, offered as a link when the popup was blocked, until the ticket expires (clock ms) */
   private openTab: { url: string; name: string; until: number } | null = null;
   private focusFallbackAt = -Infinity;
@@ -121,7 +123,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       refreshCall: () => this.api('POST', '/widget/refresh'),
       serverNowMs: () => this.snapshots.serverNowMs(),
       onStatus: (status, error) => {
-        if (error) this.say(this.errorText(error), 0);
+        if (error) {
+          this.say(this.errorText(error), 0);
+          this.overSaid = true;
+        }
         // Over for this instance: nothing more to poll or push.
         if (status === 'unauthorized' || status === 'error') this.stopAll();
         this.update();
@@ -573,6 +578,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   private say(text: string, ttl = MESSAGE_MS, render = false): void {
+    // A refusal after the session is over is told by its promise and commandfailed, not over why.
+    if (this.overSaid) return;
     this.sayings += 1;
     this.message = { text, until: ttl ? this.d.clock.now() + ttl : Infinity, said: this.sayings };
     if (render) this.update();

@@ -961,6 +961,14 @@ describe('endings and tokens', () => {
     const requests = service.requests.length;
     await vi.advanceTimersByTimeAsync(60_000);
     expect(service.requests.length).toBe(requests);
+    // Said for good: neither the refused command's passing message nor a later click replaces it.
+    const later = outcome(widget.setAvailability(true));
+    await flush();
+    expect(later.error).toBeDefined();
+    expect(service.requests.length).toBe(requests);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(q('c2c-message').textContent).toBe('The calling service is switched off.');
   });
 
   it.each(['/widget/commands', '/widget/launch-ticket'])('says error on platform_disabled answering %s too, and stops', async (path) => {
@@ -977,6 +985,14 @@ describe('endings and tokens', () => {
     const requests = service.requests.length;
     await vi.advanceTimersByTimeAsync(60_000);
     expect(service.requests.length).toBe(requests);
+    // Said for good: neither the refused command's passing message nor a later click replaces it.
+    const later = outcome(widget.setAvailability(true));
+    await flush();
+    expect(later.error).toBeDefined();
+    expect(service.requests.length).toBe(requests);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(q('c2c-message').textContent).toBe('The calling service is switched off.');
   });
 
   it('refreshes after token_expired and reconnects with the new token', async () => {
