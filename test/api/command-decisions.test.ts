@@ -82,3 +82,41 @@ describe.skipIf(!redisUrl())('widget commands on one node, state changed on anot
     }, { x: busA, y: busB });
   });
 });
+
+describe.each(storeDrivers())("a hang up or decline naming the agent's call that ended as it was sent (%s)", (store) => {
+  it('is done, as the server key hangup of an ended call is, whether the node has the call in hand or reads it from the store; nothing else is', async () => {
+    const h = await createHarness(store);
+    try {
+      const api = client(h.app);
+      const t = await seedTenant(h.services);
+      const agent = await readyAgent(api, t);
+      const statusOf = async (id: string) => (await api.get(`/calls/${id}`, { auth: t.serverKey })).body.status;
+      const first: string = (await requestCall(api, t)).body.request_id;
+      // the integrator's backend ends the call as the agent clicks Hang up, or Decline
+      expect((await api.post(`/calls/${first}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
+      expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'late-1', ref: first })).body).toMatchObject({ ok: true, status: 'done' });
+      expect((await command(api, agent.widgetToken, { kind: 'decline', request_id: 'late-2', ref: first })).body).toMatchObject({ ok: true, status: 'done' });
+      // the call stays as it ended; the others find no call to act on
+      expect(await statusOf(first)).toBe('canceled');
+      expect((await command(api, agent.widgetToken, { kind: 'answer', request_id: 'late-3', ref: first })).body).toMatchObject({ ok: false, error: 'invalid_state' });
+
+      // named while a newer call is up (this node reads the older one from the store): done, the newer one untouched
+      const second: string = (await requestCall(api, t)).body.request_id;
+      expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'late-4', ref: first })).body).toMatchObject({ ok: true, status: 'done' });
+      expect(await statusOf(second)).toBe('queued');
+      expect((await api.post(`/calls/${second}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
+      // naming no call, with none up: still nothing to hang up
+      expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'late-5' })).body).toMatchObject({ ok: false, error: 'invalid_state' });
+      const rows = await h.services.db.query<{ request_id: string; status: string; call_id: string | null }>('SELECT request_id, status, call_id FROM widget_commands ORDER BY id');
+      expect(rows.map(({ request_id, status, call_id }) => [request_id, status, call_id])).toEqual([
+        ['late-1', 'done', first],
+        ['late-2', 'done', first],
+        ['late-3', 'failed', first],
+        ['late-4', 'done', first],
+        ['late-5', 'failed', null],
+      ]);
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -77,5 +77,8 @@ describe.each(storeDrivers())('scoping on %s', (driver) => {
     expect((await widgetState(api, onA.widgetToken)).body.call?.request_id).not.toBe(id);
     expect(await statusOn(a, id)).toBe('queued');
     expect((await widgetState(api, other.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'queued' });
+    // ended, it is still no call of A's: A's hang up of it is not taken as done
+    expect((await api.post(`/calls/${id}/hangup`, undefined, { auth: a.serverKey })).status).toBe(200);
+    await expectError(command(api, onA.widgetToken, { kind: 'hangup', request_id: 'not-my-ended-call', ref: id }), 409, 'invalid_state');
   });
 });

@@ -2,7 +2,8 @@
  * Which widget commands fit which state (spec section 4, "Widget commands"), as a pure decision:
  * refused with a catalogue code, carried out by the server at once, or queued for the call window.
  * Hangup and decline are the server's (through the provider), so they work when the window lost
- * the call or is gone; answer, mute, unmute, dtmf and focus need the window's voice device.
+ * the call or is gone; answer, mute, unmute, dtmf and focus need the window's voice device. The
+ * call is the one the command names (its ref), which may have ended, else the agent's live call.
  */
 import type { ErrorCode } from '../../../shared/errors.js';
 import type { Command, Control } from '../../../shared/types.js';
@@ -11,6 +12,8 @@ import type { CallRow, EngineRow } from '../views.js';
 export type Decision =
   | { refuse: ErrorCode; message: string }
   | { server: 'hangup' | 'decline' | 'availability' }
+  /** a hangup or decline of the agent's call that ended meanwhile: done, nothing left to do */
+  | { ended: true }
   | { engine: true };
 
 const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.state === 'enabling' || engine.state === 'ready');
@@ -21,7 +24,12 @@ const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.stat
  * and an operator who turns DTMF or mute off means it at once. Judged on the call's frozen copy,
  * a control switched mid-call was offered by the widget and refused here, or the reverse.
  */
-export function decideCommand(command: Command, call: CallRow | null, engine: EngineRow | null, controls: Control[]): Decision {
+export function decideCommand(command: Command, named: CallRow | null, engine: EngineRow | null, controls: Control[]): Decision {
+  // A call the command names may have ended as the agent clicked (the caller gave up, the far end
+  // hung up): ending it is done, as POST /calls/{id}/hangup answers for an ended call; everything
+  // else finds no call to act on.
+  if (named?.ended_at != null && (command.kind === 'hangup' || command.kind === 'decline')) return { ended: true };
+  const call = named?.ended_at == null ? named : null;
   const needsControl = (control: Control): Decision | null =>
     controls.includes(control) ? null : { refuse: 'control_not_allowed', message: `The policy does not enable ${control}.` };
   const needsWindow = (): Decision | null =>

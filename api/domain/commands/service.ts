@@ -97,14 +97,14 @@ export function createCommands(deps: CommandsDeps) {
    * recording, which also finds a replay (the request_id's unique constraint). Undefined where the
    * cached state cannot tell: a command naming another call than the cached one (an older call, or
    * a newer one this node has not heard of yet: its widget saw it on another node), a call neither
-   * live nor ended.
+   * live nor ended. The call is the one the command names, ended or not; else the live one.
    */
   async function situation(widget: WidgetContext, ref: string | null | undefined): Promise<{ engine: EngineRow | null; call: CallRow | null } | undefined> {
     const { engine, call } = await deps.widgetStates.load(widget.integration.id, widget.agent.member.id);
     const open = engine && engine.state !== 'closed' ? engine : null;
     if (ref != null && ref !== call?.id) return undefined;
-    // the newest unended call; none unended means none live
-    if (!call || call.ended_at !== null) return { engine: open, call: null };
+    // the newest call, ended: the one named, as it is; else none live
+    if (!call || call.ended_at !== null) return { engine: open, call: ref != null ? call : null };
     if (!(LIVE_STATUSES as readonly string[]).includes(call.status)) return undefined;
     return { engine: open, call };
   }
@@ -126,8 +126,9 @@ export function createCommands(deps: CommandsDeps) {
       const now = clock.now();
       const refused = 'refuse' in decision ? decision : null;
       const setsAvailability = 'server' in decision && decision.server === 'availability';
-      // Availability is set right here; everything else waits for the server's hangup or the window.
-      const status: CommandStatus = refused ? 'failed' : setsAvailability ? 'done' : 'queued';
+      // Availability is set right here, and a call that already ended needs nothing; everything
+      // else waits for the server's hangup or the window.
+      const status: CommandStatus = refused ? 'failed' : setsAvailability || 'ended' in decision ? 'done' : 'queued';
       // Handed over in the recording statement when a socket may take it.
       const handOver = 'engine' in decision && bus.mayHaveListeners(rooms.engine(engine!.id));
       const recording: NewCommand = {

@@ -39,6 +39,7 @@ export interface LookUpKey {
 export interface LookedUp {
   seen: CommandRow | null;
   engine: EngineRow | null;
+  /** the agent's call the command names (live or ended), else the agent's live call */
   call: CallRow | null;
 }
 
@@ -48,8 +49,9 @@ const lookUpStatement = (from: string) => `SELECT
     (SELECT ${engineJson('e')} FROM engines e
       WHERE e.integration_id = i.integration_id AND e.member_id = i.member_id AND e.state <> 'closed') AS engine,
     (SELECT ${callJson('c')} FROM call_intents c
-      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL
-        AND (i.ref IS NULL OR c.id = i.ref) ORDER BY c.created_at DESC LIMIT 1) AS call
+      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id
+        AND CASE WHEN i.ref IS NULL THEN c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL ELSE c.id = i.ref END
+      ORDER BY c.created_at DESC LIMIT 1) AS call
   FROM ${from}
   ORDER BY i.n`;
 
