@@ -24,7 +24,7 @@ import type { Call } from '../../shared/types.js';
 import { ApiError, EngineApi, REQUEST_TIMEOUT_MS, type Paired } from '../../window/src/api.js';
 import { SimulatedDriver } from '../../window/src/drivers/simulated.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
-import { Engine, type EngineSocketLike } from '../../window/src/engine.js';
+import { Engine, LEG_LOST_GRACE_MS, type EngineSocketLike } from '../../window/src/engine.js';
 import { NUDGE_MIN_MS } from '../../shared/events.js';
 import { MESSAGES, useLanguage } from '../../window/src/messages.js';
 import type { MicState } from '../../window/src/mic.js';
@@ -89,6 +89,16 @@ const CONTRACT: Record<string, { request: ZodType; response: ZodType }> = {
   '/engine/hangup': { request: optionalBody(EngineHangupRequest), response: EngineHangupResponse },
   '/engine/close': { request: optionalBody(CloseRequest), response: Closed },
 };
+
+/** Offers the window a dial request with the next heartbeat answer; its claim wins and the server has the call `claimed`. */
+function offerClaim(server: FakeServer, id: string): void {
+  const claimed = call('claimed', { call_id: id, request_id: id });
+  server.claims[id] = () => {
+    server.current = claimed;
+    return { status: 200, body: { ok: true, call: claimed, connect: { params: { To: id, Biz: 'acc_1', CallerId: '+12025550100' } } } };
+  };
+  server.queue.push({ dial_requests: [{ request_id: id, display: claimed.display, expires_at: SERVER_NOW_S + 60 }] });
+}
 
 /** A scripted server: heartbeat answers, claims, hangups; every request is recorded. */
 class FakeServer {
@@ -784,14 +794,7 @@ describe('Engine', () => {
     const { device, emit } = eventfulDevice();
     const { server, instance } = await engine({ realtime: false, driver: device });
     const hangups = () => server.requests.filter((r) => r.path === '/engine/hangup').map((r) => r.body);
-    const claim = (id: string) => {
-      const claimed = call('claimed', { call_id: id, request_id: id });
-      server.claims[id] = () => {
-        server.current = claimed;
-        return { status: 200, body: { ok: true, call: claimed, connect: { params: { To: id, Biz: 'acc_1', CallerId: '+12025550100' } } } };
-      };
-      server.queue.push({ dial_requests: [{ request_id: id, display: claimed.display, expires_at: SERVER_NOW_S + 60 }] });
-    };
+    const claim = (id: string) => offerClaim(server, id);
     // The number was busy at once: the leg ends while the window still has the call as `claimed`.
     claim('ci_2');
     await vi.advanceTimersByTimeAsync(3000);
@@ -820,6 +823,60 @@ describe('Engine', () => {
     // never reported let go (the server would flag the ringing call orphaned)
     expect(server.heartbeats().slice(shown).map((h) => h.call_id)).toEqual(expect.arrayContaining(['ci_4']));
     expect(server.heartbeats().slice(shown).filter((h) => h.call_id !== 'ci_4')).toEqual([]);
+  });
+
+  it('hangs up a claimed call whose leg ended for no reason it was told, once the server still has it claimed LEG_LOST_GRACE_MS later (the provider never heard of it)', async () => {
+    const { device, emit } = eventfulDevice();
+    const { server, instance } = await engine({ realtime: false, driver: device });
+    const hangups = () => server.requests.filter((r) => r.path === '/engine/hangup').map((r) => r.body);
+    offerClaim(server, 'ci_2');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { status: 'claimed', live: true } });
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('canceled', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S }) } });
+    emit({ type: 'disconnected' }); // a signalling failure before Twilio asked the service for the call
+    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS - 100);
+    expect(hangups()).toEqual([]); // not before the grace: the provider may yet say busy or failed
+    await vi.advanceTimersByTimeAsync(100);
+    expect(hangups()).toEqual([{ call_id: 'ci_2' }]); // not left claimed, the agent busy, until the connect timeout
+    expect(instance.model()).toMatchObject({ call: { status: 'canceled', live: false }, message: { text: MESSAGES.connectFailed } });
+    server.current = null;
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(hangups()).toHaveLength(1);
+  });
+
+  it('hangs up a call whose microphone failed once, whichever of its end and its error comes first, and never an earlier call for a later failure', async () => {
+    const { device, emit } = eventfulDevice();
+    const { server, instance } = await engine({ realtime: false, driver: device });
+    const hangups = () => server.requests.filter((r) => r.path === '/engine/hangup').map((r) => r.body);
+    offerClaim(server, 'ci_2');
+    await vi.advanceTimersByTimeAsync(3000);
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('canceled', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S }) } });
+    emit({ type: 'mic-failed' });
+    emit({ type: 'disconnected' });
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = call('canceled', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS * 2);
+    expect(hangups()).toEqual([{ call_id: 'ci_2' }]);
+
+    // A busy number ends the next claimed call's leg (the server is recording busy); at once an
+    // incoming call rings and is answered, and its microphone fails: no earlier call is hung up for it.
+    offerClaim(server, 'ci_3');
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { status: 'claimed', live: true } });
+    emit({ type: 'disconnected' });
+    emit({ type: 'incoming', ref: 'ci_4' });
+    emit({ type: 'accepted' });
+    emit({ type: 'mic-failed' });
+    server.current = call('busy', { call_id: 'ci_3', request_id: 'ci_3', ended_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS * 2);
+    expect(hangups()).toEqual([{ call_id: 'ci_2' }]);
+    // ...and while the window holds a call, a microphone failure hangs up none but a claimed one
+    server.current = call('connected', { call_id: 'ci_4', request_id: 'ci_4', direction: 'inbound', answered_at: SERVER_NOW_S });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(instance.model()).toMatchObject({ call: { status: 'connected', live: true } });
+    emit({ type: 'mic-failed' });
+    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS * 2);
+    expect(hangups()).toEqual([{ call_id: 'ci_2' }]);
   });
 
   it('mutes from its own button (when the policy allows) and reports muted in the next heartbeat', async () => {

@@ -337,6 +337,13 @@ describe('TwilioDriver', () => {
     const call = device().placed.at(-1)!;
     call.emit('error', { code: 31005, message: 'ConnectionError (31005)' });
     expect(events.at(-1)).toEqual({ type: 'error', message: 'ConnectionError (31005)' });
+    // A leg the driver let go says nothing of the next call's microphone.
+    twilio.disconnect();
+    const next = new FakeCall(new Map([['intent', 'ci_next']]));
+    device().emit('incoming', next);
+    const told = events.length;
+    call.emit('error', { code: 31402, message: 'AcquisitionFailedError (31402)' });
+    expect(events.slice(told)).toEqual([]);
   });
 
   it('forwards device and call errors, and destroys the Device', async () => {

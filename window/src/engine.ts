@@ -47,6 +47,14 @@ export interface EngineDeps {
   tellWidget?(): void;
 }
 
+/**
+ * How long after a claimed call's voice leg ended, before it connected, the window waits for the
+ * server to show that the provider reached it (the call `dialing`, or ended with the provider's
+ * outcome). Still `claimed` then, the provider never heard of it and never will: the window has
+ * the server end it rather than leave the agent busy until the connect timeout.
+ */
+export const LEG_LOST_GRACE_MS = 3_000;
+
 /** The wait before loading a failed voice driver again, doubled with each failure in a row up to the max. */
 const DRIVER_RETRY_MS = 3_000;
 const DRIVER_RETRY_MAX_MS = 300_000;
@@ -109,8 +117,11 @@ export class Engine {
   #lastHeld: string | null = null;
   /** the call the device says rings on it (its `incoming` ref), until it is answered or gone */
   #ringingRef: string | null = null;
-  /** the claimed call whose voice leg ended before it connected, until the next claim: a `mic-failed` may follow its end */
-  #legLost: string | null = null;
+  /**
+   * The claimed call whose voice leg ended before it connected, until the server shows what became
+   * of it or the device has another leg (#checkLostLeg); a `mic-failed` may follow its end.
+   */
+  #legLost: { callId: string; at: number; check: ReturnType<typeof setTimeout> } | null = null;
   /**
    * What problems.call is about, which decides how long it stays: `device` (a mute that failed)
    * goes when its call does; `hangup` (a hang-up that may not have worked) stays, also through the
@@ -426,6 +437,7 @@ export class Engine {
     // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
     if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);
     if (epoch === this.#epoch && this.#calls.reconcile(answer.call, this.#deps.now())) this.#afterCallChange();
+    if (epoch === this.#epoch) this.#checkLostLeg(answer.call);
     await this.#onWork(answer.commands, answer.dial_requests, false);
   }
 
@@ -480,7 +492,7 @@ export class Engine {
   /** A claim won: show the call, report it at once, and connect the voice driver. */
   async #take(claimed: Claimed): Promise<void> {
     this.#epoch += 1;
-    this.#legLost = null;
+    this.#forgetLostLeg();
     this.#setCallProblem(null);
     this.#calls.update(claimed.call, this.#deps.now());
     this.#afterCallChange();
@@ -497,7 +509,8 @@ export class Engine {
    * call): the window says why and has the server end it at once. Left alone, it would stay
    * `claimed`, the agent busy and the widget showing Connecting…, until the server's connect timeout.
    * A leg that ended for another reason may have reached the provider, whose outcome (busy, failed)
-   * the server is about to record: that one the window leaves to the server.
+   * the server is about to record: that one is ended only if the server still has it `claimed`
+   * LEG_LOST_GRACE_MS later (#checkLostLeg).
    */
   async #abandon(callId: string, why: string): Promise<void> {
     this.#setCallProblem(why, 'connect');
@@ -509,6 +522,32 @@ export class Engine {
     if (answer?.call) this.#calls.update(answer.call, this.#deps.now());
     else this.#calls.end(this.#deps.now());
     this.#afterCallChange();
+  }
+
+  /** A claimed call's voice leg ended before it connected: the window asks the server, after the grace, what became of it. */
+  #lostLeg(callId: string): void {
+    this.#forgetLostLeg();
+    const check = systemTimers.after(LEG_LOST_GRACE_MS, () => void this.#scheduler.beat());
+    this.#legLost = { callId, at: this.#deps.now(), check };
+  }
+
+  #forgetLostLeg(): void {
+    if (this.#legLost) systemTimers.cancel(this.#legLost.check);
+    this.#legLost = null;
+  }
+
+  /**
+   * What the server says of a lost leg's call: another call or none, or the call no longer
+   * `claimed` (the provider reached it, or it ended), and it is the server's; still `claimed` past
+   * the grace, the provider never heard of it, and the window has it ended (#abandon).
+   */
+  #checkLostLeg(call: HeartbeatResponse['call']): void {
+    const lost = this.#legLost;
+    if (!lost) return;
+    if (call?.call_id !== lost.callId || call.status !== 'claimed') return this.#forgetLostLeg();
+    if (this.#deps.now() - lost.at < LEG_LOST_GRACE_MS) return;
+    this.#forgetLostLeg();
+    void this.#abandon(lost.callId, MESSAGES.connectFailed);
   }
 
   #onDriver(event: DriverEvent): void {
@@ -527,9 +566,11 @@ export class Engine {
     switch (event.type) {
       case 'incoming':
         this.#ringingRef = event.ref;
+        this.#forgetLostLeg(); // the device has another leg: a later mic-failed is that one's
         break;
       case 'accepted':
         this.#ringingRef = null;
+        this.#forgetLostLeg();
         break;
       case 'muted':
         this.#muted = event.muted;
@@ -540,7 +581,7 @@ export class Engine {
         const unconnected = held && !held.ended && held.call.status === 'claimed' ? held.call.call_id : null;
         // The device's leg is gone: this window no longer holds the call, whatever comes later.
         if (this.#calls.end(this.#deps.now(), true)) this.#afterCallChange();
-        if (unconnected) this.#legLost = unconnected;
+        if (unconnected) this.#lostLeg(unconnected);
         break;
       }
       case 'mic-failed': {
@@ -548,9 +589,11 @@ export class Engine {
         // why (blocked, missing, in use) and keeps the window not ready meanwhile, so no call rings
         // an agent who cannot speak; the agent frees or allows it and clicks Try again. A claimed
         // call it was placing never reached the provider: the server ends it now (#abandon).
+        // (@twilio/voice-sdk ends the leg, then says why; the driver says it only of its own legs)
         const held = this.#calls.current;
-        const unconnected = held && !held.ended && held.call.status === 'claimed' ? held.call.call_id : this.#legLost;
-        this.#legLost = null;
+        const live = held && !held.ended ? held.call : null;
+        const unconnected = live ? (live.status === 'claimed' ? live.call_id : null) : (this.#legLost?.callId ?? null);
+        this.#forgetLostLeg();
         if (unconnected) void this.#abandon(unconnected, MESSAGES.connectFailed);
         void this.retryMic();
         return;
@@ -615,6 +658,7 @@ export class Engine {
   #halt(): void {
     this.#stopped = true;
     this.#nudgedBeat.cancel();
+    this.#forgetLostLeg();
     this.#scheduler.stop();
     this.#deps.ticker.destroy();
     this.#socket?.stop();

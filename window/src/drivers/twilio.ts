@@ -272,11 +272,16 @@ export class TwilioDriver implements VoiceDriver {
   #wire(call: TwilioCallLike): void {
     // Told only for the leg the driver still holds: one it let go (disconnect, reject) ends later,
     // when the window may hold the next call, which that late event must not end.
+    // whether this leg was the driver's until it ended by itself (not let go by disconnect or reject)
+    let endedOurs = false;
     const gone = () => {
       const ours = this.#call === call || this.#incoming === call;
       if (this.#call === call) this.#call = null;
       if (this.#incoming === call) this.#incoming = null;
-      if (ours) this.#events.emit({ type: 'disconnected' });
+      if (ours) {
+        endedOurs = true;
+        this.#events.emit({ type: 'disconnected' });
+      }
     };
     call.on('accept', () => {
       if (this.#incoming === call) this.#incoming = null;
@@ -289,7 +294,10 @@ export class TwilioDriver implements VoiceDriver {
     call.on('cancel', gone);
     call.on('reject', gone);
     call.on('error', (error: { code?: number; message?: string } | undefined) => {
-      this.#events.emit(MIC_ERRORS.has(error?.code ?? 0) ? { type: 'mic-failed' } : { type: 'error', message: describe(error) });
+      if (!MIC_ERRORS.has(error?.code ?? 0)) return this.#events.emit({ type: 'error', message: describe(error) });
+      // The SDK ends the leg, then says why: said of the driver's own leg, ended or not, never of
+      // one it let go (the window may hold the next call, whose microphone this says nothing of).
+      if (this.#call === call || this.#incoming === call || endedOurs) this.#events.emit({ type: 'mic-failed' });
     });
   }
 }
