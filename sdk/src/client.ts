@@ -516,6 +516,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.launch.stop();
     this.callWatch.stop();
     this.d.clock.cancel(this.tickTimer);
+    // its ticket would pair a window for a session that is over: the window could only be refused
+    this.openTab = null;
   }
 
   private update(): void {
@@ -641,6 +643,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     digit: (digit: string) => void this.sendDigits(digit).catch(() => {}),
     available: (available: boolean) => void this.setAvailability(available).catch(() => {}),
     openTab: () => {
+      if (this.sessionOver()) return;
       // The link's ticket is single-use: once followed, the window is on its way.
       this.openTab = null;
       this.message = null;

@@ -1738,6 +1738,23 @@ describe('enableCalls', () => {
     expect(q('c2c-state').dataset.state).toBe('enabling');
   });
 
+  it("takes the 'Open in new tab' link away when the session ends for good, and keeps saying why", async () => {
+    service.set({ engine: null });
+    openResult = () => null;
+    start({ windowMode: 'tab' });
+    await flush();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    widget.enableCalls();
+    await flush();
+    expect(visible('c2c-open-tab')).toBe(true);
+    socket.fire('ended', { code: 'platform_disabled', final: true, message: 'The service is disabled platform-wide.' });
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(visible('c2c-open-tab')).toBe(false); // a window it opened could only be refused
+    expect(q('c2c-message').textContent).toBe('The calling service is switched off.');
+  });
+
   it("takes the 'Open in new tab' link away when its ticket expires", async () => {
     service.set({ engine: null });
     openResult = () => null;
