@@ -92,10 +92,11 @@ describe.each(storeDrivers())("a hang up or decline naming the agent's call that
       const agent = await readyAgent(api, t);
       const statusOf = async (id: string) => (await api.get(`/calls/${id}`, { auth: t.serverKey })).body.status;
       const first: string = (await requestCall(api, t)).body.request_id;
-      // the integrator's backend ends the call as the agent clicks Hang up, or Decline
+      // the integrator's backend ends the call as the agent clicks Hang up
       expect((await api.post(`/calls/${first}/hangup`, undefined, { auth: t.serverKey })).status).toBe(200);
       expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'late-1', ref: first })).body).toMatchObject({ ok: true, status: 'done' });
-      expect((await command(api, agent.widgetToken, { kind: 'decline', request_id: 'late-2', ref: first })).body).toMatchObject({ ok: true, status: 'done' });
+      // an outgoing call was never the agent's to decline (a ring that ended is: webhooks-inbound-commands.test.ts)
+      expect((await command(api, agent.widgetToken, { kind: 'decline', request_id: 'late-2', ref: first })).body).toMatchObject({ ok: false, error: 'invalid_state' });
       // the call stays as it ended; the others find no call to act on
       expect(await statusOf(first)).toBe('canceled');
       expect((await command(api, agent.widgetToken, { kind: 'answer', request_id: 'late-3', ref: first })).body).toMatchObject({ ok: false, error: 'invalid_state' });
@@ -110,7 +111,7 @@ describe.each(storeDrivers())("a hang up or decline naming the agent's call that
       const rows = await h.services.db.query<{ request_id: string; status: string; call_id: string | null }>('SELECT request_id, status, call_id FROM widget_commands ORDER BY id');
       expect(rows.map(({ request_id, status, call_id }) => [request_id, status, call_id])).toEqual([
         ['late-1', 'done', first],
-        ['late-2', 'done', first],
+        ['late-2', 'failed', first],
         ['late-3', 'failed', first],
         ['late-4', 'done', first],
         ['late-5', 'failed', null],

@@ -360,6 +360,30 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect((await inbound(t)).status).toBe(201);
   });
 
+  it('answers done to a Decline or Hang up of a ring that ended as the agent clicked, and refuses a Decline of a call that was answered', async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const id = (await inbound(t)).body.request_id;
+    await heartbeat(api, agent.engineToken, { call_id: id });
+    await h.clock.advanceSeconds(30); // the caller is sent away unanswered as the agent clicks
+    expect((await callStatus(t, id)).status).toBe('no_answer');
+    expect((await command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-late', ref: id })).body).toMatchObject({ ok: true, status: 'done' });
+    expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-late', ref: id })).body).toMatchObject({ ok: true, status: 'done' });
+    expect((await callStatus(t, id)).status).toBe('no_answer'); // as it ended
+
+    // answered, then over: a stale Decline is refused, nothing was declined
+    await heartbeat(api, agent.engineToken);
+    const rung = await inbound(t);
+    expect(rung.status, JSON.stringify(rung.body)).toBe(201);
+    const next = rung.body.request_id;
+    const answer = await command(api, agent.widgetToken, { kind: 'answer', request_id: 'answer-next', ref: next });
+    await heartbeat(api, agent.engineToken, { call_id: next, acks: [{ command_id: answer.body.command_id, result: 'done' }] });
+    expect((await callStatus(t, next)).status).toBe('connected');
+    expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-next', ref: next })).body).toMatchObject({ ok: true, status: 'done' });
+    expect((await callStatus(t, next)).status).toBe('completed');
+    await expectError(command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-answered', ref: next }), 409, 'invalid_state');
+  });
+
   it('ends an incoming call nobody answers after 30 s as no_answer', async () => {
     const t = await seedTenant(h.services);
     const agent = await readyAgent(api, t);

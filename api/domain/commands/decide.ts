@@ -16,6 +16,9 @@ export type Decision =
   | { ended: true }
   | { engine: true };
 
+/** An incoming call that ended while it rang (the caller gave up, another window took it...). */
+const endedRing = (call: CallRow) => call.direction === 'inbound' && call.answered_at === null;
+
 const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.state === 'enabling' || engine.state === 'ready');
 
 /**
@@ -26,9 +29,10 @@ const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.stat
  */
 export function decideCommand(command: Command, named: CallRow | null, engine: EngineRow | null, controls: Control[]): Decision {
   // A call the command names may have ended as the agent clicked (the caller gave up, the far end
-  // hung up): ending it is done, as POST /calls/{id}/hangup answers for an ended call; everything
-  // else finds no call to act on.
-  if (named?.ended_at != null && (command.kind === 'hangup' || command.kind === 'decline')) return { ended: true };
+  // hung up): ending it is done, as POST /calls/{id}/hangup answers for an ended call. A decline
+  // only of a ring that ended unanswered: a call that was answered or placed was never the agent's
+  // to decline. Everything else finds no call to act on.
+  if (named?.ended_at != null && (command.kind === 'hangup' || (command.kind === 'decline' && endedRing(named)))) return { ended: true };
   const call = named?.ended_at == null ? named : null;
   const needsControl = (control: Control): Decision | null =>
     controls.includes(control) ? null : { refuse: 'control_not_allowed', message: `The policy does not enable ${control}.` };
