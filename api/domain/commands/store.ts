@@ -48,10 +48,14 @@ const lookUpStatement = (from: string) => `SELECT
       WHERE w.integration_id = i.integration_id AND w.member_id = i.member_id AND w.request_id = i.request_id) AS seen,
     (SELECT ${engineJson('e')} FROM engines e
       WHERE e.integration_id = i.integration_id AND e.member_id = i.member_id AND e.state <> 'closed') AS engine,
-    (SELECT ${callJson('c')} FROM call_intents c
-      WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id
-        AND CASE WHEN i.ref IS NULL THEN c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL ELSE c.id = i.ref END
-      ORDER BY c.created_at DESC LIMIT 1) AS call
+    CASE WHEN i.ref IS NULL THEN
+      (SELECT ${callJson('c')} FROM call_intents c
+        WHERE c.integration_id = i.integration_id AND c.member_id = i.member_id AND c.status IN (${LIVE_STATUS_LIST}) AND c.ended_at IS NULL
+        ORDER BY c.created_at DESC LIMIT 1)
+    ELSE
+      (SELECT ${callJson('c')} FROM call_intents c
+        WHERE c.id = i.ref AND c.integration_id = i.integration_id AND c.member_id = i.member_id)
+    END AS call
   FROM ${from}
   ORDER BY i.n`;
 
