@@ -920,6 +920,20 @@ describe('Engine', () => {
     expect(wanted).toHaveBeenLastCalledWith(true);
   });
 
+  it('reports a registration the provider dropped at once, not at the next periodic heartbeat: no incoming call is routed to a window that cannot ring', async () => {
+    const { device, emit } = eventfulDevice();
+    const registered = vi.spyOn(device, 'registered', 'get').mockReturnValue(true);
+    const { server } = await engine({ realtime: false, driver: device });
+    await vi.advanceTimersByTimeAsync(15_000);
+    const before = server.heartbeats().length;
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'ready', registered: true });
+    registered.mockReturnValue(false);
+    emit({ type: 'unregistered' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(server.heartbeats()).toHaveLength(before + 1);
+    expect(server.heartbeats().at(-1)).toMatchObject({ state: 'ready', registered: false });
+  });
+
   it('heartbeats in the shape a node of an earlier release takes: no `registered` until an answer shows a node that knows it, and a report refused for it goes again without it at once', async () => {
     const { server, instance } = await engine({ realtime: false });
     expect(server.heartbeats()[0]).not.toHaveProperty('registered');

@@ -108,17 +108,21 @@ describe('TwilioDriver', () => {
     expect(device().register).toHaveBeenCalledTimes(2);
   });
 
-  it('reports whether it is registered now: not before start, not after a failed registration, nor once the Device lost it; again once it is back', async () => {
-    const { twilio, device } = driver(true, true);
+  it('reports whether it is registered now: not before start, not after a failed registration, nor once the Device lost it (said at once); again once it is back', async () => {
+    const { twilio, device, events } = driver(true, true);
     expect(twilio.registered).toBe(false);
     await twilio.start('jwt-1');
     expect(twilio.registered).toBe(false);
     twilio.updateToken('jwt-2');
     await vi.waitFor(() => expect(twilio.registered).toBe(true));
+    const told = events.length;
     device().emit('unregistered');
     expect(twilio.registered).toBe(false);
+    device().emit('unregistered'); // said once per loss
+    expect(events.slice(told)).toEqual([{ type: 'unregistered' }]);
     device().emit('registered');
     expect(twilio.registered).toBe(true);
+    expect(events.slice(told)).toEqual([{ type: 'unregistered' }, { type: 'registered' }]);
     const quiet = driver(false);
     await quiet.twilio.start('jwt');
     expect(quiet.twilio.registered).toBe(false);

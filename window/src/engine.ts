@@ -601,6 +601,10 @@ export class Engine {
       case 'token-expiring':
         void this.#voice.refresh();
         return;
+      case 'unregistered':
+        // reported at once (the heartbeat below), so the server routes no incoming call to a device
+        // that cannot ring until it is registered again (`registered` follows)
+        break;
       case 'error':
         this.#problems.voice = event.message;
         if (event.lasting) this.#unregistered = event.message;

@@ -114,9 +114,13 @@ export class TwilioDriver implements VoiceDriver {
     device.on('tokenWillExpire', () => this.#events.emit({ type: 'token-expiring' }));
     device.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
     // The Device drops its registration when its signalling connection is lost, and registers
-    // again once it is back: the heartbeat reports what holds now.
+    // again once it is back. Said at once, so that the window's next heartbeat goes now and no
+    // incoming call is routed to a window that cannot ring until its next periodic one.
     device.on('unregistered', () => {
-      if (this.#device === device && !this.#syncing) this.#registered = false;
+      if (this.#device !== device || this.#syncing) return;
+      const lost = this.#registered === true && this.#wanted;
+      this.#registered = false;
+      if (lost) this.#events.emit({ type: 'unregistered' });
     });
     device.on('registered', () => {
       if (this.#device !== device || this.#syncing || !this.#wanted) return;

@@ -28,6 +28,8 @@ export type DriverEvent =
   | { type: 'token-expiring' }
   /** registered for incoming calls, or no longer asked to be (after a registration that failed: it is said until this) */
   | { type: 'registered' }
+  /** the provider dropped a registration the policy wants (its signalling connection was lost): `registered` follows when it is back */
+  | { type: 'unregistered' }
   /** `lasting`: not a passing hiccup but a state (not registered), said until the driver reports it over */
   | { type: 'error'; message: string; lasting?: boolean };
 
