@@ -302,6 +302,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     // over from now, not once the revoke is answered: a call answered meanwhile starts no watch, a click opens no window
     this.ending = true;
     this.stopAll();
+    this.update(); // the 'Open in new tab' link goes at once, not once the revoke is answered
     // A session still being asked for is revoked too, once its token arrives (within the request's time limit).
     if (asking) await asking.catch(() => {});
     const hadToken = this.session.token !== null;
@@ -643,12 +644,14 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     digit: (digit: string) => void this.sendDigits(digit).catch(() => {}),
     available: (available: boolean) => void this.setAvailability(available).catch(() => {}),
     openTab: () => {
-      if (this.sessionOver()) return;
+      // its ticket would pair a window for a session that is over (a logout under way included)
+      if (this.sessionOver()) return false;
       // The link's ticket is single-use: once followed, the window is on its way.
       this.openTab = null;
       this.message = null;
       this.launch.start(null);
       this.update();
+      return true;
     },
   };
 }

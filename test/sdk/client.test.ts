@@ -1755,6 +1755,27 @@ describe('enableCalls', () => {
     expect(q('c2c-message').textContent).toBe('The calling service is switched off.');
   });
 
+  it("takes the 'Open in new tab' link away as soon as a logout starts, and does not follow it meanwhile", async () => {
+    service.set({ engine: null });
+    openResult = () => null;
+    start({ windowMode: 'tab' });
+    await flush();
+    widget.enableCalls();
+    await flush();
+    expect(visible('c2c-open-tab')).toBe(true);
+    service.script.set('/widget/revoke', ['hang']); // the revoke takes its time
+    const ending = widget.endSession();
+    await flush();
+    expect(visible('c2c-open-tab')).toBe(false);
+    // a click that got there first (the link as rendered a moment before) opens nothing
+    const click = new MouseEvent('click', { bubbles: true, cancelable: true });
+    q('c2c-open-tab').dispatchEvent(click);
+    expect(click.defaultPrevented).toBe(true);
+    expect(q('c2c-state').dataset.state).not.toBe('enabling');
+    await vi.advanceTimersByTimeAsync(10_000);
+    await ending;
+  });
+
   it("takes the 'Open in new tab' link away when its ticket expires", async () => {
     service.set({ engine: null });
     openResult = () => null;

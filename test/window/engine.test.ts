@@ -825,22 +825,44 @@ describe('Engine', () => {
     expect(server.heartbeats().slice(shown).filter((h) => h.call_id !== 'ci_4')).toEqual([]);
   });
 
-  it('hangs up a claimed call whose leg ended for no reason it was told, once the server still has it claimed LEG_LOST_GRACE_MS later (the provider never heard of it)', async () => {
+  it('hangs up a claimed call whose leg ended for no reason it was told, once a heartbeat sent LEG_LOST_GRACE_MS later finds it still claimed (the provider never heard of it)', async () => {
     const { device, emit } = eventfulDevice();
-    const { server, instance } = await engine({ realtime: false, driver: device });
+    const { socket, server, instance } = await engine({ driver: device });
+    socket.up(); // idle heartbeats 15 s apart: the grace has its own
     const hangups = () => server.requests.filter((r) => r.path === '/engine/hangup').map((r) => r.body);
-    offerClaim(server, 'ci_2');
-    await vi.advanceTimersByTimeAsync(3000);
+    const pushClaim = (id: string) => {
+      offerClaim(server, id);
+      socket.work({ dial_requests: server.queue.shift()!.dial_requests! });
+    };
+    pushClaim('ci_2');
+    await vi.advanceTimersByTimeAsync(1234); // off any heartbeat's beat
     expect(instance.model()).toMatchObject({ call: { status: 'claimed', live: true } });
     server.hangup = () => ({ status: 200, body: { ok: true, call: call('canceled', { call_id: 'ci_2', request_id: 'ci_2', ended_at: SERVER_NOW_S }) } });
     emit({ type: 'disconnected' }); // a signalling failure before Twilio asked the service for the call
-    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS - 100);
+    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS - 1);
     expect(hangups()).toEqual([]); // not before the grace: the provider may yet say busy or failed
-    await vi.advanceTimersByTimeAsync(100);
+    await vi.advanceTimersByTimeAsync(1);
     expect(hangups()).toEqual([{ call_id: 'ci_2' }]); // not left claimed, the agent busy, until the connect timeout
     expect(instance.model()).toMatchObject({ call: { status: 'canceled', live: false }, message: { text: MESSAGES.connectFailed } });
     server.current = null;
     await vi.advanceTimersByTimeAsync(30_000);
+    expect(hangups()).toHaveLength(1);
+
+    // The heartbeat the next leg's end sent is answered past the grace, with the state of its
+    // report (claimed); by then the provider has the call (dialing): it is not hung up.
+    pushClaim('ci_3');
+    await vi.advanceTimersByTimeAsync(1234);
+    const answerNow = socket.heartbeat.bind(socket);
+    socket.heartbeat = vi.fn(async (report: HeartbeatRequest) => {
+      const answer = await answerNow(report);
+      await new Promise((resolve) => setTimeout(resolve, LEG_LOST_GRACE_MS + 1000));
+      return answer;
+    });
+    emit({ type: 'disconnected' });
+    await vi.advanceTimersByTimeAsync(1000);
+    socket.heartbeat = vi.fn(answerNow);
+    server.current = call('dialing', { call_id: 'ci_3', request_id: 'ci_3' });
+    await vi.advanceTimersByTimeAsync(LEG_LOST_GRACE_MS * 2);
     expect(hangups()).toHaveLength(1);
   });
 

@@ -178,7 +178,7 @@ export class Engine {
       });
     }
     const voice = this.#loadDriver().then(() => this.#voice.refresh());
-    if (first) await this.#handle(first, this.#epoch);
+    if (first) await this.#handle(first, { epoch: this.#epoch, at: this.#deps.now() });
     else void this.#scheduler.beat();
     await Promise.all([voice, this.retryMic()]);
   }
@@ -361,7 +361,7 @@ export class Engine {
       });
     }
     const acks = this.#runner.pendingAcks();
-    const epoch = this.#epoch;
+    const sent = { epoch: this.#epoch, at: this.#deps.now() };
     const report: HeartbeatRequest = {
       state: this.#ready() ? 'ready' : 'enabling',
       mic_ready: this.#mic === 'ready',
@@ -382,7 +382,7 @@ export class Engine {
     }
     this.#problems.connection = false;
     this.#runner.confirm(acks);
-    await this.#handle(answer, epoch, acks.some((ack) => ack.result === 'failed'));
+    await this.#handle(answer, sent, acks.some((ack) => ack.result === 'failed'));
   }
 
   /**
@@ -418,8 +418,14 @@ export class Engine {
     return this.#deps.api.heartbeat(report);
   }
 
-  /** `reportedFailure`: the heartbeat carried a failed ack, which moved the agent's state (WidgetState.failed_command), not the engine's. */
-  async #handle(answer: HeartbeatResponse, epoch: number, reportedFailure = false): Promise<void> {
+  /**
+   * `sent`: when the heartbeat went, and the window's call epoch then (an answer to a report from
+   * before the window took another call does not describe its call). `reportedFailure`: the
+   * heartbeat carried a failed ack, which moved the agent's state (WidgetState.failed_command), not
+   * the engine's.
+   */
+  async #handle(answer: HeartbeatResponse, sent: { epoch: number; at: number }, reportedFailure = false): Promise<void> {
+    const { epoch } = sent;
     this.#offsetMs = answer.server_time * 1000 - this.#deps.now();
     const shown = `${answer.engine.version}|${answer.call?.request_id ?? ''}|${answer.call?.status ?? ''}`;
     if (shown !== this.#toldWidget || reportedFailure) {
@@ -437,7 +443,7 @@ export class Engine {
     // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
     if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);
     if (epoch === this.#epoch && this.#calls.reconcile(answer.call, this.#deps.now())) this.#afterCallChange();
-    if (epoch === this.#epoch) this.#checkLostLeg(answer.call);
+    if (epoch === this.#epoch) this.#checkLostLeg(answer.call, sent.at);
     await this.#onWork(answer.commands, answer.dial_requests, false);
   }
 
@@ -538,14 +544,15 @@ export class Engine {
 
   /**
    * What the server says of a lost leg's call: another call or none, or the call no longer
-   * `claimed` (the provider reached it, or it ended), and it is the server's; still `claimed` past
-   * the grace, the provider never heard of it, and the window has it ended (#abandon).
+   * `claimed` (the provider reached it, or it ended), and it is the server's; still `claimed` in a
+   * heartbeat sent past the grace (an answer's state is as of its report, however late it comes),
+   * the provider never heard of it, and the window has it ended (#abandon).
    */
-  #checkLostLeg(call: HeartbeatResponse['call']): void {
+  #checkLostLeg(call: HeartbeatResponse['call'], reportedAt: number): void {
     const lost = this.#legLost;
     if (!lost) return;
     if (call?.call_id !== lost.callId || call.status !== 'claimed') return this.#forgetLostLeg();
-    if (this.#deps.now() - lost.at < LEG_LOST_GRACE_MS) return;
+    if (reportedAt - lost.at < LEG_LOST_GRACE_MS) return;
     this.#forgetLostLeg();
     void this.#abandon(lost.callId, MESSAGES.connectFailed);
   }

@@ -16,7 +16,7 @@ export type Decision =
   | { ended: true }
   | { engine: true };
 
-/** An incoming call that ended while it rang (the caller gave up, another window took it...). */
+/** An incoming call that ended while it rang, unanswered (the caller gave up, or nobody answered in time). */
 const endedRing = (call: CallRow) => call.direction === 'inbound' && call.answered_at === null;
 
 const liveEngine = (engine: EngineRow | null) => engine !== null && (engine.state === 'enabling' || engine.state === 'ready');

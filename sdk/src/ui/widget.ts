@@ -33,7 +33,8 @@ export interface WidgetHandlers {
   mute(muted: boolean): void;
   digit(digit: string): void;
   available(available: boolean): void;
-  openTab(): void;
+  /** the agent followed the 'Open in new tab' link; false: not to be followed (the session is over) */
+  openTab(): boolean;
 }
 
 export type Position = 'bottom-right' | 'bottom-left' | 'top-right' | 'top-left';
@@ -124,7 +125,9 @@ export class Widget {
     n.message = el('p', 'c2c-message', 'm', panel);
     const tab = (n.openTab = el('a', 'c2c-open-tab', 'l', panel));
     tab.textContent = t.openTab;
-    tab.addEventListener('click', () => this.h.openTab());
+    tab.addEventListener('click', (event) => {
+      if (!this.h.openTab()) event.preventDefault();
+    });
 
     const row = (n.actions = el('div', 'c2c-actions', 'r', panel));
     const button = (testid: string, label: string, cls: string, onClick: () => void) => {
