@@ -8,6 +8,8 @@ export interface ParsedNumber {
   e164: string;
   /** ISO 3166-1 alpha-2, or null for non-geographic numbers */
   country: string | null;
+  /** a premium-rate number (libphonenumber's type: +1 900, UK 09, FR 089...), whose owner is paid per minute called */
+  premiumRate: boolean;
 }
 
 /** A valid E.164 number, or null. The text must already be in E.164 form (no spaces). */
@@ -15,7 +17,7 @@ export function parseE164(text: string): ParsedNumber | null {
   if (!E164.test(text)) return null;
   const parsed = parsePhoneNumberFromString(text);
   if (!parsed || !parsed.isValid() || parsed.number !== text) return null;
-  return { e164: parsed.number, country: parsed.country ?? null };
+  return { e164: parsed.number, country: parsed.country ?? null, premiumRate: parsed.getType() === 'PREMIUM_RATE' };
 }
 
 const BULLET = '\u2022';
