@@ -442,6 +442,9 @@ describe('c2c operator commands', () => {
     const integration = (await c2c('integration', 'create', '--account', account, '--name', 'Eta CRM', '--countries', 'US', '--countries', 'GB,FR')).json.integration_id as string;
     const shown = await c2c('integration', 'show', integration);
     expect(shown.json.policy.destination_countries).toEqual(['US', 'GB', 'FR']);
+    expect(shown.json.policy.premium_rate_allowed).toBe(false); // off unless the operator says so
+    expect((await c2c('integration', 'policy', integration, '--premium-rate', 'on')).code).toBe(0);
+    expect((await c2c('integration', 'show', integration)).json.policy.premium_rate_allowed).toBe(true);
     expect(shown.json.widget).toEqual({ position: 'bottom-right', language: 'page' });
     const a = (await c2c('member', 'create', '--account', account, '--email', 'a@eta.example', '--name', 'A')).json.id as string;
     const b = (await c2c('member', 'create', '--account', account, '--email', 'b@eta.example', '--name', 'B')).json.id as string;

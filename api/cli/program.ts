@@ -100,6 +100,7 @@ interface PolicyFlags {
   maxCallSeconds?: number;
   callerId?: string;
   countries?: string[];
+  premiumRate?: boolean;
   concurrency?: number;
 }
 
@@ -115,6 +116,7 @@ function policyFromFlags(flags: PolicyFlags): PolicySettings {
     maxCallSeconds: flags.maxCallSeconds,
     callerId: flags.callerId === 'none' ? null : flags.callerId,
     destinationCountries: flags.countries?.map((c) => c.toUpperCase()),
+    premiumRateAllowed: flags.premiumRate,
     concurrencyLimit: flags.concurrency,
   };
 }
@@ -149,6 +151,7 @@ function withPolicyOptions(command: Command): Command {
   return withMemberPolicyOptions(command)
     .option('--caller-id <e164|none>', 'caller ID for outgoing calls ("none": no caller ID, so no outgoing calls)')
     .option('--countries <list>', 'destination countries, ISO codes: US,GB', list)
+    .option('--premium-rate <on|off>', 'premium-rate numbers may be called (off by default: toll fraud)', onOff)
     .option('--concurrency <n>', 'concurrent call limit', integer);
 }
 

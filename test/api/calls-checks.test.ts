@@ -53,11 +53,15 @@ describe.each(storeDrivers())('POST /calls checks on %s', (driver) => {
     }
     await expectError(call({ ...valid(), phone_number: 12025550123 }), 422, 'invalid_phone_number');
     await expectError(call({ ...valid(), phone_number: FR_NUMBER }), 403, 'destination_not_allowed');
-    // premium-rate numbers of an allowed country (US 900, UK 09): toll fraud, refused whatever the rates cover
+    // premium-rate numbers of an allowed country (US 900, UK 09): toll fraud, refused whatever the
+    // rates cover, until the operator allows them for the integration
     for (const premium of ['+19005550123', '+449098790000']) {
       const refused = await expectError(call({ ...valid(), phone_number: premium }), 403, 'destination_not_allowed');
-      expect(refused.body.message).toBe('Premium-rate numbers cannot be called.');
+      expect(refused.body.message).toBe('Premium-rate numbers are not allowed by the integration.');
     }
+    await setPolicy(deps(), t.integrationId, { premiumRateAllowed: true });
+    await expectError(call({ ...valid(), phone_number: '+19005550123' }), 409, 'agent_offline'); // every check passed
+    await setPolicy(deps(), t.integrationId, { premiumRateAllowed: false });
     await expectError(call({ ...valid(), phone_number: BLOCKED_NUMBER }), 403, 'destination_blocked');
   });
 

@@ -55,6 +55,14 @@ export interface EngineDeps {
  */
 export const LEG_LOST_GRACE_MS = 3_000;
 
+/** A claimed call whose voice leg ended before it connected (Engine.#lostLeg). */
+interface LostLeg {
+  callId: string;
+  /** LEG_LOST_GRACE_MS have passed (its timer fired): a heartbeat sent from now on says what became of the call */
+  graceOver: boolean;
+  check: ReturnType<typeof setTimeout>;
+}
+
 /** The wait before loading a failed voice driver again, doubled with each failure in a row up to the max. */
 const DRIVER_RETRY_MS = 3_000;
 const DRIVER_RETRY_MAX_MS = 300_000;
@@ -121,7 +129,7 @@ export class Engine {
    * The claimed call whose voice leg ended before it connected, until the server shows what became
    * of it or the device has another leg (#checkLostLeg); a `mic-failed` may follow its end.
    */
-  #legLost: { callId: string; at: number; check: ReturnType<typeof setTimeout> } | null = null;
+  #legLost: LostLeg | null = null;
   /**
    * What problems.call is about, which decides how long it stays: `device` (a mute that failed)
    * goes when its call does; `hangup` (a hang-up that may not have worked) stays, also through the
@@ -178,7 +186,7 @@ export class Engine {
       });
     }
     const voice = this.#loadDriver().then(() => this.#voice.refresh());
-    if (first) await this.#handle(first, { epoch: this.#epoch, at: this.#deps.now() });
+    if (first) await this.#handle(first, { epoch: this.#epoch, graceOverFor: null });
     else void this.#scheduler.beat();
     await Promise.all([voice, this.retryMic()]);
   }
@@ -361,7 +369,8 @@ export class Engine {
       });
     }
     const acks = this.#runner.pendingAcks();
-    const sent = { epoch: this.#epoch, at: this.#deps.now() };
+    const lost = this.#legLost;
+    const sent = { epoch: this.#epoch, graceOverFor: lost?.graceOver ? lost.callId : null };
     const report: HeartbeatRequest = {
       state: this.#ready() ? 'ready' : 'enabling',
       mic_ready: this.#mic === 'ready',
@@ -419,12 +428,12 @@ export class Engine {
   }
 
   /**
-   * `sent`: when the heartbeat went, and the window's call epoch then (an answer to a report from
-   * before the window took another call does not describe its call). `reportedFailure`: the
-   * heartbeat carried a failed ack, which moved the agent's state (WidgetState.failed_command), not
-   * the engine's.
+   * `sent`: the window's call epoch when the heartbeat went (an answer to a report from before the
+   * window took another call does not describe its call), and the lost leg whose grace was over by
+   * then (#checkLostLeg). `reportedFailure`: the heartbeat carried a failed ack, which moved the
+   * agent's state (WidgetState.failed_command), not the engine's.
    */
-  async #handle(answer: HeartbeatResponse, sent: { epoch: number; at: number }, reportedFailure = false): Promise<void> {
+  async #handle(answer: HeartbeatResponse, sent: { epoch: number; graceOverFor: string | null }, reportedFailure = false): Promise<void> {
     const { epoch } = sent;
     this.#offsetMs = answer.server_time * 1000 - this.#deps.now();
     const shown = `${answer.engine.version}|${answer.call?.request_id ?? ''}|${answer.call?.status ?? ''}`;
@@ -443,7 +452,7 @@ export class Engine {
     // The server no longer lists as live the call a hang-up may not have ended: it is over after all.
     if (hangupDoubt !== undefined && !(answer.call?.call_id === hangupDoubt && LIVE_STATUSES.includes(answer.call.status))) this.#setCallProblem(null);
     if (epoch === this.#epoch && this.#calls.reconcile(answer.call, this.#deps.now())) this.#afterCallChange();
-    if (epoch === this.#epoch) this.#checkLostLeg(answer.call, sent.at);
+    if (epoch === this.#epoch) this.#checkLostLeg(answer.call, sent.graceOverFor);
     await this.#onWork(answer.commands, answer.dial_requests, false);
   }
 
@@ -533,8 +542,16 @@ export class Engine {
   /** A claimed call's voice leg ended before it connected: the window asks the server, after the grace, what became of it. */
   #lostLeg(callId: string): void {
     this.#forgetLostLeg();
-    const check = systemTimers.after(LEG_LOST_GRACE_MS, () => void this.#scheduler.beat());
-    this.#legLost = { callId, at: this.#deps.now(), check };
+    // Judged by the timer, not by comparing clock readings: a heartbeat sent after it fired answers.
+    const lost: LostLeg = {
+      callId,
+      graceOver: false,
+      check: systemTimers.after(LEG_LOST_GRACE_MS, () => {
+        lost.graceOver = true;
+        void this.#scheduler.beat();
+      }),
+    };
+    this.#legLost = lost;
   }
 
   #forgetLostLeg(): void {
@@ -548,11 +565,11 @@ export class Engine {
    * heartbeat sent past the grace (an answer's state is as of its report, however late it comes),
    * the provider never heard of it, and the window has it ended (#abandon).
    */
-  #checkLostLeg(call: HeartbeatResponse['call'], reportedAt: number): void {
+  #checkLostLeg(call: HeartbeatResponse['call'], graceOverFor: string | null): void {
     const lost = this.#legLost;
     if (!lost) return;
     if (call?.call_id !== lost.callId || call.status !== 'claimed') return this.#forgetLostLeg();
-    if (reportedAt - lost.at < LEG_LOST_GRACE_MS) return;
+    if (graceOverFor !== lost.callId) return;
     this.#forgetLostLeg();
     void this.#abandon(lost.callId, MESSAGES.connectFailed);
   }

@@ -59,9 +59,11 @@ export async function checkCallRequest(sql: Sql, integration: IntegrationWithAcc
     throw new C2CError('destination_not_allowed', `Calls to ${number.country ?? 'this destination'} are not allowed by the integration.`);
   }
   // Toll fraud: a premium-rate number pays its owner for every minute called, at the billing
-  // owner's expense, and a click-to-call desk has no business calling one (the voice provider's
-  // own geographic permissions block them by default too).
-  if (number.premiumRate) throw new C2CError('destination_not_allowed', 'Premium-rate numbers cannot be called.');
+  // owner's expense, so only an integration the operator allowed them for calls one (the voice
+  // provider's own geographic permissions block them by default too).
+  if (number.premiumRate && !agent.effective.premiumRateAllowed) {
+    throw new C2CError('destination_not_allowed', 'Premium-rate numbers are not allowed by the integration.');
+  }
   // Platform-wide (no account) or the account's own; written as the unique index's expression, so
   // that both of its columns find the row (the number alone walked every block of every account).
   const [blocked] = await sql.query(

@@ -26,6 +26,8 @@ export interface IntegrationRow {
   max_call_seconds: number;
   caller_id: string | null;
   destination_countries: string[];
+  /** premium-rate numbers may be called (off by default: toll fraud) */
+  premium_rate_allowed: boolean;
   concurrency_limit: number;
   coverage_mode: CoverageMode;
   coverage_inherit_future: boolean;
@@ -69,6 +71,7 @@ export interface EffectivePolicy {
   policy: Policy;
   callerId: string | null;
   destinationCountries: string[];
+  premiumRateAllowed: boolean;
   callsEnabled: boolean;
 }
 
@@ -93,6 +96,7 @@ export function effectivePolicy(integration: IntegrationRow, link: MemberLink | 
     },
     callerId: o.caller_id !== undefined ? o.caller_id : integration.caller_id,
     destinationCountries: integration.destination_countries,
+    premiumRateAllowed: integration.premium_rate_allowed,
     callsEnabled: o.calls_enabled ?? true,
   };
 }

@@ -25,6 +25,7 @@ export interface PolicySettings {
   maxCallSeconds?: number;
   callerId?: string | null;
   destinationCountries?: string[];
+  premiumRateAllowed?: boolean;
   concurrencyLimit?: number;
 }
 
@@ -63,6 +64,7 @@ function policyColumns(settings: PolicySettings): Record<string, unknown> {
     max_call_seconds: settings.maxCallSeconds,
     caller_id: settings.callerId,
     destination_countries: settings.destinationCountries,
+    premium_rate_allowed: settings.premiumRateAllowed,
     concurrency_limit: settings.concurrencyLimit,
   };
   return Object.fromEntries(Object.entries(columns).filter(([, value]) => value !== undefined));
@@ -399,6 +401,7 @@ export async function describeIntegration({ db }: Pick<OperatorDeps, 'db'>, inte
       max_call_seconds: row.max_call_seconds,
       caller_id: row.caller_id,
       destination_countries: row.destination_countries,
+      premium_rate_allowed: row.premium_rate_allowed,
       concurrency_limit: row.concurrency_limit,
     },
     coverage: {
