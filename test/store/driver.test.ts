@@ -27,7 +27,7 @@ describe.each(storeDrivers())('store driver %s', (driver) => {
 
   it('applies every migration once, and again is a no-op', async () => {
     const first = await migrate(db);
-    expect(first).toEqual(['001_foundation.sql', '002_calls.sql', '003_call_provider.sql', '004_engine_calls.sql', '005_agent_latest.sql', '006_session_family.sql', '007_launch_ticket_session.sql', '008_failed_command.sql', '009_session_server_key.sql', '010_abandoned_retry.sql', '011_widget_language_page.sql', '012_widget_language_page_value.sql', '013_command_call_unreferenced.sql', '014_launch_ticket_pair_attempt.sql', '015_call_hangup_reason.sql', '016_account_twilio_keys.sql', '017_incoming_numbers.sql', '018_withheld_callers.sql', '019_incoming_ring_attempts.sql', '020_call_provider_checks.sql']);
+    expect(first).toEqual(['001_foundation.sql', '002_calls.sql', '003_call_provider.sql', '004_engine_calls.sql', '005_agent_latest.sql', '006_session_family.sql', '007_launch_ticket_session.sql', '008_failed_command.sql', '009_session_server_key.sql', '010_abandoned_retry.sql', '011_widget_language_page.sql', '012_widget_language_page_value.sql', '013_command_call_unreferenced.sql', '014_launch_ticket_pair_attempt.sql', '015_call_hangup_reason.sql', '016_account_twilio_keys.sql', '017_incoming_numbers.sql', '018_withheld_callers.sql', '019_incoming_ring_attempts.sql', '020_call_provider_checks.sql', '021_premium_rate.sql']);
     expect(await migrate(db)).toEqual([]);
     const tables = await db.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'");
     expect(tables.map((t) => t.table_name)).toEqual(expect.arrayContaining(['accounts', 'integrations', 'widget_sessions', 'call_intents', 'engines']));
