@@ -592,6 +592,27 @@ describe('Engine', () => {
     }
   });
 
+  it("says a voice driver's refusal in the window's language, not the driver's English (the Twilio driver is a bundle of its own)", async () => {
+    const { server, spies } = await engine({ realtime: false });
+    server.current = call('incoming', { direction: 'inbound' });
+    await vi.advanceTimersByTimeAsync(3000);
+    // as the Twilio bundle's own copy of DriverError throws it: an Error carrying its refusal
+    const refusal = () => Object.assign(new Error('No incoming call is ringing in this window.'), { refusal: 'nothing_ringing' });
+    spies.accept.mockRejectedValueOnce(refusal());
+    server.queue.push({ commands: [command(6, 'answer')] });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(server.heartbeats().at(-1)!.acks).toContainEqual({ command_id: 6, result: 'failed', error: MESSAGES.nothingRinging });
+    useLanguage('fr');
+    try {
+      spies.accept.mockRejectedValueOnce(refusal());
+      server.queue.push({ commands: [command(7, 'answer')] });
+      await vi.advanceTimersByTimeAsync(3000);
+      expect(server.heartbeats().at(-1)!.acks).toContainEqual({ command_id: 7, result: 'failed', error: 'Aucun appel entrant ne sonne dans cette fenêtre.' });
+    } finally {
+      useLanguage('en');
+    }
+  });
+
   it('tells the widget once the server has a failure it reported, which moves the widget state and not the engine', async () => {
     const { server, tellWidget } = await engine({ realtime: false });
     const told = tellWidget.mock.calls.length;

@@ -274,9 +274,10 @@ describe('TwilioDriver', () => {
       const refused = expect(twilio.accept(null)).rejects.toThrow(/No incoming call/);
       await vi.advanceTimersByTimeAsync(RING_WAIT_MS);
       await refused;
-      // on a call, no ring is waited for: refused at once
+      // on a call, no ring is waited for: refused at once, saying why in a way the window can word
       await twilio.connect(PARAMS);
-      await expect(twilio.accept(null)).rejects.toThrow(/No incoming call/);
+      await expect(twilio.accept(null)).rejects.toMatchObject({ refusal: 'nothing_ringing', message: expect.stringMatching(/No incoming call/) });
+      await expect(twilio.connect(PARAMS)).rejects.toMatchObject({ refusal: 'on_call' });
     } finally {
       vi.useRealTimers();
     }
@@ -288,7 +289,7 @@ describe('TwilioDriver', () => {
       const { twilio, device } = driver();
       await twilio.start('jwt');
       // The answer for ci_gone waits for its ring; the caller gave up and ci_next rings instead.
-      const refused = expect(twilio.accept('ci_gone')).rejects.toThrow(/Another call/);
+      const refused = expect(twilio.accept('ci_gone')).rejects.toMatchObject({ refusal: 'other_ringing', message: expect.stringMatching(/Another call/) });
       const next = new FakeCall(new Map([['intent', 'ci_next']]));
       device().emit('incoming', next);
       await refused;

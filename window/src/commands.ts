@@ -7,6 +7,7 @@
  * at-least-once delivery.
  */
 import type { CommandAck, EngineCommand } from './api.js';
+import { errorText } from './messages.js';
 
 /** Carries out one command; a throw makes the result `failed` with the error's text. */
 export type Executor = (command: EngineCommand) => Promise<void> | void;
@@ -69,7 +70,7 @@ export class CommandRunner {
       await this.#execute(command);
       return { command_id: command.command_id, result: 'done' };
     } catch (error) {
-      const text = error instanceof Error && error.message ? error.message : 'The command could not be carried out.';
+      const text = errorText(error, 'The command could not be carried out.');
       return { command_id: command.command_id, result: 'failed', error: text.slice(0, ERROR_MAX) };
     }
   }

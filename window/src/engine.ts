@@ -13,7 +13,7 @@ import { carryOut, REPORTED_KINDS } from './device-commands.js';
 import { Dialer } from './dialer.js';
 import type { DriverEvent, VoiceDriver } from './drivers/types.js';
 import { HeartbeatScheduler, type Ticker } from './heartbeat.js';
-import { MESSAGES, refusalMessage } from './messages.js';
+import { errorText, MESSAGES, refusalMessage } from './messages.js';
 import type { MicState } from './mic.js';
 import { forgetPairing } from './session.js';
 import type { SocketHandlers } from './socket.js';
@@ -77,7 +77,7 @@ const FINAL_CODES = new Set(['unauthorized', 'replaced', 'platform_disabled', 'i
 const finalMessage = refusalMessage;
 
 const isFinal = (error: unknown): error is ApiError => error instanceof ApiError && (error.status === 401 || FINAL_CODES.has(error.code));
-const text = (error: unknown) => (error instanceof Error && error.message ? error.message : String(error));
+const text = (error: unknown) => errorText(error, String(error));
 
 export class Engine {
   readonly #paired: Paired;

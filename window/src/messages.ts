@@ -5,6 +5,7 @@
  * to English. The exports are live: useLanguage() switches what every module reads from then on.
  */
 import type { CallStatus } from '../../shared/types.js';
+import { driverRefusal, type DriverRefusal } from './drivers/types.js';
 
 export type WindowState = 'pairing' | 'confirm' | 'enabling' | 'no_mic' | 'ready' | 'call' | 'closed' | 'error';
 export type WindowLanguage = 'en' | 'fr';
@@ -41,6 +42,12 @@ const EN = {
     otherCall: 'The command is for another call than the one this window holds.',
     callOver: 'The call the command is for is no longer up in this window.',
     dtmfNoDigits: 'A dtmf command needs digits.',
+    // a voice driver's refusals (DriverRefusal)
+    alreadyOnCall: 'This window is already on a call.',
+    nothingRinging: 'No incoming call is ringing in this window.',
+    otherRinging: 'Another call than the one answered is ringing in this window.',
+    noDeviceCall: 'There is no call up in this window.',
+    dtmfDigits: 'Digits may be 0-9, * and # only.',
     // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier,
     // {integration} the integration's name (yourCrm where the pair answer has none)
     consentQuestion: 'Use this window for the calls of {agent} in {integration}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from {integration}.',
@@ -126,6 +133,11 @@ const FR: WindowTexts = {
     otherCall: 'La commande concerne un autre appel que celui de cette fenêtre.',
     callOver: 'L’appel visé par la commande n’est plus en cours dans cette fenêtre.',
     dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
+    alreadyOnCall: 'Cette fenêtre est déjà en communication.',
+    nothingRinging: 'Aucun appel entrant ne sonne dans cette fenêtre.',
+    otherRinging: 'Un autre appel que celui décroché sonne dans cette fenêtre.',
+    noDeviceCall: 'Aucun appel n’est en cours dans cette fenêtre.',
+    dtmfDigits: 'Les touches possibles sont 0-9, * et # uniquement.',
     consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} dans {integration} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis {integration}.',
     yourCrm: 'votre CRM',
     consentDeclined: 'Cette fenêtre ne prendra pas ces appels. Vous pouvez la fermer.',
@@ -188,6 +200,25 @@ export function useLanguage(tag: string | null | undefined): WindowLanguage {
   CALL_STATUS_LABELS = texts.calls;
   UI_TEXTS = texts.ui;
   return LANGUAGE;
+}
+
+const DRIVER_TEXTS: Record<DriverRefusal, keyof typeof EN.messages> = {
+  not_ready: 'deviceNotReady',
+  on_call: 'alreadyOnCall',
+  nothing_ringing: 'nothingRinging',
+  other_ringing: 'otherRinging',
+  no_call: 'noDeviceCall',
+  bad_digits: 'dtmfDigits',
+};
+
+/**
+ * What the agent reads for a thrown error, in the window's language where the window knows it (a
+ * voice driver's refusal, whose own message is English); else the error's message.
+ */
+export function errorText(error: unknown, fallback: string): string {
+  const refusal = driverRefusal(error);
+  if (refusal) return MESSAGES[DRIVER_TEXTS[refusal]];
+  return error instanceof Error && error.message ? error.message : fallback;
 }
 
 /**

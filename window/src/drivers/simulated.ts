@@ -3,7 +3,7 @@
  * connects right after a claim, answers when the window acks an `answer`, and hears the digits
  * when it acks a `dtmf`. So this driver only checks its inputs and keeps the mute flag.
  */
-import { DTMF_DIGITS, DriverEvents, type ConnectParams, type DriverListener, type VoiceDriver } from './types.js';
+import { DTMF_DIGITS, DriverError, DriverEvents, type ConnectParams, type DriverListener, type VoiceDriver } from './types.js';
 
 export class SimulatedDriver implements VoiceDriver {
   readonly kind = 'simulated' as const;
@@ -42,7 +42,7 @@ export class SimulatedDriver implements VoiceDriver {
   }
 
   sendDigits(digits: string): void {
-    if (!DTMF_DIGITS.test(digits)) throw new Error('DTMF digits may contain 0-9, * and # only.');
+    if (!DTMF_DIGITS.test(digits)) throw new DriverError('bad_digits', 'DTMF digits may contain 0-9, * and # only.');
   }
 
   on(listener: DriverListener): () => void {

@@ -6,7 +6,7 @@
  * tests a fake.
  */
 import { INCOMING_CALL_PARAMETER } from '../../../shared/prefixes.js';
-import { DTMF_DIGITS, DriverEvents, type ConnectParams, type DriverListener, type VoiceDriver } from './types.js';
+import { DTMF_DIGITS, DriverError, DriverEvents, type ConnectParams, type DriverListener, type VoiceDriver } from './types.js';
 
 type Listener = (...args: any[]) => void;
 
@@ -190,8 +190,8 @@ export class TwilioDriver implements VoiceDriver {
 
   async connect(params: ConnectParams): Promise<void> {
     const device = this.#device;
-    if (!device) throw new Error('The voice device is not ready.');
-    if (this.#call) throw new Error('The window is already on a call.');
+    if (!device) throw new DriverError('not_ready', 'The voice device is not ready.');
+    if (this.#call) throw new DriverError('on_call', 'The window is already on a call.');
     const call = await device.connect({ params: { To: params.To, Biz: params.Biz, CallerId: params.CallerId } });
     this.#call = call;
     this.#wire(call);
@@ -200,11 +200,11 @@ export class TwilioDriver implements VoiceDriver {
   async accept(callId: string | null): Promise<void> {
     // Not while on a call: a ring then is a stray leg, rejected (#ring), so none is waited for.
     const call = this.#incoming ?? (this.#device && !this.#call ? await this.#nextRing() : null);
-    if (!call || call !== this.#incoming) throw new Error('No incoming call is ringing in this window.');
+    if (!call || call !== this.#incoming) throw new DriverError('nothing_ringing', 'No incoming call is ringing in this window.');
     // An answer late for its call (the caller gave up while it waited for the ring) must not pick
     // up the next caller: only a ring naming this call, or naming none, is taken.
     const ref = refOf(call);
-    if (callId !== null && ref !== null && ref !== callId) throw new Error('Another call than the one answered rings in this window.');
+    if (callId !== null && ref !== null && ref !== callId) throw new DriverError('other_ringing', 'Another call than the one answered rings in this window.');
     this.#incoming = null;
     this.#call = call;
     call.accept();
@@ -224,13 +224,13 @@ export class TwilioDriver implements VoiceDriver {
   }
 
   mute(muted: boolean): void {
-    if (!this.#call) throw new Error('There is no call to mute.');
+    if (!this.#call) throw new DriverError('no_call', 'There is no call to mute.');
     this.#call.mute(muted);
   }
 
   sendDigits(digits: string): void {
-    if (!DTMF_DIGITS.test(digits)) throw new Error('DTMF digits may contain 0-9, * and # only.');
-    if (!this.#call) throw new Error('There is no call to send digits to.');
+    if (!DTMF_DIGITS.test(digits)) throw new DriverError('bad_digits', 'DTMF digits may contain 0-9, * and # only.');
+    if (!this.#call) throw new DriverError('no_call', 'There is no call to send digits to.');
     this.#call.sendDigits(digits);
   }
 

@@ -69,6 +69,29 @@ export interface VoiceDriver {
   destroy(): void;
 }
 
+/** Why a voice driver refused what it was asked (thrown as a DriverError): the window says it in its own language (messages.ts errorText). */
+export type DriverRefusal = 'not_ready' | 'on_call' | 'nothing_ringing' | 'other_ringing' | 'no_call' | 'bad_digits';
+
+/** A driver's refusal: its English message for logs, its `refusal` for what the agent reads. */
+export class DriverError extends Error {
+  constructor(
+    readonly refusal: DriverRefusal,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'DriverError';
+  }
+}
+
+/**
+ * The refusal a thrown error carries, if a driver threw it. Read from its field, not by instanceof:
+ * the Twilio driver comes in a bundle of its own, with its own copy of DriverError.
+ */
+export function driverRefusal(error: unknown): DriverRefusal | null {
+  if (!(error instanceof Error) || !('refusal' in error) || typeof error.refusal !== 'string') return null;
+  return error.refusal as DriverRefusal;
+}
+
 /** Digits a dtmf command may carry (the widget API's rule): 0-9, * and #, w pauses. */
 export const DTMF_DIGITS = /^[0-9*#wW]+$/;
 
