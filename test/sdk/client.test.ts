@@ -1720,6 +1720,17 @@ describe('enableCalls', () => {
     expect(service.count('/widget/launch-ticket')).toBe(1);
   });
 
+  /** A tab-mode widget whose window the browser blocked: it shows the 'Open in new tab' link. */
+  async function blockedWithTabLink() {
+    service.set({ engine: null });
+    openResult = () => null;
+    start({ windowMode: 'tab' });
+    await flush();
+    widget.enableCalls();
+    await flush();
+    expect(visible('c2c-open-tab')).toBe(true);
+  }
+
   it("offers an 'Open in new tab' link when the popup is blocked", async () => {
     service.set({ engine: null });
     openResult = () => null;
@@ -1739,15 +1750,10 @@ describe('enableCalls', () => {
   });
 
   it("takes the 'Open in new tab' link away when the session ends for good, and keeps saying why", async () => {
-    service.set({ engine: null });
-    openResult = () => null;
-    start({ windowMode: 'tab' });
-    await flush();
+    await blockedWithTabLink();
     const socket = service.sockets[0]!;
     socket.accept(service.state());
-    widget.enableCalls();
     await flush();
-    expect(visible('c2c-open-tab')).toBe(true);
     socket.fire('ended', { code: 'platform_disabled', final: true, message: 'The service is disabled platform-wide.' });
     await flush();
     expect(q('c2c-state').dataset.state).toBe('error');
@@ -1756,13 +1762,7 @@ describe('enableCalls', () => {
   });
 
   it("takes the 'Open in new tab' link away as soon as a logout starts, and does not follow it meanwhile", async () => {
-    service.set({ engine: null });
-    openResult = () => null;
-    start({ windowMode: 'tab' });
-    await flush();
-    widget.enableCalls();
-    await flush();
-    expect(visible('c2c-open-tab')).toBe(true);
+    await blockedWithTabLink();
     service.script.set('/widget/revoke', ['hang']); // the revoke takes its time
     const ending = widget.endSession();
     await flush();
@@ -1777,13 +1777,7 @@ describe('enableCalls', () => {
   });
 
   it("takes the 'Open in new tab' link away when its ticket expires", async () => {
-    service.set({ engine: null });
-    openResult = () => null;
-    start({ windowMode: 'tab' });
-    await flush();
-    widget.enableCalls();
-    await flush();
-    expect(visible('c2c-open-tab')).toBe(true);
+    await blockedWithTabLink();
     await vi.advanceTimersByTimeAsync(600_000 - 1000);
     expect(visible('c2c-open-tab')).toBe(true);
     await vi.advanceTimersByTimeAsync(1000); // the ticket's expires_in (600 s)
