@@ -1045,31 +1045,53 @@ describe('Engine', () => {
   it("says a device's error until the device next shows it works (a call rings, connects or ends), not until the next voice token", async () => {
     const { device, emit } = eventfulDevice();
     const { instance } = await engine({ realtime: false, driver: device });
-    emit({ type: 'error', message: 'ConnectionError (53000): signalling lost' });
-    expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    emit({ type: 'error', code: 53000 });
+    expect(instance.model().message).toMatchObject({ text: 'The connection to the voice service was interrupted (code 53000).' });
     emit({ type: 'muted', muted: false });
-    expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    expect(instance.model().message).toMatchObject({ text: 'The connection to the voice service was interrupted (code 53000).' });
     emit({ type: 'incoming', ref: null });
     expect(instance.model().message).toBeNull();
+  });
+
+  it("words the voice provider's errors in the agent's language, with the provider's code for support", async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance } = await engine({ realtime: false, driver: device });
+    emit({ type: 'error', code: 31206 });
+    expect(instance.model().message).toMatchObject({ text: 'The voice service is receiving too many requests; try again in a moment (code 31206).' });
+    emit({ type: 'error', code: 31486 }); // a code the window has no words of its own for
+    expect(instance.model().message).toMatchObject({ text: 'The voice service reported an error (code 31486).' });
+    emit({ type: 'error', code: null });
+    expect(instance.model().message).toMatchObject({ text: 'The voice service reported an error.' });
+    useLanguage('fr');
+    try {
+      emit({ type: 'error', code: 53405 });
+      expect(instance.model().message).toMatchObject({ text: 'Le son de l’appel ne passe pas : le réseau ou un pare-feu le bloque peut-être (code 53405).' });
+      emit({ type: 'error', code: 20104, lasting: true });
+      expect(instance.model().message).toMatchObject({
+        text: 'Les appels entrants ne peuvent pas sonner dans cette fenêtre. Le service vocal n’a pas accepté l’identification de cette fenêtre (code 20104).',
+      });
+    } finally {
+      useLanguage('en');
+    }
   });
 
   it('says a failed registration for incoming calls until the device registers, whatever outgoing calls do meanwhile', async () => {
     const { device, emit } = eventfulDevice();
     const { instance } = await engine({ realtime: false, driver: device });
-    emit({ type: 'error', message: 'Could not register for incoming calls: registration refused', lasting: true });
+    emit({ type: 'error', code: 31204, lasting: true });
     emit({ type: 'ringing' });
     emit({ type: 'accepted' });
     emit({ type: 'disconnected' });
     await vi.advanceTimersByTimeAsync(3000);
-    expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
+    expect(instance.model().message).toMatchObject({ text: 'Incoming calls cannot ring this window. The voice service did not accept this window’s sign-in (code 31204).' });
     // a passing error meanwhile is said, then the registration's again once the device works
-    emit({ type: 'error', message: 'ConnectionError (53000): signalling lost' });
-    expect(instance.model().message).toMatchObject({ text: 'ConnectionError (53000): signalling lost' });
+    emit({ type: 'error', code: 53000 });
+    expect(instance.model().message).toMatchObject({ text: 'The connection to the voice service was interrupted (code 53000).' });
     emit({ type: 'ringing' });
-    expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
+    expect(instance.model().message).toMatchObject({ text: 'Incoming calls cannot ring this window. The voice service did not accept this window’s sign-in (code 31204).' });
     // a new voice token (its registration still under way) does not wipe it
     await vi.advanceTimersByTimeAsync(3600_000);
-    expect(instance.model().message).toMatchObject({ text: 'Could not register for incoming calls: registration refused' });
+    expect(instance.model().message).toMatchObject({ text: 'Incoming calls cannot ring this window. The voice service did not accept this window’s sign-in (code 31204).' });
     emit({ type: 'registered' });
     expect(instance.model().message).toBeNull();
   });
@@ -1078,10 +1100,10 @@ describe('Engine', () => {
     const { device, emit } = eventfulDevice();
     const { instance } = await engine({ realtime: false, driver: device });
     emit({ type: 'accepted' });
-    emit({ type: 'error', message: 'AcquisitionFailedError (31402): the microphone could not be acquired' });
+    emit({ type: 'error', code: 53405 });
     emit({ type: 'disconnected' });
     await vi.advanceTimersByTimeAsync(3000);
-    expect(instance.model().message).toMatchObject({ text: 'AcquisitionFailedError (31402): the microphone could not be acquired' });
+    expect(instance.model().message).toMatchObject({ text: 'The call’s audio could not get through: the network or a firewall may be blocking it (code 53405).' });
     // the next call ringing shows the device works again
     emit({ type: 'incoming', ref: null });
     expect(instance.model().message).toBeNull();

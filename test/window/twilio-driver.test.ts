@@ -66,10 +66,11 @@ function driver(register = true, registerFails = false) {
     devices.push(device);
     return device;
   });
-  const twilio = new TwilioDriver({ createDevice, register });
+  const logged: unknown[] = [];
+  const twilio = new TwilioDriver({ createDevice, register, logError: (error) => logged.push(error) });
   const events: DriverEvent[] = [];
   twilio.on((event) => events.push(event));
-  return { twilio, devices, createDevice, events, device: () => devices[0]! };
+  return { twilio, devices, createDevice, events, logged, device: () => devices[0]! };
 }
 
 const PARAMS = { To: 'ci_1', Biz: 'acc_1', CallerId: '+12025550100' };
@@ -96,7 +97,8 @@ describe('TwilioDriver', () => {
     const failing = driver(true, true);
     await failing.twilio.start('jwt');
     expect(failing.device().register).toHaveBeenCalledTimes(1);
-    expect(failing.events).toContainEqual({ type: 'error', message: 'Could not register for incoming calls: registration refused', lasting: true });
+    expect(failing.events).toContainEqual({ type: 'error', code: null, lasting: true }); // the fake's rejection has no Twilio code
+    expect(failing.logged).toEqual([new Error('registration refused')]);
     expect(failing.events).not.toContainEqual({ type: 'registered' });
     expect(failing.twilio.ready).toBe(true);
     await failing.twilio.connect(PARAMS);
@@ -350,7 +352,7 @@ describe('TwilioDriver', () => {
     await twilio.connect(PARAMS);
     const call = device().placed.at(-1)!;
     call.emit('error', { code: 31005, message: 'ConnectionError (31005)' });
-    expect(events.at(-1)).toEqual({ type: 'error', message: 'ConnectionError (31005)' });
+    expect(events.at(-1)).toEqual({ type: 'error', code: 31005 });
     // A leg the driver let go says nothing of the next call's microphone.
     twilio.disconnect();
     const next = new FakeCall(new Map([['intent', 'ci_next']]));
@@ -361,10 +363,12 @@ describe('TwilioDriver', () => {
   });
 
   it('forwards device and call errors, and destroys the Device', async () => {
-    const { twilio, device, events } = driver();
+    const { twilio, device, events, logged } = driver();
     await twilio.start('jwt');
-    device().emit('error', { message: 'AccessTokenExpired (20104)' });
-    expect(events).toContainEqual({ type: 'error', message: 'AccessTokenExpired (20104)' });
+    const error = { code: 20104, message: 'AccessTokenExpired (20104): The Access Token provided to the Twilio API has expired' };
+    device().emit('error', error);
+    expect(events).toContainEqual({ type: 'error', code: 20104 }); // the window words the code
+    expect(logged).toEqual([error]); // the whole error goes to the console, for support
     twilio.destroy();
     expect(device().destroy).toHaveBeenCalledTimes(1);
     expect(twilio.ready).toBe(false);

@@ -13,7 +13,7 @@ import { carryOut, REPORTED_KINDS } from './device-commands.js';
 import { Dialer } from './dialer.js';
 import type { DriverEvent, VoiceDriver } from './drivers/types.js';
 import { HeartbeatScheduler, type Ticker } from './heartbeat.js';
-import { errorText, MESSAGES, refusalMessage } from './messages.js';
+import { errorText, MESSAGES, refusalMessage, voiceErrorText } from './messages.js';
 import type { MicState } from './mic.js';
 import { forgetPairing } from './session.js';
 import type { SocketHandlers } from './socket.js';
@@ -629,11 +629,13 @@ export class Engine {
         // reported at once (the heartbeat below), so the server routes no incoming call to a device
         // that cannot ring until it is registered again (`registered` follows)
         break;
-      case 'error':
-        this.#problems.voice = event.message;
-        if (event.lasting) this.#unregistered = event.message;
-        else this.#deviceError = event.message;
+      case 'error': {
+        const text = voiceErrorText(event);
+        this.#problems.voice = text;
+        if (event.lasting) this.#unregistered = text;
+        else this.#deviceError = text;
         break;
+      }
     }
     this.#changed();
     void this.#scheduler.beat();

@@ -48,6 +48,15 @@ const EN = {
     otherRinging: 'Another call than the one answered is ringing in this window.',
     noDeviceCall: 'There is no call up in this window.',
     dtmfDigits: 'Digits may be 0-9, * and # only.',
+    // the voice provider's errors (voiceErrorText): {code} is its own error code, for support
+    voiceSignIn: 'The voice service did not accept this window’s sign-in (code {code}).',
+    voiceConnection: 'The connection to the voice service was interrupted (code {code}).',
+    voiceMedia: 'The call’s audio could not get through: the network or a firewall may be blocking it (code {code}).',
+    voiceTooMany: 'The voice service is receiving too many requests; try again in a moment (code {code}).',
+    voiceOther: 'The voice service reported an error (code {code}).',
+    voiceUnknown: 'The voice service reported an error.',
+    /** a registration for incoming calls that failed: {reason} is one of the texts above */
+    incomingUnavailable: 'Incoming calls cannot ring this window. {reason}',
     // asked the first time this browser pairs for an agent (consent.ts): {agent} is the agent's name and identifier,
     // {integration} the integration's name (yourCrm where the pair answer has none)
     consentQuestion: 'Use this window for the calls of {agent} in {integration}? Calls will use this computer’s microphone. Only continue if you opened it yourself, from {integration}.',
@@ -138,6 +147,13 @@ const FR: WindowTexts = {
     otherRinging: 'Un autre appel que celui décroché sonne dans cette fenêtre.',
     noDeviceCall: 'Aucun appel n’est en cours dans cette fenêtre.',
     dtmfDigits: 'Les touches possibles sont 0-9, * et # uniquement.',
+    voiceSignIn: 'Le service vocal n’a pas accepté l’identification de cette fenêtre (code {code}).',
+    voiceConnection: 'La connexion au service vocal a été interrompue (code {code}).',
+    voiceMedia: 'Le son de l’appel ne passe pas : le réseau ou un pare-feu le bloque peut-être (code {code}).',
+    voiceTooMany: 'Le service vocal reçoit trop de demandes ; réessayez dans un instant (code {code}).',
+    voiceOther: 'Le service vocal a signalé une erreur (code {code}).',
+    voiceUnknown: 'Le service vocal a signalé une erreur.',
+    incomingUnavailable: 'Les appels entrants ne peuvent pas sonner dans cette fenêtre. {reason}',
     consentQuestion: 'Utiliser cette fenêtre pour les appels de {agent} dans {integration} ? Les appels passeront par le micro de cet ordinateur. Ne continuez que si vous l’avez ouverte vous-même, depuis {integration}.',
     yourCrm: 'votre CRM',
     consentDeclined: 'Cette fenêtre ne prendra pas ces appels. Vous pouvez la fermer.',
@@ -219,6 +235,29 @@ export function errorText(error: unknown, fallback: string): string {
   const refusal = driverRefusal(error);
   if (refusal) return MESSAGES[DRIVER_TEXTS[refusal]];
   return error instanceof Error && error.message ? error.message : fallback;
+}
+
+/**
+ * Twilio's error codes, by what the agent is told of them (the rest: voiceOther). The SDK's own
+ * messages are English and technical ("ConnectionError (53405): Raised by the Client or Server
+ * whenever a media connection fails"); the full error goes to the console (drivers/twilio.ts).
+ */
+const VOICE_ERROR_TEXTS: Record<number, keyof typeof EN.messages> = {
+  // the voice token or its signature refused: AccessTokenInvalid, AccessTokenExpired,
+  // AuthenticationFailed, signature validation, InvalidJWTToken, JWTTokenExpired, expiry too long
+  20101: 'voiceSignIn', 20104: 'voiceSignIn', 20151: 'voiceSignIn', 31202: 'voiceSignIn', 31204: 'voiceSignIn', 31205: 'voiceSignIn', 31207: 'voiceSignIn',
+  // signalling lost: ConnectionError (call), TransportError, signalling ConnectionError, ConnectionDisconnected
+  31005: 'voiceConnection', 31009: 'voiceConnection', 53000: 'voiceConnection', 53001: 'voiceConnection',
+  // the audio path: ConnectionTimeoutError, local or remote description failed, media ConnectionError
+  31003: 'voiceMedia', 53400: 'voiceMedia', 53402: 'voiceMedia', 53405: 'voiceMedia',
+  31206: 'voiceTooMany', // RateExceededError
+};
+
+/** What the agent reads for a voice provider's error (a driver's `error` event), in the window's language. */
+export function voiceErrorText(event: { code: number | null; lasting?: boolean }): string {
+  const { code } = event;
+  const reason = code === null ? MESSAGES.voiceUnknown : MESSAGES[Object.hasOwn(VOICE_ERROR_TEXTS, code) ? VOICE_ERROR_TEXTS[code]! : 'voiceOther'].replace('{code}', String(code));
+  return event.lasting ? MESSAGES.incomingUnavailable.replace('{reason}', reason) : reason;
 }
 
 /**

@@ -49,6 +49,12 @@ export interface TwilioDriverOptions {
   createDevice: DeviceFactory;
   /** register for incoming calls (when the agent's policy allows them at pairing; setRegistration changes it) */
   register: boolean;
+  /**
+   * Where the SDK's errors go whole (English message, details), for whoever supports the agent: the
+   * window shows only their code, worded. The browser console by default (the SDK logs them only
+   * at debug level).
+   */
+  logError?: (error: unknown) => void;
 }
 
 /**
@@ -112,7 +118,7 @@ export class TwilioDriver implements VoiceDriver {
     this.#device = device;
     device.on('incoming', (call: TwilioCallLike) => this.#ring(call));
     device.on('tokenWillExpire', () => this.#events.emit({ type: 'token-expiring' }));
-    device.on('error', (error: { message?: string } | undefined) => this.#events.emit({ type: 'error', message: describe(error) }));
+    device.on('error', (error: unknown) => this.#error(error));
     // The Device drops its registration when its signalling connection is lost, and registers
     // again once it is back. Said at once, so that the window's next heartbeat goes now and no
     // incoming call is routed to a window that cannot ring until its next periodic one.
@@ -161,7 +167,7 @@ export class TwilioDriver implements VoiceDriver {
       this.#registered = false;
       // Outgoing calls still work without registration; only incoming ones need it, so this is
       // said until a registration succeeds, not only until the next call shows the device works.
-      this.#events.emit({ type: 'error', message: `Could not register for incoming calls: ${describe(error)}`, lasting: true });
+      this.#error(error, true);
       return false;
     }
     // a first registration that worked is nothing to tell; one after a failure ends what was said
@@ -297,12 +303,19 @@ export class TwilioDriver implements VoiceDriver {
     call.on('disconnect', gone);
     call.on('cancel', gone);
     call.on('reject', gone);
-    call.on('error', (error: { code?: number; message?: string } | undefined) => {
-      if (!MIC_ERRORS.has(error?.code ?? 0)) return this.#events.emit({ type: 'error', message: describe(error) });
+    call.on('error', (error: unknown) => {
+      const code = codeOf(error);
+      if (code === null || !MIC_ERRORS.has(code)) return this.#error(error);
       // The SDK ends the leg, then says why: said of the driver's own leg, ended or not, never of
       // one it let go (the window may hold the next call, whose microphone this says nothing of).
       if (this.#call === call || this.#incoming === call || endedOurs) this.#events.emit({ type: 'mic-failed' });
     });
+  }
+
+  /** Logs an error of the SDK whole, and tells the window its code. */
+  #error(error: unknown, lasting?: boolean): void {
+    (this.#options.logError ?? ((e: unknown) => console.warn('Twilio voice SDK error:', e)))(error);
+    this.#events.emit(lasting ? { type: 'error', code: codeOf(error), lasting } : { type: 'error', code: codeOf(error) });
   }
 }
 
@@ -323,7 +336,11 @@ function refOf(call: TwilioCallLike): string | null {
   return REF_PARAMETERS.map((name) => call.customParameters?.get(name)).find((value) => value) ?? null;
 }
 
-function describe(error: unknown): string {
-  if (error && typeof error === 'object' && 'message' in error && typeof error.message === 'string' && error.message) return error.message;
-  return 'Voice device error.';
+/**
+ * The Twilio error code of what the SDK reported, if it has one. Its English message is not passed
+ * on: the window words the code in the agent's language, and the SDK logs the full error itself.
+ */
+function codeOf(error: unknown): number | null {
+  const code = error && typeof error === 'object' && 'code' in error ? error.code : null;
+  return typeof code === 'number' && Number.isInteger(code) ? code : null;
 }

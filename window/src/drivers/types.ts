@@ -30,8 +30,12 @@ export type DriverEvent =
   | { type: 'registered' }
   /** the provider dropped a registration the policy wants (its signalling connection was lost): `registered` follows when it is back */
   | { type: 'unregistered' }
-  /** `lasting`: not a passing hiccup but a state (not registered), said until the driver reports it over */
-  | { type: 'error'; message: string; lasting?: boolean };
+  /**
+   * the provider reported an error; `code` is the provider's own (Twilio's) error code, if any: the
+   * window words it in the agent's language. `lasting`: not a passing hiccup but a state (a
+   * registration for incoming calls that failed), said until the driver reports it over
+   */
+  | { type: 'error'; code: number | null; lasting?: boolean };
 
 export type DriverListener = (event: DriverEvent) => void;
 
