@@ -61,6 +61,11 @@ export interface Bus {
   /** Returns an unsubscribe function. */
   subscribe(handler: BusHandler): () => void;
   /**
+   * Tells this node's handlers `resync` (and no other node's): something other than the bus found
+   * that messages may have been lost to this node (api/domain/push-debt.ts).
+   */
+  resyncHere(): void;
+  /**
    * The socket.io server whose adapter fans room events out across nodes. Gateway nodes attach
    * it to their uWS app; every node emits to rooms through it (pushes of state and work).
    */

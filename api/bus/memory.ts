@@ -15,6 +15,9 @@ export function createMemoryBus(): Bus {
       handlers.add(handler);
       return () => handlers.delete(handler);
     },
+    resyncHere() {
+      for (const handler of [...handlers]) handler({ type: 'resync' }, { local: true });
+    },
     mayHaveListeners: (room) => io.sockets.adapter.rooms.has(room),
     // In one process a room receives from the moment it is joined.
     roomsJoined: () => Promise.resolve(),

@@ -193,6 +193,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
       handlers.add(handler);
       return () => handlers.delete(handler);
     },
+    resyncHere: () => deliver({ type: 'resync' }, true),
     // Other nodes may hold the room; only Redis knows, and asking costs more than publishing. While
     // Redis is down only this node's own sockets can be reached: a command for a window elsewhere
     // then stays queued for its heartbeat rather than counting as pushed.

@@ -105,13 +105,13 @@ export async function runCommand(argv: string[], services: ServicesProvider, fil
 
 /**
  * A change made through a node that cannot reach Redis is stored, and nodes that cannot reach it
- * either read the store (their caches are bypassed); but nodes that can go on with what they cached
- * (the platform switch, integrations, tokens' checks) until this node's bus is back and tells them
- * to read again. The operator is told, and how to reach them now.
+ * either read the store (their caches are bypassed); nodes that can hear of it through the store
+ * instead of the bus, up to poll_ms later (api/domain/push-debt.ts). The operator is told: this
+ * node is cut off from the others.
  */
 export const UNHEARD_CHANGE =
-  'this node cannot reach Redis: the change is stored, but nodes that can reach Redis keep what they cached of it until this node reaches Redis again ' +
-  '(they are then told to read everything again; if this node stops first, they are not). To reach them now, run the step again on a node whose Redis is up.';
+  'this node cannot reach Redis: the change is stored, and nodes that can reach Redis learn of it through the store within a few seconds rather than at once. ' +
+  'Check the network between this node and Redis.';
 
 /** Serves the bridge on loopback and writes admin.json; close() undoes both. */
 export async function startAdminBridge(services: Services): Promise<AdminBridge> {

@@ -15,6 +15,7 @@ import type { Commands } from './commands/service.js';
 import type { Directory } from './directory.js';
 import { epochMs } from './changes.js';
 import { handOverWork, type HandOver } from './engines/work.js';
+import { trackPushDebt, type PushDebt } from './push-debt.js';
 import { renderWidgetState } from './agent-state.js';
 import type { WidgetStates } from './widget-states.js';
 
@@ -121,6 +122,8 @@ export function createPusher(deps: PushDeps) {
 
   /** pushes under way (their first try or a retry running now) */
   const underWay = new Set<Promise<void>>();
+  /** the count of changes other nodes missed, while started (push-debt.ts) */
+  let debt: PushDebt | undefined;
 
   function run(room: string, push: () => Promise<void>, firstAt = clock.now(), waitMs: number = PUSH_RETRY.firstMs): void {
     const pushing = push();
@@ -145,26 +148,31 @@ export function createPusher(deps: PushDeps) {
     pushState,
     /**
      * Resolves once the pushes under way, and the retries of those that failed, have been sent, or
-     * have failed for good: true; false when some were still waiting after `withinMs` (real time).
+     * have failed for good, and changes other nodes missed are counted in the store: true; false when some were still waiting after `withinMs` (real time).
      * For a short-lived node (c2c) before it closes: its pushes are the change's only ones.
      */
     async settled(withinMs = SETTLE_WITHIN_MS): Promise<boolean> {
       let late = false;
       const deadline = setTimeout(() => void (late = true), withinMs);
       try {
-        while (underWay.size > 0 || retries.size > 0) {
+        while (underWay.size > 0 || retries.size > 0 || debt?.pending()) {
           if (late) return false;
           if (underWay.size > 0) await Promise.race([Promise.allSettled([...underWay]), new Promise((resolve) => setTimeout(resolve, 50))]);
-          else await new Promise((resolve) => setTimeout(resolve, 50)); // a retry's turn to come
+          else await new Promise((resolve) => setTimeout(resolve, 50)); // a retry's turn to come, or a count under way
         }
         return true;
       } finally {
         clearTimeout(deadline);
       }
     },
-    /** Starts pushing this node's own changes; returns what stops it (retries waiting included). */
+    /**
+     * Starts pushing this node's own changes, and the store's news of changes other nodes could not
+     * announce (push-debt.ts); returns what stops both (retries waiting included).
+     */
     start() {
       stopped = false;
+      const tracked = trackPushDebt(deps);
+      debt = tracked;
       const unsubscribe = bus.subscribe((message, { local }) => {
         if (!local) return;
         if (message.type === 'agent') {
@@ -179,6 +187,7 @@ export function createPusher(deps: PushDeps) {
       return () => {
         stopped = true;
         unsubscribe();
+        tracked.stop();
         for (const retry of retries.values()) retry.cancel();
         retries.clear();
       };
