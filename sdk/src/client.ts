@@ -447,6 +447,13 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.snapshots.forget();
     // the call window is the other agent's: found again by the new agent's window name, if any
     this.callWindow = null;
+    // and so is what the widget did for that agent: a window being paired, its 'Open in new tab'
+    // link (a ticket of the old session), a requested call awaited, controls not yet confirmed
+    this.launch.stop();
+    this.openTab = null;
+    this.callWatch.stop();
+    this.effects.clear();
+    this.message = null;
   }
 
   // ——— state ———

@@ -43,6 +43,11 @@ export class LocalEffects {
     if (p && !(isLive(call) && call.request_id === p.callId && (p.kind === 'ending' || call.status === 'incoming'))) delete s.pending;
   }
 
+  /** Drops every effect (they were another agent's controls). */
+  clear(): void {
+    this.shown = {};
+  }
+
   /** Drops the effects no snapshot confirmed in time. */
   expire(): void {
     const now = this.now();

@@ -1785,6 +1785,21 @@ describe('enableCalls', () => {
     expect(q('c2c-message').textContent).toBe('');
   });
 
+  it("drops the previous agent's 'Open in new tab' link and window being paired when a new session is another agent's", async () => {
+    await blockedWithTabLink();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    await flush();
+    const bob = { name: 'Bob', identifier: 'bob@acme.example', type: 'email' as const, department: 'Support' };
+    const bobState: WidgetState = { ...service.state(), version: 7, engine: null, call: null, agent: bob };
+    service.script.set('/crm/session', [{ status: 201, body: { ...bobState, widget_token: 'c2cw_bob', expires_at: T0 + 1800 } }]);
+    socket.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' } });
+    expect(visible('c2c-open-tab')).toBe(false); // its ticket was Ana's
+    expect(q('c2c-state').dataset.state).toBe('offline'); // not still enabling Ana's window
+  });
+
   it('falls back to the focus command for a live window its name does not reach (opened from an unrelated tab)', async () => {
     store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
     const blank = blankWindow(); // what open('', name) gives when no related window has that name
@@ -2110,6 +2125,15 @@ describe('the widget', () => {
     expect(visible('c2c-available')).toBe(false);
   });
 
+  it('takes the Available toggle away once the session is over, as every other control', async () => {
+    const socket = await ready();
+    expect(visible('c2c-available')).toBe(true);
+    socket.fire('ended', { code: 'platform_disabled', final: true, message: 'The service is disabled platform-wide.' });
+    await flush();
+    expect(q('c2c-state').dataset.state).toBe('error');
+    expect(visible('c2c-available')).toBe(false);
+  });
+
   it('answers and declines incoming calls from its buttons', async () => {
     service.set({ call: call('incoming', { direction: 'inbound' }) });
     start();
@@ -2121,6 +2145,13 @@ describe('the widget', () => {
     expect(socket.sent[0]!.payload).toMatchObject({ kind: 'answer', ref: 'ci_1' });
     expect(q('c2c-call-status').textContent).toBe('Answering…');
     expect(visible('c2c-answer')).toBe(false);
+    // Hang up does not take Answer's place while the call still rings in: a double-click's second
+    // click would drop the caller
+    expect(visible('c2c-hangup')).toBe(false);
+    service.set({ call: call('connected', { direction: 'inbound' }) });
+    service.push(socket);
+    await flush();
+    expect(visible('c2c-hangup')).toBe(true);
   });
 
   /** A call ringing on a connected widget, and the commandfailed events it emits from now on. */

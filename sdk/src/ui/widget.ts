@@ -174,12 +174,15 @@ export class Widget {
   /** Shows the view model; only changed nodes are touched. */
   render(v: ViewModel): void {
     const { n, texts: t } = this;
-    const live = isLive(v.call) && v.state !== 'unauthorized' && v.state !== 'error' ? v.call : null;
+    // A session that is over shows no call and offers no control: each would only be refused.
+    const over = v.state === 'unauthorized' || v.state === 'error';
+    const live = isLive(v.call) && !over ? v.call : null;
     const controls = v.policy?.controls ?? [];
     // An orphaned call is held by no window: mute and the keypad would act on nothing (it can only be ended).
     const connected = live?.status === 'connected' && !live.orphaned && v.pending !== 'ending';
     // An orphaned call rings nowhere: it can only be ended (Hang up), not answered.
-    const incoming = live?.status === 'incoming' && !v.pending && !live.orphaned;
+    const ringingIn = live?.status === 'incoming' && !live.orphaned;
+    const incoming = ringingIn && !v.pending;
     const engineLive = !!v.engine?.live;
 
     n.panel!.dataset.state = v.state;
@@ -221,7 +224,10 @@ export class Widget {
     show(n['c2c-enable']!, v.state === 'offline' || v.state === 'no_mic');
     show(n['c2c-answer']!, incoming);
     show(n['c2c-decline']!, incoming);
-    show(n['c2c-hangup']!, !!live && !incoming && v.pending !== 'ending');
+    // Not while a call rings in, even once Answer was clicked: Hang up would take Answer's place in
+    // the row, and the second click of a double-click on Answer would drop the caller. It shows
+    // once the answer is confirmed (connected); an answer that fails brings Answer and Decline back.
+    show(n['c2c-hangup']!, !!live && !ringingIn && v.pending !== 'ending');
     const muted = !!v.engine?.muted;
     const mute = n['c2c-mute']!;
     // Unmute stays while muted, whatever the policy now says (an agent is never left unheard)
@@ -238,7 +244,7 @@ export class Widget {
     show(n['c2c-dtmf']!, dtmf);
     show(n.keypad!, dtmf && this.keypadOpen);
     const available = n['c2c-available']!;
-    show(available, engineLive && !!v.policy?.inbound && v.state !== 'reconnecting');
+    show(available, engineLive && !over && !!v.policy?.inbound && v.state !== 'reconnecting');
     available.setAttribute('aria-pressed', String(!!v.engine?.available));
 
     // A control that had the focus and is now hidden (Answer once answered, Hang up once the call
