@@ -19,6 +19,7 @@ import { createMember, updateMember } from '../../api/domain/operator/accounts.j
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { injectInbound } from '../../api/domain/calls/inbound.js';
 import { CLOSED_WINDOW_MESSAGE } from '../../api/domain/engines/auth.js';
+import { pairEngine } from '../../api/domain/engines/pair.js';
 import type { Db } from '../../api/store/index.js';
 import { storeDrivers } from '../helpers/env.js';
 import { expectError } from '../helpers/expect.js';
@@ -360,6 +361,27 @@ describe.each(storeDrivers())('engine lifecycle on %s', (driver) => {
       paused.release();
       expect(await outcome).toMatchObject({ routed: { call: { status: 'incoming', engine_id: zed.engineId } } });
       expect(await onWindow(again.engineId)).toBe(0);
+    });
+
+    it("an agent's Available choice made while a new window pairs lands on the new window, not on the one the pairing closed", async () => {
+      const agent = await readyAgent(api, t);
+      expect((await state(agent.widgetToken)).engine).toMatchObject({ available: true });
+      const ticket = await launchTicket(api, agent.widgetToken);
+      // the pairing holds the agent's lock and the old window's row, the old window's choice (Available) read, not yet committed
+      const paused = pausedAfter((text) => text.includes('FOR NO KEY UPDATE'));
+      const pairing = pairEngine(paused.db, h.services.clock, { ticket, simulated: true, client: 'window' });
+      await vi.waitFor(() => expect(paused.reached()).toBe(true), { timeout: 10_000 });
+      // decided on the old window, which its widgets still show open
+      const away = command(api, agent.widgetToken, { kind: 'availability', request_id: 'away-while-pairing', available: false });
+      const lockWaits = async () =>
+        (await h.services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))[0]!.n;
+      await vi.waitFor(async () => expect(await lockWaits()).toBe(1), { timeout: 10_000 });
+      paused.release();
+      const { engine } = await pairing;
+      expect((await away).body).toMatchObject({ ok: true, status: 'done' });
+      // before: written on the closed window after the pairing had copied Available to the new one
+      const [row] = await h.services.db.query<{ available: boolean }>('SELECT available FROM engines WHERE id = $1', [engine.id]);
+      expect(row).toEqual({ available: false });
     });
 
     it('a new window pairing while an incoming call is recorded on the old one waits for it, and is then refused agent_busy', async () => {

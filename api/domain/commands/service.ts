@@ -13,6 +13,7 @@ import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { hangupCall } from '../calls/hangup.js';
 import { toWork } from '../engines/work.js';
+import { agentLock } from '../locks.js';
 import { rooms } from '../push.js';
 import type { WidgetContext } from '../sessions.js';
 import type { WidgetStates } from '../widget-states.js';
@@ -144,15 +145,27 @@ export function createCommands(deps: CommandsDeps) {
         now,
         handOver,
       };
+      // Availability is the agent's, carried by their open window: under the agent's lock, which a
+      // pairing holds while it carries the old window's choice over to the new one, it is set on the
+      // window open now. Set on the window it was decided on, it could land on one a pairing had
+      // just closed, after the pairing copied the old value: the agent's choice lost, though `done`.
+      // (With none open, on that window: a reload's pairing carries over the window it closed.)
       const recorded = setsAvailability
-        ? await db.tx(async (sql) => {
-            const done = await store.recordIn(sql, recording);
-            if (done) {
-              await sql.query('UPDATE engines SET available = $2, version = version + 1 WHERE id = $1', [engine!.id, command.available]);
-              await changes.touchAgent(sql, integration.id, agent.member.id);
-            }
-            return done;
-          })
+        ? await db.tx(
+            async (sql) => {
+              const done = await store.recordIn(sql, recording);
+              if (done) {
+                await sql.query(
+                  `UPDATE engines SET available = $3, version = version + 1
+                   WHERE id = COALESCE((SELECT id FROM engines WHERE integration_id = $1 AND member_id = $2 AND state <> 'closed' ORDER BY created_at DESC LIMIT 1), $4)`,
+                  [integration.id, agent.member.id, command.available, engine!.id],
+                );
+                await changes.touchAgent(sql, integration.id, agent.member.id);
+              }
+              return done;
+            },
+            { lock: agentLock(integration.id, agent.member.id) },
+          )
         : await store.record(recording);
       if (!recorded) return answerReplay((await lookUp(widget, command)).seen!, command);
       const { row, work } = recorded;
