@@ -2,7 +2,8 @@
  * Prometheus metrics (prom-client), served at /metrics by the API and the gateway: connected
  * sockets by kind, refused handshakes by code, connections closed for not reading, sockets ended
  * on a node cut off from Redis and the database, pushes (a node's own and those relayed from other
- * nodes), acks, redeliveries, push latency, the bus's state, the statements that failed because the
+ * nodes), acks, redeliveries, push latency, the bus's state and the changes a node cut off from
+ * it counted in the store for the others (and those others heard of), the statements that failed because the
  * database was out of reach, hangups the voice provider did not confirm, and calls settled from the
  * provider's record because their final callback never came.
  */
@@ -72,6 +73,12 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
       this.set({ driver: bus.driver }, bus.state() === 'up' ? 1 : 0);
     },
   });
+  const missedChanges = new Counter({
+    name: 'c2c_bus_missed_changes_total',
+    help: "Changes this node announced while cut off from Redis, counted in the store for the nodes that can reach it (event=counted: a rise while other nodes' c2c_bus_up is 1 means this node alone cannot reach Redis), and the moved counts this node read, each followed by reading everything again (event=heard): api/domain/push-debt.ts",
+    labelNames: ['event'] as const,
+    registers: [registry],
+  });
   keptCount(registry, 'c2c_pushes_relayed_total', "Pushes made on other nodes that reached this node through Redis for its sockets (a gateway's share of the fan-out; c2c_pushes_total counts a node's own)", () => bus.relayedCount());
   let hangupFailuresSeen: Record<string, number> = {};
   new Counter({
@@ -102,6 +109,7 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
     socketRefusals,
     unreadOverflows,
     isolatedEndings,
+    missedChanges,
     /** A push left this node: `since`, when the change it carries began to be made (ms since the epoch). */
     observePush(kind: 'state' | 'work', since: number) {
       pushes.inc({ kind });

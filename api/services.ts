@@ -53,7 +53,7 @@ export function createServices(infra: Infra) {
   const metrics = createMetrics(bus, db, providers, reaper);
   commands.onRedelivery = () => metrics.redeliveries.inc();
   engines.onAcks = (via, count) => metrics.acks.inc({ via }, count);
-  const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, log: infra.log });
+  const pusher = createPusher({ db, bus, clock, realtime, widgetStates, commands, directory, observe: metrics.observePush, observeDebt: (event) => metrics.missedChanges.inc({ event }), log: infra.log });
   return { ...infra, providers, platform, directory, sessions, calls, commands, engines, reaper, realtime, widgetStates, metrics, pusher };
 }
 

@@ -26,6 +26,8 @@ export interface PushDebtDeps {
   bus: Bus;
   clock: Clock;
   log?: (message: string, error?: unknown) => void;
+  /** a count this node made (`counted`), or a moved count it read and read everything again for (`heard`): for the metrics */
+  observeDebt?: (event: 'counted' | 'heard') => void;
 }
 
 export interface PushDebt {
@@ -35,7 +37,7 @@ export interface PushDebt {
 }
 
 /** Starts counting this node's lost announcements and watching other nodes'. */
-export function trackPushDebt({ db, bus, clock, log }: PushDebtDeps): PushDebt {
+export function trackPushDebt({ db, bus, clock, log, observeDebt }: PushDebtDeps): PushDebt {
   // One process on the in-process bus: no other node to lose anything to.
   if (bus.driver === 'memory') return { pending: () => false, stop: () => {} };
   let stopped = false;
@@ -54,6 +56,7 @@ export function trackPushDebt({ db, bus, clock, log }: PushDebtDeps): PushDebt {
       do {
         bumpAgain = false;
         await db.query("SELECT nextval('push_debt')");
+        observeDebt?.('counted');
       } while (bumpAgain && !stopped);
     } catch (error) {
       // The store is away too (the change was most likely refused with it): counted again once it answers.
@@ -75,7 +78,10 @@ export function trackPushDebt({ db, bus, clock, log }: PushDebtDeps): PushDebt {
       const count = row?.is_called ? String(row.last_value) : '0';
       const moved = seen !== undefined && count !== seen;
       seen = count;
-      if (moved && !stopped) bus.resyncHere();
+      if (moved && !stopped) {
+        observeDebt?.('heard');
+        bus.resyncHere();
+      }
     } catch (error) {
       log?.('could not read the changes other nodes missed', error);
     } finally {

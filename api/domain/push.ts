@@ -35,6 +35,8 @@ export interface PushDeps {
   /** observes each push: what, and when the change it carries began to be made (ms since the epoch) */
   observe?: (kind: 'state' | 'work', changedAt: number) => void;
   log?: (message: string, error?: unknown) => void;
+  /** what push-debt.ts counted, or heard of (for the metrics) */
+  observeDebt?: (event: 'counted' | 'heard') => void;
 }
 
 /** Agents whose last pushed version a node remembers (a few MB at most). */
