@@ -45,7 +45,13 @@ export function trackPushDebt({ db, bus, clock, log, observeDebt }: PushDebtDeps
   let bumpAgain = false;
   let retry: Timer | undefined;
   /** the count last read (undefined until a first read succeeds: the baseline) */
-  let seen: string | undefined;
+  let seen: number | undefined;
+  /**
+   * counts this node made since it last read: what it finds of them once its bus is back is its
+   * own, and needs nothing (its caches were bypassed while its bus was down, its sockets caught up,
+   * and its reconnect's `resync` follows). Reading everything again for them would only repeat that.
+   */
+  let mine = 0;
   let tick: Timer | undefined;
   let reading = false;
 
@@ -56,6 +62,7 @@ export function trackPushDebt({ db, bus, clock, log, observeDebt }: PushDebtDeps
       do {
         bumpAgain = false;
         await db.query("SELECT nextval('push_debt')");
+        mine += 1;
         observeDebt?.('counted');
       } while (bumpAgain && !stopped);
     } catch (error) {
@@ -75,10 +82,15 @@ export function trackPushDebt({ db, bus, clock, log, observeDebt }: PushDebtDeps
     reading = true;
     try {
       const [row] = await db.query<{ last_value: string | number; is_called: boolean }>('SELECT last_value, is_called FROM push_debt');
-      const count = row?.is_called ? String(row.last_value) : '0';
-      const moved = seen !== undefined && count !== seen;
+      const count = row?.is_called ? Number(row.last_value) : 0;
+      const moved = seen === undefined ? 0 : count - seen;
+      // Another node's count is one this node did not make. (Racing a count of this node's, a read
+      // that saw it before the node did reads everything again for nothing; one the node saw first
+      // can hide another node's count until the next read: one tick late, never missed.)
+      const others = moved - mine;
+      mine = Math.max(0, mine - moved);
       seen = count;
-      if (moved && !stopped) {
+      if (others > 0 && !stopped) {
         observeDebt?.('heard');
         bus.resyncHere();
       }

@@ -70,8 +70,25 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('changes other nodes missed, o
     // another node, cut off, counted a change
     await h.services.db.query("SELECT nextval('push_debt')");
     await clock.advance(LIMITS.pollMs);
-    await expect.poll(() => heard.filter((type) => type === 'resync').length).toBe(1);
+    const resyncs = () => heard.filter((type) => type === 'resync').length;
+    await expect.poll(resyncs).toBe(1);
     await clock.advance(LIMITS.pollMs);
-    expect(heard.filter((type) => type === 'resync')).toHaveLength(1);
+    expect(resyncs()).toBe(1);
+
+    // Its own counts, made while its bus was down, need nothing more than its reconnect's resync.
+    await redis.stop();
+    await busReaches(bus, 'down', 'the bus to notice Redis is gone');
+    bus.publish(change);
+    expect(await h.services.pusher.settled()).toBe(true);
+    await redis.start();
+    await busReaches(bus, 'up', 'the bus to be back');
+    await expect.poll(resyncs).toBe(2); // the reconnect's
+    await clock.advance(LIMITS.pollMs);
+    await clock.advance(LIMITS.pollMs);
+    expect(resyncs()).toBe(2);
+    // another node's count still is news
+    await h.services.db.query("SELECT nextval('push_debt')");
+    await clock.advance(LIMITS.pollMs);
+    await expect.poll(resyncs).toBe(3);
   });
 });
