@@ -46,6 +46,13 @@ export function dialTwiml(plan: DialPlan): string {
 export interface RingPlan {
   /** the window's client identity, c2c_<engine_id> */
   identity: string;
+  /**
+   * the caller ID the window's Device is rung with: the number the caller called (the
+   * integration's own). Without one Twilio passes the caller's number on, into the browser's
+   * Device (its `parameters.From`), whatever the policy shows of it: the window shows the number
+   * the service's projection gives it, hidden or masked where the policy says so.
+   */
+  callerId: string;
   /** named to the window's Device as the custom parameter INCOMING_CALL_PARAMETER (window/src/drivers/twilio.ts) */
   intentId: string;
   ringSeconds: number;
@@ -61,7 +68,7 @@ export interface RingPlan {
  */
 export function ringClientTwiml(plan: RingPlan): string {
   const response = new twilio.twiml.VoiceResponse();
-  const dial = response.dial({ timeout: plan.ringSeconds, timeLimit: plan.timeLimitSeconds, action: plan.action, method: 'POST' });
+  const dial = response.dial({ callerId: plan.callerId, timeout: plan.ringSeconds, timeLimit: plan.timeLimitSeconds, action: plan.action, method: 'POST' });
   const client = dial.client({
     statusCallback: plan.statusCallback,
     statusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],

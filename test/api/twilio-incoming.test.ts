@@ -11,6 +11,7 @@ import { hangupCall } from '../../api/domain/calls/hangup.js';
 import { INBOUND_MAX_RINGS, takeTwilioCall } from '../../api/domain/calls/inbound-twilio.js';
 import { revokeIntegration } from '../../api/domain/operator/revocation.js';
 import { setIncomingNumbers } from '../../api/domain/operator/telephony.js';
+import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { StoreUnavailable } from '../../api/store/pg.js';
 import { engineIdentity } from '../../shared/prefixes.js';
@@ -52,6 +53,9 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
   }
   const incoming = (t: Tenant & { number: string }, callSid: string, from = UK_NUMBER) =>
     signedIncoming(t, { CallSid: callSid, From: from, To: t.number, AccountSid: ACCOUNT_SID, Direction: 'inbound' });
+  /** the incoming <Dial>'s action, with what Twilio sends of the caller's leg (its From and To: the number called) */
+  const ringEnded = (t: Tenant & { number: string }, intentId: string, params: Record<string, string>) =>
+    signedRingEnded(t, intentId, { From: UK_NUMBER, To: t.number, ...params });
   const intentOf = (twiml: string) => /<Parameter name="intent" value="([^"]+)"\/>/.exec(twiml)?.[1];
 
   it("rings the agent's Twilio window with <Dial><Client> naming the call; the window's leg answers it and the caller's end completes it", async () => {
@@ -63,7 +67,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(id).toMatch(/^ci_/);
     // All of it: without `answered` among the events, Twilio would never say the call was answered.
     expect(rung.body).toBe(
-      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${id}" method="POST">` +
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${t.number}" timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${id}" method="POST">` +
         `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
         `<Identity>${engineIdentity(agent.engineId)}</Identity><Parameter name="intent" value="${id}"/></Client></Dial></Response>`,
     );
@@ -129,7 +133,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     // the caller's leg is not ended; the window sees its call over and rejects its ring
     expect(standIn.requests).toEqual([]);
     expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'rejected' });
-    const next = await signedRingEnded(t, id, { CallSid: 'CAin-2', CallStatus: 'in-progress', DialCallStatus: 'busy', DialCallSid: 'CAin-2-client', AccountSid: ACCOUNT_SID });
+    const next = await ringEnded(t, id, { CallSid: 'CAin-2', CallStatus: 'in-progress', DialCallStatus: 'busy', DialCallSid: 'CAin-2-client', AccountSid: ACCOUNT_SID });
     expect(next.body).toContain(`<Identity>${engineIdentity(bea.engineId)}</Identity>`);
   });
 
@@ -147,7 +151,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
       return query.call(db, text, params);
     }) as typeof db.query;
     try {
-      const next = await signedRingEnded(t, id, { CallSid: 'CAin-store', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-store-client', AccountSid: ACCOUNT_SID });
+      const next = await ringEnded(t, id, { CallSid: 'CAin-store', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-store-client', AccountSid: ACCOUNT_SID });
       expect(next.status).toBe(503);
     } finally {
       db.query = query;
@@ -169,7 +173,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
       standIn.answer(completedCall);
     }
     expect(standIn.requests.map((r) => r.path)).toEqual([`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAin-backend.json`]);
-    const after = await signedRingEnded(t, id, { CallSid: 'CAin-backend', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-backend-client', AccountSid: ACCOUNT_SID });
+    const after = await ringEnded(t, id, { CallSid: 'CAin-backend', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-backend-client', AccountSid: ACCOUNT_SID });
     expect(after.body).toBe(HANGUP);
     expect((await rings(t)).map((ring) => ring.ring_attempt)).toEqual([1]);
   });
@@ -188,7 +192,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
       // what the reaper does with the calls of a window gone silent, or whose socket dropped for good
       else await hangupCall(h.services, id, 'engine_offline');
       expect(standIn.requests.map((r) => r.path), from).toEqual([`/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${leg.CallSid}.json`]);
-      const next = await signedRingEnded(t, id, { CallSid: leg.ParentCallSid, CallStatus: 'in-progress', DialCallStatus: 'canceled', DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
+      const next = await ringEnded(t, id, { CallSid: leg.ParentCallSid, CallStatus: 'in-progress', DialCallStatus: 'canceled', DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
       expect(next.body, from).toContain('<Dial ');
     }
   });
@@ -282,22 +286,22 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     const [alex, bea] = [agentRung(agents, rung.body), agents.find((agent) => agent !== agentRung(agents, rung.body))!];
     // Twilio's action may come before the leg's own no-answer callback: it records the ring's end itself.
     const ended = { CallSid: 'CAin-next', CallStatus: 'in-progress', DialCallStatus: 'no-answer', DialCallSid: 'CAin-next-client-1', AccountSid: ACCOUNT_SID };
-    const next = await signedRingEnded(t, first, ended);
+    const next = await ringEnded(t, first, ended);
     expect(next.status).toBe(200);
     const second = intentOf(next.body)!;
     expect(second).toMatch(/^ci_/);
     expect(next.body).toBe(
-      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${second}" method="POST">` +
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${t.number}" timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${second}" method="POST">` +
         `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${second}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
         `<Identity>${engineIdentity(bea.engineId)}</Identity><Parameter name="intent" value="${second}"/></Client></Dial></Response>`,
     );
     expect((await widgetState(api, alex.widgetToken)).body.call).toMatchObject({ request_id: first, status: 'no_answer' });
     expect((await widgetState(api, bea.widgetToken)).body.call).toMatchObject({ request_id: second, direction: 'inbound', status: 'incoming' });
     // Twilio asking again about the first ring gets the same second one, not a third.
-    expect(intentOf((await signedRingEnded(t, first, ended)).body)).toBe(second);
+    expect(intentOf((await ringEnded(t, first, ended)).body)).toBe(second);
 
     // Bea lets it ring out too: Alex is free, but was rung already.
-    const last = await signedRingEnded(t, second, { ...ended, DialCallSid: 'CAin-next-client-2' });
+    const last = await ringEnded(t, second, { ...ended, DialCallSid: 'CAin-next-client-2' });
     expect(last.body).toBe(HANGUP);
     expect((await rings(t)).map((ring) => [ring.ring_attempt, ring.status, ring.phone_number])).toEqual([
       [1, 'no_answer', UK_NUMBER],
@@ -318,7 +322,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     // reaches the service, and may report the leg it was asked to end `completed`, with no talk time.
     let next: Awaited<ReturnType<typeof signedRingEnded>> | undefined;
     standIn.answer(async (request) => {
-      next = await signedRingEnded(t, first, { CallSid: 'CAin-decline-next', CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
+      next = await ringEnded(t, first, { CallSid: 'CAin-decline-next', CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallSid: leg.CallSid, AccountSid: ACCOUNT_SID });
       return completedCall(request);
     });
     try {
@@ -343,16 +347,16 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     await signedStatus(t, answered, { ...leg, CallStatus: 'in-progress' });
     await signedStatus(t, answered, { ...leg, CallStatus: 'completed', CallDuration: '42' });
     const after = { CallSid: 'CAin-answered', CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallSid: leg.CallSid, DialCallDuration: '42', AccountSid: ACCOUNT_SID };
-    expect((await signedRingEnded(t, answered, after)).body).toBe(HANGUP);
+    expect((await ringEnded(t, answered, after)).body).toBe(HANGUP);
     // answered, the action before any callback: it records the call answered, from its talk time
     const t2 = (await team(2)).t;
     const early = intentOf((await incoming(t2, 'CAin-early')).body)!;
-    expect((await signedRingEnded(t2, early, { ...after, CallSid: 'CAin-early', DialCallSid: 'CAin-early-client' })).body).toBe(HANGUP);
+    expect((await ringEnded(t2, early, { ...after, CallSid: 'CAin-early', DialCallSid: 'CAin-early-client' })).body).toBe(HANGUP);
     // the caller hung up while it rang
     const t3 = (await team(2)).t;
     const gone = intentOf((await incoming(t3, 'CAin-gone')).body)!;
     const left = { CallSid: 'CAin-gone', CallStatus: 'completed', DialCallStatus: 'canceled', DialCallSid: 'CAin-gone-client', AccountSid: ACCOUNT_SID };
-    expect((await signedRingEnded(t3, gone, left)).body).toBe(HANGUP);
+    expect((await ringEnded(t3, gone, left)).body).toBe(HANGUP);
     expect((await rings(t)).map((ring) => ring.status)).toEqual(['completed']);
     expect((await rings(t2)).map((ring) => ring.status)).toEqual(['completed']);
     expect((await rings(t3)).map((ring) => ring.status)).toEqual(['canceled']);
@@ -364,24 +368,25 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     const rung: Agent[] = [];
     while (answer !== HANGUP) {
       rung.push(agentRung(agents, answer));
-      answer = (await signedRingEnded(t, intentOf(answer)!, { CallSid: 'CAin-round', CallStatus: 'in-progress', DialCallStatus: 'no-answer', AccountSid: ACCOUNT_SID })).body;
+      answer = (await ringEnded(t, intentOf(answer)!, { CallSid: 'CAin-round', CallStatus: 'in-progress', DialCallStatus: 'no-answer', AccountSid: ACCOUNT_SID })).body;
     }
     // each a different agent, the last agent never rang
     expect(new Set(rung).size).toBe(INBOUND_MAX_RINGS);
     expect((await rings(t)).map((ring) => [ring.ring_attempt, ring.status])).toEqual(rung.map((_, n) => [n + 1, 'no_answer']));
   });
 
-  it("refuses a ring-ended request for no incoming Twilio call (404), unsigned (403), or without a known DialCallStatus or with another caller's CallSid (422); with the platform off it rings nobody", async () => {
+  it("refuses a ring-ended request for no incoming Twilio call (404), unsigned (403), or without a known DialCallStatus, with another caller's CallSid or without the number called (422); with the platform off it rings nobody", async () => {
     const { t } = await team(2);
     const id = intentOf((await incoming(t, 'CAin-ended-refusals')).body)!;
     const params = { CallSid: 'CAin-ended-refusals', CallStatus: 'in-progress', DialCallStatus: 'no-answer', AccountSid: ACCOUNT_SID };
-    await expectError(signedRingEnded(t, 'ci_unknown', params), 404, 'not_found');
+    await expectError(ringEnded(t, 'ci_unknown', params), 404, 'not_found');
     await expectError(postWebhook(ringEndedPath(id), params, 'bm90IGEgc2lnbmF0dXJl'), 403, 'signature_invalid');
-    await expectError(signedRingEnded(t, id, { ...params, DialCallStatus: 'ringing' }), 422, 'invalid_request');
-    await expectError(signedRingEnded(t, id, { ...params, CallSid: 'CAanother' }), 422, 'invalid_request');
+    await expectError(ringEnded(t, id, { ...params, DialCallStatus: 'ringing' }), 422, 'invalid_request');
+    await expectError(ringEnded(t, id, { ...params, CallSid: 'CAanother' }), 422, 'invalid_request');
+    await expectError(signedRingEnded(t, id, params), 422, 'invalid_request'); // no To: the number called is the next ring's caller ID
     await h.services.platform.setDisabled(true);
     try {
-      expect((await signedRingEnded(t, id, params)).body).toBe(HANGUP);
+      expect((await ringEnded(t, id, params)).body).toBe(HANGUP);
     } finally {
       await h.services.platform.setDisabled(false);
     }
@@ -397,6 +402,21 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     await readyAgent(api, t, t.agent.email, true);
     expect((await incoming(t, 'CAin-5')).body).toContain(busy);
     expect(await count()).toBe(0);
+  });
+
+  it("never hands the caller's number to the window's Device: each ring's caller ID is the number called, and the window shows what the policy lets it", async () => {
+    const { t, agents } = await team(2);
+    await setPolicy(h.services, t.integrationId, { numberVisibility: 'hide' });
+    const rung = await incoming(t, 'CAin-private');
+    // Without a callerId on the <Dial>, Twilio rings the Device with the caller's number as its From.
+    expect(rung.body).toContain(`<Dial callerId="${t.number}" `);
+    expect(rung.body).not.toContain(UK_NUMBER);
+    const first = agentRung(agents, rung.body);
+    expect((await widgetState(api, first.widgetToken)).body.call).toMatchObject({ status: 'incoming', display: { number: null } });
+    // the next agent's ring too
+    const next = await ringEnded(t, intentOf(rung.body)!, { CallSid: 'CAin-private', CallStatus: 'in-progress', DialCallStatus: 'no-answer', AccountSid: ACCOUNT_SID });
+    expect(next.body).toContain(`<Dial callerId="${t.number}" `);
+    expect(next.body).not.toContain(UK_NUMBER);
   });
 
   it('rings a caller who withholds the number like any other, shown with no number (with the name Twilio looked up, if any)', async () => {

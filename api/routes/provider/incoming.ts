@@ -25,10 +25,12 @@ export const incomingRoutes =
   async (app) => {
     acceptForms(app);
     const verify = signatureCheck(services);
-    const ring = (reply: FastifyReply, call: CallRow) =>
+    /** `called`: the number the caller called, the Device's caller ID (never the caller's: RingPlan.callerId) */
+    const ring = (reply: FastifyReply, call: CallRow, called: string) =>
       reply.type('text/xml').send(
         ringClientTwiml({
           identity: engineIdentity(call.engine_id!),
+          callerId: called,
           intentId: call.id,
           ringSeconds: INBOUND_RING_SECONDS,
           timeLimitSeconds: call.time_limit_seconds!,
@@ -45,7 +47,7 @@ export const incomingRoutes =
       if (!form.To || !form.From || !form.CallSid) throw new C2CError('invalid_request', 'To, From and CallSid are required.');
       const number = parseE164(form.To)?.e164;
       const owner = number ? await incomingNumberOwner(services.db, number) : undefined;
-      if (!owner) throw new C2CError('not_found', 'No integration takes the incoming calls of this number.');
+      if (!number || !owner) throw new C2CError('not_found', 'No integration takes the incoming calls of this number.');
       await verify(request, owner.account_id, form);
       if (await services.platform.isDisabled()) return reply.type('text/xml').send(rejectTwiml());
       const decision = await takeTwilioCall(services, {
@@ -60,7 +62,7 @@ export const incomingRoutes =
         request.log.info({ integration: owner.integration_id, reason: decision.noRing }, 'incoming call refused');
         return reply.type('text/xml').send(rejectTwiml('busy'));
       }
-      return ring(reply, decision.ring);
+      return ring(reply, decision.ring, number);
     });
 
     app.post(PROVIDER_PATHS.ringEnded, { schema: { hide: true } }, async (request, reply) => {
@@ -71,6 +73,9 @@ export const incomingRoutes =
       if (!call) throw new C2CError('not_found', 'No incoming call rang with this intent.');
       await verify(request, call.account_id, form);
       if (!form.CallSid || !DIAL_STATUSES.has(form.DialCallStatus ?? '')) throw new C2CError('invalid_request', 'CallSid and a known DialCallStatus are required.');
+      // Twilio sends the caller's leg's To (the number called) with every request: the next ring's caller ID.
+      const called = parseE164(form.To ?? '')?.e164;
+      if (!called) throw new C2CError('invalid_request', 'To, the number called, is required.');
       if (form.CallSid !== call.provider_call_sid) throw new C2CError('invalid_request', "CallSid is not this call's caller.");
       // The platform switched off meanwhile: the caller's leg ends rather than ring anyone (the ring's own end comes as its status callback).
       if (await services.platform.isDisabled()) return reply.type('text/xml').send(hangupTwiml());
@@ -85,7 +90,7 @@ export const incomingRoutes =
       (await recordRingEnd(services, call, ended)).publish(services.bus);
       const decision = await passOn(services, call, ended);
       publish(decision);
-      if ('ring' in decision) return ring(reply, decision.ring);
+      if ('ring' in decision) return ring(reply, decision.ring, called);
       request.log.info({ intent: call.id, reason: decision.noRing }, 'incoming call not passed on');
       return reply.type('text/xml').send(hangupTwiml());
     });
