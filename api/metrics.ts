@@ -88,7 +88,7 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
     registers: [registry],
     collect() {
       const now: Record<string, number> = {};
-      for (const provider of new Set([providers.simulator, providers.configured])) now[provider.name] = provider.hangupFailures;
+      for (const provider of new Set([providers.simulator, providers.configured, providers.byName('twilio')])) now[provider.name] = provider.hangupFailures;
       for (const [provider, count] of Object.entries(now)) this.inc({ provider }, count - (hangupFailuresSeen[provider] ?? 0));
       hangupFailuresSeen = now;
     },

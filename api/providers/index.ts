@@ -17,17 +17,23 @@ export interface Providers {
   simulator: Simulator;
   /** the provider of real (non-simulated) engines */
   configured: VoiceProvider;
+  /** The provider that carries a call (call_intents.provider), whatever this node's configuration says. */
   byName(name: ProviderName): VoiceProvider;
 }
 
 export function createProviders(config: Config, clock: Clock): Providers {
   const simulator = new Simulator(clock, config.publicBaseUrl);
-  const configured: VoiceProvider =
-    config.voiceProvider === 'twilio' ? new TwilioProvider(clock, { apiBaseUrl: config.twilioApiBaseUrl, timeoutMs: config.twilioTimeoutMs }) : simulator;
+  // Built on every node: a call Twilio carries is ended and read at Twilio even by a node started
+  // VOICE_PROVIDER=simulated (a rollback, a fleet half way through a change). Handed to the
+  // simulator instead, its hangup found no leg and answered success while Twilio kept the caller
+  // on the line. It needs nothing of the configuration but where Twilio is: credentials are each
+  // account's.
+  const twilio = new TwilioProvider(clock, { apiBaseUrl: config.twilioApiBaseUrl, timeoutMs: config.twilioTimeoutMs });
+  const configured: VoiceProvider = config.voiceProvider === 'twilio' ? twilio : simulator;
   return {
     simulator,
     configured,
-    byName: (name) => (name === 'simulated' ? simulator : configured),
+    byName: (name) => (name === 'simulated' ? simulator : twilio),
   };
 }
 

@@ -11,9 +11,10 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/app.js';
 import { ManualClock } from '../../api/clock.js';
+import { loadConfig } from '../../api/config.js';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
 import { PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS } from '../../api/domain/reaper.js';
-import { ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
+import { createProviders, ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { LIMITS } from '../../shared/limits.js';
@@ -91,6 +92,19 @@ describe('the Twilio driver', () => {
     expect(standIn.requests).toEqual([
       { method: 'POST', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAparent1.json`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: { Status: 'completed' } },
     ]);
+  });
+
+  it('ends a Twilio call at Twilio on a node started VOICE_PROVIDER=simulated too (a rollback, a fleet half way through a change), never by the simulator', async () => {
+    const config = loadConfig({ LOG_LEVEL: 'silent' }, { voiceProvider: 'simulated', twilioApiBaseUrl: standIn.url, twilioTimeoutMs: 300 });
+    const providers = createProviders(config, clock);
+    expect(providers.configured).toBe(providers.simulator);
+    await providers.byName('twilio').hangup(account, 'CAparent2');
+    expect(standIn.requests).toEqual([
+      { method: 'POST', path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAparent2.json`, user: ACCOUNT_SID, password: AUTH_TOKEN, form: { Status: 'completed' } },
+    ]);
+    // and when Twilio cannot confirm it, the hangup is uncertain (502), not done
+    standIn.answer(() => twilioError(503, 20503, 'Service Unavailable'));
+    await expect(providers.byName('twilio').hangup(account, 'CAparent2')).rejects.toBeInstanceOf(ProviderUnreachable);
   });
 
   it('counts a call Twilio no longer has, or that can no longer change, as ended: a retried hangup succeeds', async () => {
