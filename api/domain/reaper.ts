@@ -112,6 +112,16 @@ export function createReaper(deps: ReaperDeps) {
    */
   let unreachable = { provider: false, accounts: new Set<string>() };
   const readsHeld = (accountId: string) => unreachable.provider || unreachable.accounts.has(accountId);
+  /**
+   * Notes a provider found unreachable by a read or a hangup (the account alone, where it refused
+   * that account): the tick asks it nothing more, since each request would wait out its timeout.
+   */
+  const noteUnreachable = (error: unknown, accountId: string) => {
+    const cause = error instanceof ProviderUnreachable ? error : error instanceof Error && error.cause instanceof ProviderUnreachable ? error.cause : null;
+    if (!cause) return;
+    if (cause.accountOnly) unreachable.accounts.add(accountId);
+    else unreachable.provider = true;
+  };
   let storeFailures = db.unavailableCount();
   let storeFailedAt = -Infinity;
   /** when this reaper first ran without judging silence, in the current run of such ticks */
@@ -189,13 +199,17 @@ export function createReaper(deps: ReaperDeps) {
 
   /** Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider. */
   async function endAbandoned(changes: Changes, now: number) {
-    const due = await db.query<{ id: string }>(
-      `SELECT c.id FROM call_intents c JOIN engines e ON e.id = c.engine_id
+    const due = await db.query<{ id: string; account_id: string }>(
+      `SELECT c.id, c.account_id FROM call_intents c JOIN engines e ON e.id = c.engine_id
        WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
        ORDER BY c.created_at LIMIT $3`,
       [now - LIMITS.engineOfflineAfterSeconds * 1000, now, PROVIDER_CALLS_PER_TICK],
     );
-    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id }) => {
+    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
+      // The provider did not answer a hangup of this tick: the others wait for the next tick, rather
+      // than hold up the tick's other rules (queued intents expiring, windows going offline) for a
+      // timeout each, a hundred calls four at a time.
+      if (readsHeld(account_id)) return;
       try {
         // Claimed for this attempt, at the time it is made (a batch takes a while): another node
         // ticking meanwhile finds it claimed for as long as a provider request may take.
@@ -213,6 +227,7 @@ export function createReaper(deps: ReaperDeps) {
           changes.merge((await hangupCall(deps, id, 'engine_offline')).changes);
         } catch (error) {
           // The provider is unreachable (or the call was deleted meanwhile): asked again after the wait, from now.
+          noteUnreachable(error, account_id);
           await db.query('UPDATE call_intents SET abandoned_retry_at = $2::bigint WHERE id = $1', [id, clock.now() + claimed.abandoned_retry_ms]);
           deps.log?.(`could not end call ${id} of an offline engine; asking again in ${claimed.abandoned_retry_ms / 1000} s`, error);
         }
@@ -267,10 +282,7 @@ export function createReaper(deps: ReaperDeps) {
       }
       return settled;
     } catch (error) {
-      if (error instanceof ProviderUnreachable) {
-        if (error.accountOnly) unreachable.accounts.add(call.account_id);
-        else unreachable.provider = true;
-      }
+      noteUnreachable(error, call.account_id);
       deps.log?.(`could not read the provider's record of call ${call.id} (${why}); read again in ${PROVIDER_RECHECK_SECONDS} s`, error);
       return null;
     }
@@ -391,10 +403,14 @@ export function createReaper(deps: ReaperDeps) {
     const onlyIfStill = { status: call.status, orphaned: call.status !== 'connected' && !pastLimit };
     const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill }));
     if (!ended?.provider_call_sid) return;
+    // Not asked once the provider failed a request of this tick: a safeguard is not worth a
+    // timeout per call, holding up the tick's other rules.
+    if (readsHeld(ended.account_id)) return deps.log?.(`did not ask the provider to hang up overdue call ${call.id}: it did not answer this tick`);
     try {
       const account = await loadProviderAccount(db, ended.account_id);
       await deps.providers.byName(ended.provider).hangup(account!, ended.provider_call_sid);
     } catch (error) {
+      noteUnreachable(error, ended.account_id);
       deps.log?.(`could not hang up overdue call ${call.id} at the provider`, error);
     }
   }

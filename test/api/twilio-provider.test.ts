@@ -13,7 +13,7 @@ import { buildApp } from '../../api/app.js';
 import { ManualClock } from '../../api/clock.js';
 import { loadConfig } from '../../api/config.js';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
-import { PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS } from '../../api/domain/reaper.js';
+import { ABANDONED_HANGUP_RETRY, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS, PROVIDER_REQUESTS_AT_ONCE } from '../../api/domain/reaper.js';
 import { createProviders, ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
@@ -368,34 +368,42 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     standIn.answer(completedCall);
   });
 
+  const OTHER_SID = `AC${'99887766554433221100ffeeddccbbaa'}`;
+  /**
+   * Five calls of one account, then one of another (the reaper takes them in that order, four at a
+   * time), each dialed on a real window of its own and its leg bound: connected.
+   */
+  async function sixCalls(round: string) {
+    const refused = await twilioTenant();
+    const other = await seedTenant(h.services);
+    await setAccountProvider(h.services, other.accountId, { accountSid: OTHER_SID, authToken: AUTH_TOKEN, apiKey: { sid: KEY_SID, secret: KEY_SECRET }, twimlAppSid: APP_SID });
+    const calls: Array<{ id: string; leg: string; accountSid: string }> = [];
+    const place = async (t: Tenant, email: string, accountSid: string) => {
+      const agent = await readyAgent(api, t, email, false);
+      await h.clock.advance(10); // the reaper takes calls oldest first
+      const id = await requestAndClaim(api, t, agent, { agent: { type: 'email', value: email } });
+      const n = calls.length;
+      expect((await signedVoice(t, { CallSid: `CA${round}parent${n}`, From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: accountSid })).status).toBe(200);
+      const leg = `CA${round}leg${n}`;
+      expect((await signedStatus(t, id, { CallSid: leg, ParentCallSid: `CA${round}parent${n}`, AccountSid: accountSid, CallStatus: 'in-progress' })).status).toBe(204);
+      calls.push({ id, leg, accountSid });
+      return agent;
+    };
+    const agents = [];
+    for (let i = 0; i < 5; i += 1) {
+      const { email } = await createMember(h.services, { accountId: refused.accountId, email: `agent${i}@acme.example`, name: `Agent ${i}`, departmentId: refused.salesId });
+      agents.push(await place(refused, email, ACCOUNT_SID));
+    }
+    agents.push(await place(other, other.agent.email, OTHER_SID));
+    return { calls, agents };
+  }
+  const statusOf = async (id: string) => (await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]))[0]!.status;
+  const requestsOf = (method: 'GET' | 'POST', accountSid: string) => standIn.requests.filter((request) => request.method === method && request.user === accountSid).length;
+
   it("holds back the record reads of an account Twilio refuses, not another account's; Twilio failing holds back every read of the tick", async () => {
-    const OTHER_SID = `AC${'99887766554433221100ffeeddccbbaa'}`;
-    /**
-     * Five calls of one account, then one of another (the reaper reads them in that order, four
-     * at a time), each dialed and its leg bound, let go of by its window 30 s ago: their completed lost.
-     */
+    /** The six calls, let go of by their windows 30 s ago: their completed lost. */
     async function unheldCalls(round: string) {
-      const refused = await twilioTenant();
-      const other = await seedTenant(h.services);
-      await setAccountProvider(h.services, other.accountId, { accountSid: OTHER_SID, authToken: AUTH_TOKEN, apiKey: { sid: KEY_SID, secret: KEY_SECRET }, twimlAppSid: APP_SID });
-      const calls: Array<{ id: string; leg: string; accountSid: string }> = [];
-      const place = async (t: Tenant, email: string, accountSid: string) => {
-        const agent = await readyAgent(api, t, email, false);
-        await h.clock.advance(10); // the reaper reads calls oldest first
-        const id = await requestAndClaim(api, t, agent, { agent: { type: 'email', value: email } });
-        const n = calls.length;
-        expect((await signedVoice(t, { CallSid: `CA${round}parent${n}`, From: `client:${engineIdentity(agent.engineId)}`, To: id, Biz: t.accountId, CallerId: CALLER_ID, AccountSid: accountSid })).status).toBe(200);
-        const leg = `CA${round}leg${n}`;
-        expect((await signedStatus(t, id, { CallSid: leg, ParentCallSid: `CA${round}parent${n}`, AccountSid: accountSid, CallStatus: 'in-progress' })).status).toBe(204);
-        calls.push({ id, leg, accountSid });
-        return agent;
-      };
-      const agents = [];
-      for (let i = 0; i < 5; i += 1) {
-        const { email } = await createMember(h.services, { accountId: refused.accountId, email: `agent${i}@acme.example`, name: `Agent ${i}`, departmentId: refused.salesId });
-        agents.push(await place(refused, email, ACCOUNT_SID));
-      }
-      agents.push(await place(other, other.agent.email, OTHER_SID));
+      const { calls, agents } = await sixCalls(round);
       // every window lets go of its call (once it has had time to take it up), 30 s ago
       await h.clock.advanceSeconds(LIMITS.orphanGraceSeconds + 1);
       for (const agent of agents) await heartbeat(api, agent.engineToken);
@@ -403,12 +411,11 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
       for (const agent of agents) await heartbeat(api, agent.engineToken);
       return calls;
     }
-    const statusOf = async (id: string) => (await h.services.db.query<{ status: string }>('SELECT status FROM call_intents WHERE id = $1', [id]))[0]!.status;
     const ended = (request: TwilioRequest): TwilioAnswer => ({
       status: 200,
       body: { sid: request.path.match(/Calls\/([^/.]+)\.json$/)![1], account_sid: request.user, status: 'completed', end_time: new Date(h.clock.now() - 20_000).toUTCString(), duration: '40' },
     });
-    const readsOf = (accountSid: string) => standIn.requests.filter((request) => request.method === 'GET' && request.user === accountSid).length;
+    const readsOf = (accountSid: string) => requestsOf('GET', accountSid);
 
     // Twilio refuses the first account's credentials (a 4xx: that account alone)
     let calls = await unheldCalls('r');
@@ -439,6 +446,34 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     await h.clock.advanceSeconds(PROVIDER_RECHECK_SECONDS);
     await h.services.reaper.tick();
     expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('completed'));
+    standIn.answer(completedCall);
+  });
+
+  it("stops asking Twilio to end the calls of silent windows once it failed in the tick (that account's alone, where Twilio refused it): the tick's other rules are not held up", async () => {
+    // Twilio failing (a 5xx): after the first four hangups, none more in the tick, whichever the account
+    let { calls } = await sixCalls('a');
+    await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds + 1); // every window silent
+    standIn.requests.length = 0;
+    standIn.answer(() => twilioError(503, 20503, 'Service Unavailable'));
+    await h.services.reaper.tick();
+    expect(requestsOf('POST', ACCOUNT_SID)).toBe(PROVIDER_REQUESTS_AT_ONCE);
+    expect(requestsOf('POST', OTHER_SID)).toBe(0);
+    expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('connected'));
+    // Twilio back: the next ticks end them all
+    standIn.answer(completedCall);
+    await h.clock.advanceSeconds(ABANDONED_HANGUP_RETRY.firstMs / 1000);
+    await h.services.reaper.tick();
+    expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('completed'));
+
+    // Twilio refusing the first account (a 4xx): the other account's call is ended in the same tick
+    ({ calls } = await sixCalls('b'));
+    await h.clock.advanceSeconds(LIMITS.engineOfflineAfterSeconds + 1);
+    standIn.requests.length = 0;
+    standIn.answer((request) => (request.user === ACCOUNT_SID ? twilioError(401, 20003, 'Authenticate') : completedCall(request)));
+    await h.services.reaper.tick();
+    expect(requestsOf('POST', ACCOUNT_SID)).toBe(PROVIDER_REQUESTS_AT_ONCE);
+    expect(requestsOf('POST', OTHER_SID)).toBe(1);
+    expect(await statusOf(calls[5]!.id)).toBe('completed');
     standIn.answer(completedCall);
   });
 

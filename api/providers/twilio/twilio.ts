@@ -77,7 +77,7 @@ export class TwilioProvider implements VoiceProvider {
       if (error instanceof twilio.RestException && error.code !== undefined && ENDED_ALREADY.has(error.code)) return;
       this.#hangupFailures += 1;
       // Said without the error itself: the HTTP client's error carries the request, credentials included.
-      throw new ProviderUnreachable(`Twilio did not end call ${callSid}: ${describe(error)}`);
+      throw new ProviderUnreachable(`Twilio did not end call ${callSid}: ${describe(error)}`, { accountOnly: refusedAccount(error) });
     }
   }
 
@@ -103,11 +103,14 @@ export class TwilioProvider implements VoiceProvider {
       return await read(client.api.v2010.accounts(account.accountSid).calls);
     } catch (error) {
       if (error instanceof twilio.RestException && error.code === NOT_FOUND) return null;
-      // Twilio answered, refusing this request (not a 5xx, not rate-limiting): the account's trouble, not Twilio's.
-      const accountOnly = error instanceof twilio.RestException && error.status >= 400 && error.status < 500 && error.status !== 429;
-      throw new ProviderUnreachable(`Twilio did not give ${what}: ${describe(error)}`, { accountOnly });
+      throw new ProviderUnreachable(`Twilio did not give ${what}: ${describe(error)}`, { accountOnly: refusedAccount(error) });
     }
   }
+}
+
+/** Twilio answered, refusing the request (not a 5xx, not rate-limiting): the account's trouble, not Twilio's. */
+function refusedAccount(error: unknown): boolean {
+  return error instanceof twilio.RestException && error.status >= 400 && error.status < 500 && error.status !== 429;
 }
 
 /** A call resource as the record its final callback would carry; null for a status this driver does not know (Twilio added one), which tells nothing. */
