@@ -160,7 +160,7 @@ export function createEngines(deps: EnginesDeps) {
     async hangup(context: EngineContext, callId: string | undefined): Promise<CallRow | null> {
       const [call] = await db.query<CallRow>(
         `SELECT * FROM call_intents WHERE integration_id = $1 AND member_id = $2 AND status IN (${LIVE_STATUS_LIST}) AND ended_at IS NULL
-           AND ($3::text IS NULL OR id = $3) ORDER BY (engine_id = $4) DESC, created_at DESC LIMIT 1`,
+           AND ($3::text IS NULL OR id = $3) ORDER BY (engine_id = $4) DESC NULLS LAST, created_at DESC LIMIT 1`,
         [context.engine.integration_id, context.engine.member_id, callId ?? null, context.engine.id],
       );
       if (!call) return null;
