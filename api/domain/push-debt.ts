@@ -83,6 +83,8 @@ export function trackPushDebt({ db, bus, clock, log, observeDebt }: PushDebtDeps
     try {
       const [row] = await db.query<{ last_value: string | number; is_called: boolean }>('SELECT last_value, is_called FROM push_debt');
       const count = row?.is_called ? Number(row.last_value) : 0;
+      // The first read is the baseline, counts this node made before it included.
+      if (seen === undefined) mine = 0;
       const moved = seen === undefined ? 0 : count - seen;
       // Another node's count is one this node did not make. (Racing a count of this node's, a read
       // that saw it before the node did reads everything again for nothing; one the node saw first

@@ -95,11 +95,14 @@ export interface ReaperDeps {
   commandRetentionMs?: number;
   /** CALL_RETENTION_DAYS in ms; undefined keeps every call record */
   callRetentionMs?: number;
+  /** the calls a tick asks the provider about (PROVIDER_CALLS_PER_TICK; a test gives fewer) */
+  providerCallsPerTick?: number;
   log?: (message: string, error?: unknown) => void;
 }
 
 export function createReaper(deps: ReaperDeps) {
   const { db, bus, clock } = deps;
+  const callsPerTick = deps.providerCallsPerTick ?? PROVIDER_CALLS_PER_TICK;
   let timer: Timer | undefined;
   let running: Promise<void> | undefined;
   let prunedAt = -Infinity;
@@ -197,45 +200,63 @@ export function createReaper(deps: ReaperDeps) {
     for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, row.version);
   }
 
-  /** Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider. */
+  /**
+   * Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider.
+   * A pass takes the oldest due calls of the accounts the provider still answers this tick; where
+   * it refused an account meanwhile (a 4xx: that account's trouble), the places that account's
+   * calls took go to other accounts' calls in another pass, so one account's hundreds of calls
+   * never keep every other account's waiting. The provider failing outright ends the rule for the
+   * tick. Each pass asks about fewer calls than the last, PROVIDER_CALLS_PER_TICK in all.
+   */
   async function endAbandoned(changes: Changes, now: number) {
-    const due = await db.query<{ id: string; account_id: string }>(
-      `SELECT c.id, c.account_id FROM call_intents c JOIN engines e ON e.id = c.engine_id
-       WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
-       ORDER BY c.created_at LIMIT $3`,
-      [now - LIMITS.engineOfflineAfterSeconds * 1000, now, PROVIDER_CALLS_PER_TICK],
-    );
-    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
-      // The provider did not answer a hangup of this tick: the others wait for the next tick, rather
-      // than hold up the tick's other rules (queued intents expiring, windows going offline) for a
-      // timeout each, a hundred calls four at a time.
-      if (readsHeld(account_id)) return;
+    let places = callsPerTick;
+    while (places > 0 && !unreachable.provider) {
+      const due = await db.query<{ id: string; account_id: string }>(
+        `SELECT c.id, c.account_id FROM call_intents c JOIN engines e ON e.id = c.engine_id
+         WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
+           AND NOT (c.account_id = ANY($4::text[]))
+         ORDER BY c.created_at LIMIT $3`,
+        [now - LIMITS.engineOfflineAfterSeconds * 1000, now, places, [...unreachable.accounts]],
+      );
+      let skipped = 0;
+      await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
+        // The provider did not answer a hangup of this tick: the others wait for the next tick,
+        // rather than hold up the tick's other rules (queued intents expiring, windows going
+        // offline) for a timeout each, a hundred calls four at a time.
+        if (readsHeld(account_id)) return void (skipped += 1);
+        await endAbandonedCall(changes, id, account_id);
+      });
+      if (due.length < places || skipped === 0) return;
+      places = skipped;
+    }
+  }
+
+  async function endAbandonedCall(changes: Changes, id: string, accountId: string) {
+    try {
+      // Claimed for this attempt, at the time it is made (a batch takes a while): another node
+      // ticking meanwhile finds it claimed for as long as a provider request may take.
+      const claimedAt = clock.now();
+      const [claimed] = await db.query<{ abandoned_retry_ms: number }>(
+        `UPDATE call_intents SET abandoned_retry_at = $2::bigint + $3::bigint,
+           abandoned_retry_ms = CASE WHEN abandoned_retry_ms IS NULL OR abandoned_retry_at < $2::bigint - $5::bigint * 2 THEN $4::integer
+                                     ELSE LEAST(abandoned_retry_ms * 2, $5::integer) END
+         WHERE id = $1 AND status IN (${ON_ENGINE_STATUS_LIST}) AND (abandoned_retry_at IS NULL OR abandoned_retry_at <= $2::bigint)
+         RETURNING abandoned_retry_ms`,
+        [id, claimedAt, ABANDONED_CLAIM_MS, ABANDONED_HANGUP_RETRY.firstMs, ABANDONED_HANGUP_RETRY.maxMs],
+      );
+      if (!claimed) return;
       try {
-        // Claimed for this attempt, at the time it is made (a batch takes a while): another node
-        // ticking meanwhile finds it claimed for as long as a provider request may take.
-        const claimedAt = clock.now();
-        const [claimed] = await db.query<{ abandoned_retry_ms: number }>(
-          `UPDATE call_intents SET abandoned_retry_at = $2::bigint + $3::bigint,
-             abandoned_retry_ms = CASE WHEN abandoned_retry_ms IS NULL OR abandoned_retry_at < $2::bigint - $5::bigint * 2 THEN $4::integer
-                                       ELSE LEAST(abandoned_retry_ms * 2, $5::integer) END
-           WHERE id = $1 AND status IN (${ON_ENGINE_STATUS_LIST}) AND (abandoned_retry_at IS NULL OR abandoned_retry_at <= $2::bigint)
-           RETURNING abandoned_retry_ms`,
-          [id, claimedAt, ABANDONED_CLAIM_MS, ABANDONED_HANGUP_RETRY.firstMs, ABANDONED_HANGUP_RETRY.maxMs],
-        );
-        if (!claimed) return;
-        try {
-          changes.merge((await hangupCall(deps, id, 'engine_offline')).changes);
-        } catch (error) {
-          // The provider is unreachable (or the call was deleted meanwhile): asked again after the wait, from now.
-          noteUnreachable(error, account_id);
-          await db.query('UPDATE call_intents SET abandoned_retry_at = $2::bigint WHERE id = $1', [id, clock.now() + claimed.abandoned_retry_ms]);
-          deps.log?.(`could not end call ${id} of an offline engine; asking again in ${claimed.abandoned_retry_ms / 1000} s`, error);
-        }
+        changes.merge((await hangupCall(deps, id, 'engine_offline')).changes);
       } catch (error) {
-        // the store failed this one: the others go on, and it is due again on a later tick
-        deps.log?.(`could not claim call ${id} of an offline engine`, error);
+        // The provider is unreachable (or the call was deleted meanwhile): asked again after the wait, from now.
+        noteUnreachable(error, accountId);
+        await db.query('UPDATE call_intents SET abandoned_retry_at = $2::bigint WHERE id = $1', [id, clock.now() + claimed.abandoned_retry_ms]);
+        deps.log?.(`could not end call ${id} of an offline engine; asking again in ${claimed.abandoned_retry_ms / 1000} s`, error);
       }
-    });
+    } catch (error) {
+      // the store failed this one: the others go on, and it is due again on a later tick
+      deps.log?.(`could not claim call ${id} of an offline engine`, error);
+    }
   }
 
   async function failUnconnected(changes: Changes, now: number) {
@@ -305,7 +326,7 @@ export function createReaper(deps: ReaperDeps) {
        WHERE status IN (${PROVIDER_LEG_STATUS_LIST}) AND orphaned AND ${RECORDED_LEG_SQL}
          AND (orphaned_at IS NULL OR orphaned_at <= $1) AND (provider_read_at IS NULL OR provider_read_at <= $2)
        ORDER BY created_at LIMIT $3`,
-      [now - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000, now - PROVIDER_RECHECK_SECONDS * 1000, PROVIDER_CALLS_PER_TICK],
+      [now - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000, now - PROVIDER_RECHECK_SECONDS * 1000, callsPerTick],
     );
     await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
       if (readsHeld(account_id)) return; // due again on the next tick
@@ -363,7 +384,7 @@ export function createReaper(deps: ReaperDeps) {
         LIMITS.platformMaxCallSeconds,
         now - grace,
         now - PROVIDER_RECHECK_SECONDS * 1000,
-        PROVIDER_CALLS_PER_TICK,
+        callsPerTick,
         RING_TIMEOUT_SECONDS * 1000,
         grace,
       ],

@@ -91,4 +91,24 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('changes other nodes missed, o
     await clock.advance(LIMITS.pollMs);
     await expect.poll(resyncs).toBe(3);
   });
+
+  it("takes its own counts made before its first read into the baseline: another node's next count is still news", async () => {
+    const heard: string[] = [];
+    bus.subscribe((message) => heard.push(message.type));
+    const resyncs = () => heard.filter((type) => type === 'resync').length;
+    // a node that starts while its Redis is away: its first read waits for the bus, its counts do not
+    stopPushing();
+    await redis.stop();
+    await busReaches(bus, 'down', 'the bus to notice Redis is gone');
+    stopPushing = h.services.pusher.start();
+    bus.publish(change);
+    expect(await h.services.pusher.settled()).toBe(true);
+    await redis.start();
+    await busReaches(bus, 'up', 'the bus to be back');
+    await expect.poll(resyncs).toBe(1); // the reconnect's
+    await clock.advance(LIMITS.pollMs); // the baseline
+    await h.services.db.query("SELECT nextval('push_debt')"); // another node, cut off, counted a change
+    await clock.advance(LIMITS.pollMs);
+    await expect.poll(resyncs).toBe(2);
+  });
 });

@@ -13,7 +13,7 @@ import { buildApp } from '../../api/app.js';
 import { ManualClock } from '../../api/clock.js';
 import { loadConfig } from '../../api/config.js';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
-import { ABANDONED_HANGUP_RETRY, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS, PROVIDER_REQUESTS_AT_ONCE } from '../../api/domain/reaper.js';
+import { ABANDONED_HANGUP_RETRY, createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS, PROVIDER_REQUESTS_AT_ONCE } from '../../api/domain/reaper.js';
 import { createProviders, ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
@@ -148,10 +148,10 @@ describe('the Twilio driver', () => {
   it('reads no record of a call Twilio does not have, and says unreachable, without the credentials, when Twilio cannot answer', async () => {
     standIn.answer(() => twilioError(404, 20404, 'The requested resource was not found'));
     expect(await twilio.callRecord(account, 'CAunknown')).toBeNull();
-    // Twilio refusing the account (its credentials, a suspension) is that account's trouble; a 5xx, a 429 or no answer is Twilio's
+    // Twilio refusing the account (its credentials, a suspension, its API concurrency exceeded: 20429) is that account's trouble; a 5xx or no answer is Twilio's
     const failures = [
       { answer: () => twilioError(500, 20500, 'Internal Server Error'), accountOnly: false },
-      { answer: () => twilioError(429, 20429, 'Too Many Requests'), accountOnly: false },
+      { answer: () => twilioError(429, 20429, 'Too Many Requests'), accountOnly: true },
       { answer: () => 'hang' as const, accountOnly: false },
       { answer: () => twilioError(401, 20003, 'Authenticate'), accountOnly: true },
     ];
@@ -471,6 +471,22 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     standIn.requests.length = 0;
     standIn.answer((request) => (request.user === ACCOUNT_SID ? twilioError(401, 20003, 'Authenticate') : completedCall(request)));
     await h.services.reaper.tick();
+    expect(requestsOf('POST', ACCOUNT_SID)).toBe(PROVIDER_REQUESTS_AT_ONCE);
+    expect(requestsOf('POST', OTHER_SID)).toBe(1);
+    expect(await statusOf(calls[5]!.id)).toBe('completed');
+    standIn.answer(completedCall);
+    await h.clock.advanceSeconds(ABANDONED_HANGUP_RETRY.firstMs / 1000);
+    await h.services.reaper.tick();
+    expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('completed'));
+
+    // The refused account's calls fill the tick's places (five here): the place its skipped call
+    // took goes to the other account's call, in a second pass
+    const fivePlaces = createReaper({ ...h.services, providerCallsPerTick: 5 }); // (it judges silence once it has run for the store's grace)
+    ({ calls } = await sixCalls('c'));
+    await h.clock.advanceSeconds(Math.max(LIMITS.engineOfflineAfterSeconds, LIMITS.storeRecoveryGraceSeconds) + 1);
+    standIn.requests.length = 0;
+    standIn.answer((request) => (request.user === ACCOUNT_SID ? twilioError(401, 20003, 'Authenticate') : completedCall(request)));
+    await fivePlaces.tick();
     expect(requestsOf('POST', ACCOUNT_SID)).toBe(PROVIDER_REQUESTS_AT_ONCE);
     expect(requestsOf('POST', OTHER_SID)).toBe(1);
     expect(await statusOf(calls[5]!.id)).toBe('completed');

@@ -108,9 +108,13 @@ export class TwilioProvider implements VoiceProvider {
   }
 }
 
-/** Twilio answered, refusing the request (not a 5xx, not rate-limiting): the account's trouble, not Twilio's. */
+/**
+ * Twilio answered, refusing the request (a 4xx, not a 5xx): the account's trouble, not Twilio's. A
+ * 429 (20429) is too: Twilio limits each account's concurrent API requests, so one account busy
+ * hanging up an office's calls holds back nobody else's.
+ */
 function refusedAccount(error: unknown): boolean {
-  return error instanceof twilio.RestException && error.status >= 400 && error.status < 500 && error.status !== 429;
+  return error instanceof twilio.RestException && error.status >= 400 && error.status < 500;
 }
 
 /** A call resource as the record its final callback would carry; null for a status this driver does not know (Twilio added one), which tells nothing. */
