@@ -64,6 +64,8 @@ export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const
  */
 export const PROVIDER_CALLS_PER_TICK = 100;
 export const PROVIDER_REQUESTS_AT_ONCE = 4;
+/** The passes a rule makes over due calls in one tick at most (inPasses). */
+const MAX_PASSES = 10;
 /**
  * decided: the provider's record of a live call is read once a minute at most: after a first read
  * PROVIDER_FINAL_CALLBACK_GRACE_SECONDS after its window let go of it, again while the provider
@@ -201,34 +203,44 @@ export function createReaper(deps: ReaperDeps) {
   }
 
   /**
-   * Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider.
-   * A pass takes the oldest due calls of the accounts the provider still answers this tick; where
-   * it refused an account meanwhile (a 4xx: that account's trouble), the places that account's
-   * calls took go to other accounts' calls in another pass, so one account's hundreds of calls
-   * never keep every other account's waiting. The provider failing outright ends the rule for the
-   * tick. Each pass asks about fewer calls than the last, PROVIDER_CALLS_PER_TICK in all.
+   * Runs `each` over the calls `select` finds due, PROVIDER_REQUESTS_AT_ONCE at a time, in passes
+   * of PROVIDER_CALLS_PER_TICK calls in all. A call of an account the provider stopped answering
+   * this tick (a 4xx refused that account) is skipped, and the places such calls took go to other
+   * accounts' calls in another pass (`select` leaves the held accounts out), so that one account's
+   * hundreds of calls never keep every other account's waiting. The provider failing outright (a
+   * 5xx, no answer) ends it for the tick. Each pass asks about fewer calls than the last.
    */
-  async function endAbandoned(changes: Changes, now: number) {
+  async function inPasses<T extends { account_id: string }>(select: (places: number, heldAccounts: string[]) => Promise<T[]>, each: (call: T) => Promise<void>) {
     let places = callsPerTick;
-    while (places > 0 && !unreachable.provider) {
-      const due = await db.query<{ id: string; account_id: string }>(
-        `SELECT c.id, c.account_id FROM call_intents c JOIN engines e ON e.id = c.engine_id
-         WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
-           AND NOT (c.account_id = ANY($4::text[]))
-         ORDER BY c.created_at LIMIT $3`,
-        [now - LIMITS.engineOfflineAfterSeconds * 1000, now, places, [...unreachable.accounts]],
-      );
+    // (A pass that skips calls has held a new account, which the next leaves out: the bound on
+    // passes only guards against a select that did not.)
+    for (let pass = 0; pass < MAX_PASSES && places > 0 && !unreachable.provider; pass += 1) {
+      const due = await select(places, [...unreachable.accounts]);
       let skipped = 0;
-      await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
-        // The provider did not answer a hangup of this tick: the others wait for the next tick,
-        // rather than hold up the tick's other rules (queued intents expiring, windows going
-        // offline) for a timeout each, a hundred calls four at a time.
-        if (readsHeld(account_id)) return void (skipped += 1);
-        await endAbandonedCall(changes, id, account_id);
+      await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async (call) => {
+        // The provider did not answer this tick: the call waits for the next tick, rather than hold
+        // up the tick's other rules (queued intents expiring, windows going offline) for a timeout.
+        if (readsHeld(call.account_id)) return void (skipped += 1);
+        await each(call);
       });
       if (due.length < places || skipped === 0) return;
       places = skipped;
     }
+  }
+
+  /** Calls on engines silent for 90 s (offline or closed) end deliberately, through the provider. */
+  async function endAbandoned(changes: Changes, now: number) {
+    await inPasses(
+      (places, held) =>
+        db.query<{ id: string; account_id: string }>(
+          `SELECT c.id, c.account_id FROM call_intents c JOIN engines e ON e.id = c.engine_id
+           WHERE c.status IN (${ON_ENGINE_STATUS_LIST}) AND e.last_seen_at <= $1 AND (c.abandoned_retry_at IS NULL OR c.abandoned_retry_at <= $2)
+             AND NOT (c.account_id = ANY($4::text[]))
+           ORDER BY c.created_at LIMIT $3`,
+          [now - LIMITS.engineOfflineAfterSeconds * 1000, now, places, held],
+        ),
+      ({ id, account_id }) => endAbandonedCall(changes, id, account_id),
+    );
   }
 
   async function endAbandonedCall(changes: Changes, id: string, accountId: string) {
@@ -320,23 +332,26 @@ export function createReaper(deps: ReaperDeps) {
    * call again clears both.
    */
   async function settleUnheld(changes: Changes, now: number) {
-    // orphaned_at is null only for a call orphaned by a node on older code: read at once
-    const due = await db.query<{ id: string; account_id: string }>(
-      `SELECT id, account_id FROM call_intents
-       WHERE status IN (${PROVIDER_LEG_STATUS_LIST}) AND orphaned AND ${RECORDED_LEG_SQL}
-         AND (orphaned_at IS NULL OR orphaned_at <= $1) AND (provider_read_at IS NULL OR provider_read_at <= $2)
-       ORDER BY created_at LIMIT $3`,
-      [now - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000, now - PROVIDER_RECHECK_SECONDS * 1000, callsPerTick],
+    await inPasses(
+      (places, held) =>
+        // orphaned_at is null only for a call orphaned by a node on older code: read at once
+        db.query<{ id: string; account_id: string }>(
+          `SELECT id, account_id FROM call_intents
+           WHERE status IN (${PROVIDER_LEG_STATUS_LIST}) AND orphaned AND ${RECORDED_LEG_SQL}
+             AND (orphaned_at IS NULL OR orphaned_at <= $1) AND (provider_read_at IS NULL OR provider_read_at <= $2)
+             AND NOT (account_id = ANY($4::text[]))
+           ORDER BY created_at LIMIT $3`,
+          [now - PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000, now - PROVIDER_RECHECK_SECONDS * 1000, places, held],
+        ),
+      async ({ id }) => {
+        try {
+          const call = await claimRecordRead(id);
+          if (call?.orphaned) await readRecord(call, changes, 'its window let go of it');
+        } catch (error) {
+          deps.log?.(`could not claim the read of call ${id}'s provider record`, error);
+        }
+      },
     );
-    await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async ({ id, account_id }) => {
-      if (readsHeld(account_id)) return; // due again on the next tick
-      try {
-        const call = await claimRecordRead(id);
-        if (call?.orphaned) await readRecord(call, changes, 'its window let go of it');
-      } catch (error) {
-        deps.log?.(`could not claim the read of call ${id}'s provider record`, error);
-      }
-    });
   }
 
   /**

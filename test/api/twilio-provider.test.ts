@@ -446,6 +446,20 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     await h.clock.advanceSeconds(PROVIDER_RECHECK_SECONDS);
     await h.services.reaper.tick();
     expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('completed'));
+
+    // The refused account's calls fill the tick's places (five here): the place its skipped call
+    // took goes to the other account's call, in a second pass
+    const fivePlaces = createReaper({ ...h.services, providerCallsPerTick: 5 });
+    calls = await unheldCalls('p');
+    standIn.requests.length = 0;
+    standIn.answer((request) => (request.user === ACCOUNT_SID ? twilioError(401, 20003, 'Authenticate') : ended(request)));
+    await fivePlaces.tick();
+    expect(readsOf(ACCOUNT_SID)).toBe(4);
+    expect(readsOf(OTHER_SID)).toBe(1);
+    expect(await statusOf(calls[5]!.id)).toBe('completed');
+    standIn.answer(ended);
+    await h.clock.advanceSeconds(PROVIDER_RECHECK_SECONDS);
+    await h.services.reaper.tick();
     standIn.answer(completedCall);
   });
 
