@@ -409,6 +409,29 @@ describe('Engine', () => {
     expect(socket.reports.at(-1)).toMatchObject({ muted: false });
   });
 
+  it("forgets what rang on the device once the window let it go: an answer for the next call, before its ring, is carried out", async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance, server, socket, spies } = await engine({ driver: device });
+    socket.up();
+    socket.ack.mockResolvedValue(true);
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = call('incoming', { call_id: 'ci_A', request_id: 'ci_A', direction: 'inbound' });
+    emit({ type: 'incoming', ref: 'ci_A' });
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    // the agent hangs up the ringing call in the window: the server declines it, the device lets it go
+    // (the driver tells nothing of a leg it was told to let go)
+    server.hangup = () => ({ status: 200, body: { ok: true, call: call('rejected', { call_id: 'ci_A', request_id: 'ci_A', direction: 'inbound', ended_at: SERVER_NOW_S }) } });
+    server.current = null;
+    await instance.hangup();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.onCall).toBe(false);
+    // the next caller: the widget's answer comes before Twilio's ring reaches the device
+    socket.work({ commands: [{ ...command(51, 'answer'), call_id: 'ci_B' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.accept).toHaveBeenCalledExactlyOnceWith('ci_B');
+  });
+
   it('refuses an answer for another call than the one the device says rings, before the window has heard of either', async () => {
     const { device, emit } = eventfulDevice();
     const { socket, spies } = await engine({ driver: device });
@@ -1107,6 +1130,23 @@ describe('Engine', () => {
     // the next call ringing shows the device works again
     emit({ type: 'incoming', ref: null });
     expect(instance.model().message).toBeNull();
+  });
+
+  it('shows nothing of a heartbeat answer that arrives after a final end: its call stays over on the closed window', async () => {
+    const { instance, server, socket } = await engine();
+    socket.down(); // heartbeats go over REST
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = call('connected', { answered_at: SERVER_NOW_S });
+    server.latencyMs = 1000;
+    const sent = server.heartbeats().length;
+    instance.nudge(); // a heartbeat on its way, its answer carrying the live call
+    await vi.advanceTimersByTimeAsync(10);
+    expect(server.heartbeats()).toHaveLength(sent + 1);
+    socket.end({ code: 'agent_disabled', final: true, message: 'Calls are not enabled for you.' });
+    await vi.advanceTimersByTimeAsync(2000);
+    expect(instance.model()).toMatchObject({ state: 'closed' });
+    expect(instance.onCall).toBe(false);
+    expect(instance.model().call?.live ?? false).toBe(false);
   });
 
   it('stops for good on a final socket end: says why, forgets a dead pairing, sends no more heartbeats', async () => {

@@ -306,7 +306,7 @@ export class Engine {
       this.#setCallProblem(error instanceof ApiError && error.code === 'hangup_uncertain' ? MESSAGES.hangupUncertain : MESSAGES.hangupFailed, 'hangup');
     } finally {
       // Also end the device's own leg: with a real voice SDK that ends the call in any case.
-      if (!this.#calls.heldId || this.#problems.call) this.#driver?.disconnect();
+      if (!this.#calls.heldId || this.#problems.call) this.#letGoOfDevice();
       this.#hangupBusy = false;
       this.#afterCallChange();
     }
@@ -384,11 +384,16 @@ export class Engine {
     try {
       answer = await this.#exchange(report);
     } catch (error) {
+      if (this.#stopped) return;
       if (isFinal(error)) return this.#stop(error.code, error.message);
       if (error instanceof ApiError && error.status === 429) this.#scheduler.holdFor(error.retryAfterMs);
       this.#problems.connection = true;
       return this.#changed();
     }
+    // A window stopped meanwhile (a final end while this heartbeat was on its way) is over: an
+    // answer from before that end would bring its call back on screen, on a window that can no
+    // longer hang it up.
+    if (this.#stopped) return;
     this.#problems.connection = false;
     this.#runner.confirm(acks);
     await this.#handle(answer, sent, acks.some((ack) => ack.result === 'failed'));
@@ -421,7 +426,9 @@ export class Engine {
         // reach: service_unavailable) is not the service's: another node may take the report over
         // REST, and a window heard by nobody for 90 s has its calls ended.
         if (error instanceof ApiError && error.status < 500) throw error;
-        // No reply in time: the socket is half dead; REST decides.
+        // No reply in time: the socket is half dead; REST decides. (Not for a window that stopped
+        // meanwhile: a final end drops the socket, which fails the heartbeat on its way.)
+        if (this.#stopped) throw error;
       }
     }
     return this.#deps.api.heartbeat(report);
@@ -652,7 +659,7 @@ export class Engine {
     // The server says the call is over (its final status, or the window's hang-up): the device's
     // leg goes too, if the provider's end has not reached it (else the agent could stay on the
     // line with no Hang up anywhere, and the next claim find the device still on a call).
-    if (this.#lastHeld !== null && held === null) this.#driver?.disconnect();
+    if (this.#lastHeld !== null && held === null) this.#letGoOfDevice();
     const changed = held !== this.#lastHeld;
     if (changed) {
       const about = this.#callProblem;
@@ -668,6 +675,16 @@ export class Engine {
     void this.#scheduler.beat();
   }
 
+  /**
+   * Ends the device's legs, ringing ones included. The driver says nothing of a leg it was told
+   * to let go, so what rang is forgotten here: an answer that comes before the next call's ring
+   * is checked against that call, not against the one let go.
+   */
+  #letGoOfDevice(): void {
+    this.#ringingRef = null;
+    this.#driver?.disconnect();
+  }
+
   #setSocket(up: boolean): void {
     this.#socketUp = up;
     this.#scheduler.setSocketUp(up);
@@ -681,7 +698,8 @@ export class Engine {
     if (code === 'replaced' || code === 'unauthorized') forgetPairing(this.#deps.storage);
     this.#problems.final = finalMessage(code) ?? message;
     this.#halt();
-    this.#calls.end(this.#deps.now());
+    // released: nothing that comes later (an answer already on its way) shows it again
+    this.#calls.end(this.#deps.now(), true);
     this.#changed();
   }
 
