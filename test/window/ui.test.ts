@@ -129,6 +129,10 @@ describe('WindowView', () => {
     view.render({ ...live, muted: true });
     byId('w-hangup').focus();
     expect(document.activeElement).toBe(byId('w-hangup'));
+    // pressed, Hang up is busy: it says so, and keeps the focus (a disabled button would lose it to the page)
+    view.render({ ...live, muted: true, hangupBusy: true });
+    expect([byId('w-hangup').getAttribute('aria-disabled'), (byId('w-hangup') as HTMLButtonElement).disabled]).toEqual(['true', false]);
+    expect(document.activeElement).toBe(byId('w-hangup'));
     view.render(base);
     expect(document.activeElement).toBe(byId('w-state'));
   });

@@ -17,7 +17,7 @@ export const WINDOW_STYLE = `
 #c2c-window [data-testid=w-timer]{font-variant-numeric:tabular-nums;margin-left:8px}
 #c2c-window .c2c-actions{display:flex;gap:8px;margin-top:12px}
 #c2c-window button{font:inherit;padding:6px 14px;border-radius:6px;border:1px solid #aab4be;background:#fff;cursor:pointer}
-#c2c-window button:disabled{opacity:.5;cursor:default}
+#c2c-window button:disabled,#c2c-window button[aria-disabled="true"]{opacity:.5;cursor:default}
 #c2c-window [data-testid=w-hangup]{background:#c62828;border-color:#c62828;color:#fff}
 #c2c-window [data-testid=w-message][data-tone=error]{color:#b3261e}#c2c-window [data-testid=w-message][data-tone=warn]{color:#8a5300}
 #c2c-window .c2c-note{font-size:13px;color:#5b6570}

@@ -190,7 +190,10 @@ export class WindowView {
       n.status.textContent = CALL_STATUS_LABELS[call.status];
       n.status.dataset.status = call.status;
       n.hangup.hidden = !call.live;
-      n.hangup.disabled = model.hangupBusy;
+      // Busy, it says so rather than being disabled: a disabled control loses the focus to the page
+      // (the focus fixup rule), and a keyboard user who pressed it would lose their place. A press
+      // meanwhile does nothing (Engine.hangup ignores it while one is under way).
+      n.hangup.setAttribute('aria-disabled', String(model.hangupBusy));
       n.mute.hidden = !(call.live && model.muteAllowed && call.status === 'connected');
       // The label says what a press does (Mute, Unmute), and is the button's name: no pressed
       // state beside it, which would read "Unmute, pressed".
