@@ -140,6 +140,11 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('a gateway whose Redis is away
     // Redis is back before the grace ends: only the catch-up's re-check can tell the gateway when it does.
     await redis.start();
     await busesAre('up');
+    // Up to 2 s before the grace ends in one leap, which ends nothing yet; then a second at a time
+    // (each step waits for what the sweep and the re-checks do).
+    await clock.advance(refreshedAt + (LIMITS.widgetTokenRefreshGraceSeconds - 2) * 1000 - clock.now());
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    expect(old.events.map((event) => event.event)).not.toContain('ended');
     expect(await advanceUntilEnded(clock, old, EXPIRY_SWEEP_MS)).toMatchObject({ code: 'token_expired', final: false });
     expect(clock.now() - refreshedAt).toBeGreaterThanOrEqual(LIMITS.widgetTokenRefreshGraceSeconds * 1000);
     expect(clock.now() - refreshedAt).toBeLessThanOrEqual((LIMITS.widgetTokenRefreshGraceSeconds + 3) * 1000);
