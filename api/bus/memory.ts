@@ -15,8 +15,9 @@ export function createMemoryBus(): Bus {
       handlers.add(handler);
       return () => handlers.delete(handler);
     },
+    // one node: every message is only this node's
     resyncHere() {
-      for (const handler of [...handlers]) handler({ type: 'resync' }, { local: true });
+      this.publish({ type: 'resync' });
     },
     mayHaveListeners: (room) => io.sockets.adapter.rooms.has(room),
     // In one process a room receives from the moment it is joined.

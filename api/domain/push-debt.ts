@@ -11,10 +11,10 @@
  * So the store, which every node still shares, carries the news. A node whose bus is down counts
  * each change it announces in the sequence `push_debt`, one bump at a time: a bump asked for while
  * one is under way is made once more after it, so the last change is always counted after it was
- * made. Every node whose bus is up reads the sequence every poll_ms, and when it moved the node
- * hears `resync`, as if its own bus had just come back: its caches empty, and a gateway catches its
- * sockets up from the store. The reads cost one statement per node every poll_ms, and a node
- * outage or not; the catch-ups only a partition.
+ * made. Every node whose bus is up reads the sequence every poll_ms, and when other nodes' counts
+ * moved it, the node hears `resync`, as if its own bus had just come back: its caches empty, and a
+ * gateway catches its sockets up from the store. The reads cost one statement per node every
+ * poll_ms, outage or not; the catch-ups come only with a partition.
  */
 import { LIMITS } from '../../shared/limits.js';
 import type { Bus } from '../bus/index.js';

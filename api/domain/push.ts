@@ -150,8 +150,9 @@ export function createPusher(deps: PushDeps) {
     pushState,
     /**
      * Resolves once the pushes under way, and the retries of those that failed, have been sent, or
-     * have failed for good, and changes other nodes missed are counted in the store: true; false when some were still waiting after `withinMs` (real time).
-     * For a short-lived node (c2c) before it closes: its pushes are the change's only ones.
+     * have failed for good, and changes other nodes missed are counted in the store: true; false
+     * when some were still waiting after `withinMs` (real time). For a short-lived node (c2c)
+     * before it closes: its pushes are the change's only ones.
      */
     async settled(withinMs = SETTLE_WITHIN_MS): Promise<boolean> {
       let late = false;

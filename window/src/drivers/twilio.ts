@@ -314,7 +314,7 @@ export class TwilioDriver implements VoiceDriver {
 
   /** Logs an error of the SDK whole, and tells the window its code. */
   #error(error: unknown, lasting?: boolean): void {
-    (this.#options.logError ?? ((e: unknown) => console.warn('Twilio voice SDK error:', e)))(error);
+    (this.#options.logError ?? logToConsole)(error);
     this.#events.emit(lasting ? { type: 'error', code: codeOf(error), lasting } : { type: 'error', code: codeOf(error) });
   }
 }
@@ -335,6 +335,8 @@ const MIC_ERRORS = new Set([
 function refOf(call: TwilioCallLike): string | null {
   return REF_PARAMETERS.map((name) => call.customParameters?.get(name)).find((value) => value) ?? null;
 }
+
+const logToConsole = (error: unknown) => console.warn('Twilio voice SDK error:', error);
 
 /**
  * The Twilio error code of what the SDK reported, if it has one. Its English message is not passed
