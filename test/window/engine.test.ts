@@ -432,6 +432,20 @@ describe('Engine', () => {
     expect(spies.accept).toHaveBeenCalledExactlyOnceWith('ci_B');
   });
 
+  it.each(['decline', 'hangup'] as const)('forgets what rang once a %s command let it go: an answer for the next call, before its ring, is carried out', async (kind) => {
+    const { device, emit } = eventfulDevice();
+    const { socket, spies } = await engine({ driver: device });
+    socket.up();
+    socket.ack.mockResolvedValue(true);
+    await vi.advanceTimersByTimeAsync(0);
+    emit({ type: 'incoming', ref: 'ci_A' });
+    socket.work({ commands: [{ ...command(61, kind), call_id: 'ci_A' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    socket.work({ commands: [{ ...command(62, 'answer'), call_id: 'ci_B' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.accept).toHaveBeenCalledExactlyOnceWith('ci_B');
+  });
+
   it('refuses an answer for another call than the one the device says rings, before the window has heard of either', async () => {
     const { device, emit } = eventfulDevice();
     const { socket, spies } = await engine({ driver: device });

@@ -17,6 +17,8 @@ export interface CommandTarget {
   setMuted(muted: boolean): void;
   /** the window answered this call: it holds it from now on */
   answered(callId: string | null): void;
+  /** the device let its ringing leg go (hangup, decline): the driver says nothing of a leg it was told to let go */
+  letGoRinging(): void;
 }
 
 /**
@@ -59,8 +61,10 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
       if (!command.digits) throw new Error(MESSAGES.dtmfNoDigits);
       return driver.sendDigits(command.digits);
     case 'hangup':
-      return driver.disconnect();
+      driver.disconnect();
+      return target.letGoRinging();
     case 'decline':
-      return driver.reject();
+      driver.reject();
+      return target.letGoRinging();
   }
 }

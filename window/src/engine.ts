@@ -508,6 +508,9 @@ export class Engine {
         // held from now on (on-call heartbeats; its end, when the server says it, lets the device's leg go)
         this.#afterCallChange();
       },
+      letGoRinging: () => {
+        this.#ringingRef = null;
+      },
     });
   }
 
