@@ -8,17 +8,27 @@ import { parseOrigin } from '../shared/origin.js';
 import { trustOf, type TrustProxy } from './http/client-address.js';
 import { PG_DEFAULTS } from './store/db.js';
 
-const PORT_MESSAGE = 'must be a port number, 0 to 65535';
+/** Blank (an env file's `NAME=`) is unset, as an absent variable. */
+const blankIsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+
 /**
- * A port in decimal digits; unset or blank, `fallback` (an env file's `PORT=`). Not Number()'s
- * reading, which takes ' ' for 0 (a random port, which PUBLIC_BASE_URL's default would then name
- * as :0), and 0x1F90 or 1e3 for 8080 or 1000.
+ * A whole number in decimal digits, from `min` to `max`. Not Number()'s reading, which takes ' '
+ * for 0, 0x20 for 32, 0b11 for 3 and 1e3 for 1000: a typo in a pool size or a retention period
+ * (which deletes records) must not pass as another number.
  */
-const port = (fallback: number) =>
-  z.preprocess(
-    (value) => (value === undefined || (typeof value === 'string' && value.trim() === '') ? String(fallback) : value),
-    z.string().trim().regex(/^\d{1,5}$/, PORT_MESSAGE).transform(Number).pipe(z.number().max(65535, PORT_MESSAGE)),
-  );
+const digits = (min: number, max: number, message = `must be a whole number from ${min} to ${max}, in decimal digits`) => z.string().trim().regex(/^\d{1,16}$/, message).transform(Number).pipe(z.number().min(min, message).max(max, message));
+/** ...unset or blank, `fallback` */
+const integer = (min: number, max: number, fallback: number, message?: string) =>
+  z.preprocess((value) => blankIsUnset(value) ?? String(fallback), digits(min, max, message));
+/** ...unset or blank, unset */
+const optionalInteger = (min: number, max: number) => z.preprocess(blankIsUnset, digits(min, max).optional());
+
+/**
+ * A port: 0 (any free port) to 65535, in decimal digits. Not Number()'s reading, which takes ' '
+ * for 0 (a random port, which PUBLIC_BASE_URL's default would then name as :0), and 0x1F90 or
+ * 1e3 for 8080 or 1000.
+ */
+const port = (fallback: number) => integer(0, 65535, fallback, 'must be a port number, 0 to 65535');
 const flag = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
   .transform((value) => ['1', 'true', 'yes'].includes(value));
@@ -53,11 +63,11 @@ const EnvSchema = z.object({
   C2C_DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),
   /** PostgreSQL cancels a statement running (or waiting on a lock) longer than this: the caller gets 503 */
-  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_TIMEOUT_MS).default(PG_DEFAULTS.statementTimeoutMs),
+  DATABASE_STATEMENT_TIMEOUT_MS: integer(100, MAX_TIMEOUT_MS, PG_DEFAULTS.statementTimeoutMs),
   /** waiting longer than this for a PostgreSQL connection fails with 503 */
-  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_TIMEOUT_MS).default(PG_DEFAULTS.connectTimeoutMs),
+  DATABASE_CONNECT_TIMEOUT_MS: integer(100, MAX_TIMEOUT_MS, PG_DEFAULTS.connectTimeoutMs),
   /** PostgreSQL connections a node holds at most (nodes × this must stay under the server's max_connections) */
-  DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(PG_DEFAULTS.poolSize),
+  DATABASE_POOL_SIZE: integer(2, 1000, PG_DEFAULTS.poolSize),
   REDIS_URL: urlWithScheme(['redis:', 'rediss:']).optional(),
   PUBLIC_BASE_URL: publicOrigin.optional(),
   PUBLIC_SITE_URL: publicOrigin.optional(),
@@ -79,9 +89,9 @@ const EnvSchema = z.object({
     })
     .optional(),
   /** a Twilio REST request (a hangup) unanswered this long is given up: the hangup answers 502 hangup_uncertain */
-  TWILIO_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  TWILIO_TIMEOUT_MS: integer(100, 60_000, 5000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  WIDGET_TOKEN_TTL_SECONDS: z.coerce.number().int().min(5).max(24 * 3600).default(LIMITS.widgetTokenTtlSeconds),
+  WIDGET_TOKEN_TTL_SECONDS: integer(5, 24 * 3600, LIMITS.widgetTokenTtlSeconds),
   /** off; `true` (every hop); or the proxies' addresses, CIDR ranges or names (loopback, linklocal, uniquelocal), comma-separated */
   TRUST_PROXY: z
     .string()
@@ -106,9 +116,9 @@ const EnvSchema = z.object({
     })
     .default(false),
   /** delete widget command records older than this many days (api/domain/retention.ts); unset keeps them all */
-  COMMAND_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
+  COMMAND_RETENTION_DAYS: optionalInteger(1, 36_500),
   /** delete call records ended longer ago than this many days (api/domain/retention.ts); unset keeps them all */
-  CALL_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
+  CALL_RETENTION_DAYS: optionalInteger(1, 36_500),
   C2C_ALLOW_UWS_FALLBACK: flag.default(false),
   /** Chromium extension ids of this installation's extension (comma-separated) */
   C2C_EXTENSION_IDS: z
@@ -116,11 +126,14 @@ const EnvSchema = z.object({
     .regex(/^[a-p]{32}(,[a-p]{32})*$/, 'must be comma-separated Chromium extension ids (32 letters a–p)')
     .optional(),
   /** shed load (503 service_unavailable) when the event loop lags more than this; 0 = off */
-  C2C_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(MAX_TIMEOUT_MS).default(0),
+  C2C_MAX_EVENT_LOOP_DELAY_MS: integer(0, MAX_TIMEOUT_MS, 0),
   /** benchmarks only: multiplies every rate limit */
-  C2C_RATE_LIMIT_SCALE: z.coerce.number().positive().default(1),
+  C2C_RATE_LIMIT_SCALE: z.preprocess(
+    (value) => blankIsUnset(value) ?? '1',
+    z.string().trim().regex(/^\d{1,9}(\.\d{1,9})?$/, 'must be a positive decimal number such as 10000 or 0.5').transform(Number).pipe(z.number().positive('must be a positive decimal number such as 10000 or 0.5')),
+  ),
   /** sockets one credential may hold on a gateway node (benchmarks hold thousands on one token) */
-  C2C_SOCKETS_PER_CREDENTIAL: z.coerce.number().int().min(1).default(LIMITS.socketsPerCredentialPerNode),
+  C2C_SOCKETS_PER_CREDENTIAL: integer(1, 1_000_000_000, LIMITS.socketsPerCredentialPerNode),
 });
 
 export interface Config {

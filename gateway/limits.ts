@@ -25,7 +25,7 @@
 import { LIMITS } from '../shared/limits.js';
 import type { Services } from '../api/services.js';
 import { addressKey, RATE_KEYS } from '../api/ratelimit/keys.js';
-import { rateLimited } from '../api/ratelimit/counter.js';
+import { rateLimited, scaledLimit } from '../api/ratelimit/counter.js';
 import { RefusedCredentials } from '../api/ratelimit/refusals.js';
 
 /** What an address with too many handshakes in flight is told to wait. */
@@ -133,6 +133,6 @@ export class SocketLimits {
   }
 
   #scaled(limit: number): number {
-    return Math.round(limit * this.services.config.rateLimitScale);
+    return scaledLimit(limit, this.services.config.rateLimitScale);
   }
 }

@@ -246,6 +246,31 @@ describe('configuration', () => {
     }
   });
 
+  it('reads every whole-number setting as decimal digits within its bounds, and a blank one as unset', () => {
+    expect(loadConfig({ DATABASE_POOL_SIZE: ' 32 ', CALL_RETENTION_DAYS: '3', COMMAND_RETENTION_DAYS: ' ', C2C_MAX_EVENT_LOOP_DELAY_MS: '' })).toMatchObject({
+      databasePoolSize: 32,
+      callRetentionDays: 3,
+      commandRetentionDays: undefined,
+      maxEventLoopDelayMs: 0,
+    });
+    // Number() would take these for 32, 3, 1000 and 0: a typo must not pass as another number
+    const refused = [
+      ['DATABASE_POOL_SIZE', '0x20'],
+      ['CALL_RETENTION_DAYS', '0b11'],
+      ['COMMAND_RETENTION_DAYS', '0'],
+      ['WIDGET_TOKEN_TTL_SECONDS', '1e3'],
+      ['DATABASE_STATEMENT_TIMEOUT_MS', '5000.5'],
+      ['TWILIO_TIMEOUT_MS', '-100'],
+      ['C2C_SOCKETS_PER_CREDENTIAL', 'many'],
+      ['C2C_RATE_LIMIT_SCALE', '0x10'],
+      ['C2C_RATE_LIMIT_SCALE', '0'],
+    ];
+    for (const [name, value] of refused) {
+      expect(() => loadConfig({ [name!]: value }), `${name}=${value}`).toThrow(new RegExp(`${name}: must be`));
+    }
+    expect(loadConfig({ C2C_RATE_LIMIT_SCALE: '0.5' }).rateLimitScale).toBe(0.5);
+  });
+
   it('takes Twilio as the voice provider, with where its REST API is reached and how long a request may take', () => {
     expect(loadConfig({})).toMatchObject({ voiceProvider: 'simulated', twilioApiBaseUrl: undefined, twilioTimeoutMs: 5000 });
     expect(loadConfig({ VOICE_PROVIDER: 'twilio', TWILIO_API_BASE_URL: 'https://egress.example:8443', TWILIO_TIMEOUT_MS: '2500' })).toMatchObject({

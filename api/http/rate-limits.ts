@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { LIMITS } from '../../shared/limits.js';
 import type { RateCounter } from '../ratelimit/index.js';
-import { rateLimited } from '../ratelimit/counter.js';
+import { rateLimited, scaledLimit } from '../ratelimit/counter.js';
 import { RATE_KEYS } from '../ratelimit/keys.js';
 
 type Limiter = (request: FastifyRequest) => Promise<void>;
@@ -52,7 +52,7 @@ export async function registerRateLimits(app: FastifyInstance, counter: RateCoun
 
   const limiter = (max: number, key: (request: FastifyRequest) => string) => {
     const check = app.createRateLimit({
-      max: Math.round(max * scale),
+      max: scaledLimit(max, scale),
       timeWindow: LIMITS.rateWindowMs,
       keyGenerator: key,
     });

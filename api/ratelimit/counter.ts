@@ -27,3 +27,6 @@ export interface RateCounter {
 export function rateLimited(resetMs: number, message?: string): C2CError {
   return new C2CError('rate_limited', message, { retryAfter: Math.max(1, Math.ceil(resetMs / 1000)) });
 }
+
+/** A limit multiplied by C2C_RATE_LIMIT_SCALE (benchmarks), never below 1: a limit of 0 would refuse everything. */
+export const scaledLimit = (limit: number, scale: number): number => Math.max(1, Math.round(limit * scale));

@@ -13,7 +13,7 @@
 import { C2CError } from '../../shared/errors.js';
 import { LIMITS } from '../../shared/limits.js';
 import type { Clock } from '../clock.js';
-import { rateLimited, type RateCounter } from './counter.js';
+import { rateLimited, scaledLimit, type RateCounter } from './counter.js';
 import { addressKey, RATE_KEYS } from './keys.js';
 
 /** Past this many blocked addresses, the ones whose window has ended are forgotten, at most once a second. */
@@ -44,7 +44,7 @@ export class RefusedCredentials {
 
   /** Counts a refusal; one that takes the address over the limit blocks it until the window ends. */
   async refused(ip: string): Promise<void> {
-    const limit = Math.round(LIMITS.refusedCredentialsPerIpPerMinute * this.scale);
+    const limit = scaledLimit(LIMITS.refusedCredentialsPerIpPerMinute, this.scale);
     const hit = await this.counter.hit(RATE_KEYS.refusedCredentialsPerIp(ip), LIMITS.rateWindowMs, limit).catch(() => undefined);
     if (!hit || hit.count <= limit) return;
     const now = this.clock.now();

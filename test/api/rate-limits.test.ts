@@ -70,6 +70,18 @@ describe(`rate limits (counters in memory, store ${driver})`, () => {
     expect((await get()).status).toBe(404);
   });
 
+  it('keeps every limit at one request or more however small C2C_RATE_LIMIT_SCALE is (a limit of 0 would refuse everyone)', async () => {
+    const tiny = await createHarness(driver!, { rateLimitScale: 0.0001 });
+    try {
+      const key = (await seedTenant(tiny.services)).serverKey;
+      const get = () => client(tiny.app).get('/calls/ci_unknown', { auth: key, ip: '198.51.100.9' });
+      expect((await get()).status).toBe(404);
+      await expectError(get(), 429, 'rate_limited');
+    } finally {
+      await tiny.close();
+    }
+  });
+
   it('counts an IPv6 client by its /64 (rotating addresses inside it gets no fresh budget), and IPv4-mapped as IPv4', async () => {
     let host = 0;
     const get = (ip: string) => api.get('/calls/ci_unknown', { auth: t.serverKey, ip });
