@@ -92,17 +92,41 @@ async function startupStep<T>(what: string, step: () => Promise<T>): Promise<T> 
   }
 }
 
+/**
+ * PostgreSQL's refusals of a migration that the operator fixes in the database, not in our code
+ * (SQLSTATE): a role without CREATE on the schema (PostgreSQL 15 takes it from ordinary roles on
+ * `public`), a read-only standby or database, a full disk, tables held locked by another transaction.
+ */
+const MIGRATION_REFUSALS: Record<string, string> = {
+  '42501': 'its role may not create or change the tables (grant it CREATE on the schema, or connect as the tables\' owner)',
+  '25006': 'it takes no writes (a read-only standby or database: point DATABASE_URL at the primary)',
+  '53100': 'its disk is full',
+  '55P03': 'another transaction holds the tables locked',
+};
+
+/** Migrates; a refusal the operator fixes in the database fails as a ConfigError, one line saying so. Anything else is a defect, with its stack. */
+async function migrateOrSayWhy(db: Awaited<ReturnType<typeof connectStore>>, config: Config): Promise<void> {
+  try {
+    await migrate(db);
+  } catch (error) {
+    const why = MIGRATION_REFUSALS[String((error as { code?: unknown } | null)?.code)];
+    if (!why || !config.databaseUrl) throw error;
+    throw new ConfigError(`PostgreSQL at DATABASE_URL (${shownUrl(config.databaseUrl)}) refused the migrations: ${why}. ${(error as Error).message}`, { cause: error });
+  }
+}
+
 /** Opens the infrastructure and builds the services, without listening (CLI and tests). */
 export async function openServices(config: Config, clock: Clock = systemClock): Promise<Services> {
   const opened: Array<{ close(): Promise<void> }> = [];
   try {
-    // Reaching the store is the environment's; a migration that fails is a defect, shown with its stack.
+    // Reaching the store is the environment's; a migration that fails is a defect, shown with its
+    // stack, unless the database refused it for a reason of its own (MIGRATION_REFUSALS).
     const db = await startupStep(
       config.databaseUrl ? `PostgreSQL at DATABASE_URL (${shownUrl(config.databaseUrl)})` : `the embedded store in C2C_DATA_DIR (${config.dataDir})`,
       () => connectStore(config),
     );
     opened.push(db);
-    await migrate(db);
+    await migrateOrSayWhy(db, config);
     if (config.redisUrl) {
       const redisUrl = config.redisUrl;
       await startupStep(`Redis at REDIS_URL (${shownUrl(redisUrl)}) cannot be reached`, () => reachRedis(redisUrl));

@@ -57,10 +57,13 @@ async function applyOnce(db: Db, name: string, wait: typeof MIGRATION_LOCK_WAIT)
     } catch (error) {
       if ((error as { code?: unknown } | null)?.code !== LOCK_NOT_AVAILABLE) throw error;
       if (attempt >= wait.attempts) {
-        throw new Error(
-          `Migration ${name} was not applied: its tables stayed locked by another transaction (${wait.attempts} tries, ${wait.timeoutMs} ms each). ` +
-            'Start again once that transaction is over (pg_stat_activity shows it).',
-          { cause: error },
+        throw Object.assign(
+          new Error(
+            `Migration ${name} was not applied: its tables stayed locked by another transaction (${wait.attempts} tries, ${wait.timeoutMs} ms each). ` +
+              'Start again once that transaction is over (pg_stat_activity shows it).',
+            { cause: error },
+          ),
+          { code: LOCK_NOT_AVAILABLE },
         );
       }
       await sleep(wait.pauseMs);
