@@ -3,7 +3,7 @@
  * that cannot start says what to fix in one line naming the variable, and a node told to stop
  * while it is still starting stops cleanly instead of being killed half-opened.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,6 +66,27 @@ describe('c2c serve that cannot start', () => {
       });
     } finally {
       occupant.close();
+    }
+  }, 60_000);
+});
+
+describe.skipIf(!postgresUrl())('c2c serve on PostgreSQL with a data directory it cannot write', () => {
+  it('names C2C_DATA_DIR in one line (where admin.json goes), not the loopback listener', async () => {
+    const database = await createPgDatabase();
+    try {
+      const parent = mkdtempSync(join(tmpdir(), 'c2c-serve-'));
+      dataDirs.push(parent);
+      const file = join(parent, 'a-file');
+      writeFileSync(file, '');
+      const { node } = serve('unwritable', { DATABASE_URL: database.url, C2C_DATA_DIR: join(file, 'data') });
+      const code = await node.exited;
+      const output = node.output.join('').trim();
+      expect(code, output).toBe(1);
+      const said = output.split('\n').filter((line) => !/^\{"level":(30|40),/.test(line));
+      expect(said, output).toHaveLength(1);
+      expect(said[0]).toMatch(/^c2c: C2C_DATA_DIR \(.*a-file\/data\) cannot hold admin\.json: ENOTDIR/);
+    } finally {
+      await database.drop();
     }
   }, 60_000);
 });

@@ -135,7 +135,8 @@ export async function startAdminBridge(services: Services): Promise<AdminBridge>
     writePrivateFile(file, JSON.stringify({ url, token, pid: process.pid, start: startOf(process.pid) } satisfies AdminFile));
   } catch (error) {
     await close();
-    throw error;
+    // the operator's to fix, in one line (not the loopback listener's failure, which startNode names)
+    throw new ConfigError(`C2C_DATA_DIR (${services.config.dataDir}) cannot hold admin.json: ${(error as Error).message}`, { cause: error });
   }
   return {
     url,
