@@ -27,12 +27,13 @@ export type Role = 'api' | 'gateway' | 'all';
  * How long a stopping API lets requests in flight finish before it cuts their connections: longer
  * than any request takes while the store answers (one cut is told nothing, so this is for requests
  * stuck on a store that does not). A stop on a struggling store takes at most the gateway's wait for
- * a catch-up (1 s, CATCH_UP_STOP_WAIT_MS), this, and the store's close (2 s, CLOSE_WAIT_MS): 9 s,
- * under the 10 s a stopping process gives itself (cli/signals.ts).
+ * its sockets' requests and a catch-up (1 s, side by side: REQUESTS_SETTLE_MS in gateway/server.ts,
+ * CATCH_UP_STOP_WAIT_MS), this, the last pushes (1 s, PUSHES_SETTLE_MS) and the store's close (2 s,
+ * CLOSE_WAIT_MS): 10 s, under the 12 s a stopping process gives itself (cli/signals.ts).
  */
 export const DRAIN_MS = 6_000;
-/** How long a stopping node waits for its last pushes (within the process's 10 s to exit). */
-const PUSHES_SETTLE_MS = 1_000;
+/** How long a stopping node waits for its last pushes (within the process's 12 s to exit). */
+export const PUSHES_SETTLE_MS = 1_000;
 
 /** Resolves when `work` does, or after `ms`: a stop waits no longer for it (what it holds of the store is cut when the store closes). */
 const atMost = (work: Promise<unknown>, ms: number) =>

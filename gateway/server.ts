@@ -25,8 +25,8 @@ import { loadUws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (its typings name the option only for listen(port, options, cb)) */
 const LISTEN_EXCLUSIVE_PORT = 1;
-/** How long a stopping node waits for its sockets' requests under way (within the process's 10 s to exit). */
-const REQUESTS_SETTLE_MS = 1_000;
+/** How long a stopping node waits for its sockets' requests under way (within the process's 12 s to exit). */
+export const REQUESTS_SETTLE_MS = 1_000;
 
 export interface Gateway {
   port: number;

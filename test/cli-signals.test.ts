@@ -7,8 +7,18 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ECHO_MS, STOP_DEADLINE_MS, stopSignal } from '../api/cli/signals.js';
+import { DRAIN_MS, PUSHES_SETTLE_MS } from '../api/serve.js';
+import { CLOSE_WAIT_MS } from '../api/store/pg.js';
+import { CATCH_UP_STOP_WAIT_MS } from '../gateway/catch-up.js';
+import { REQUESTS_SETTLE_MS } from '../gateway/server.js';
 
 describe('stopping on a signal', () => {
+  it("leaves a stop on a struggling store every wait it has in turn, with a second to spare, before the deadline exits 1 (a failed unit under systemd)", () => {
+    // the gateway's requests and its catch-up side by side, then the API's drain, the last pushes, the store's statements
+    const worst = Math.max(REQUESTS_SETTLE_MS, CATCH_UP_STOP_WAIT_MS) + DRAIN_MS + PUSHES_SETTLE_MS + CLOSE_WAIT_MS;
+    expect(worst + 1000).toBeLessThanOrEqual(STOP_DEADLINE_MS);
+  });
+
   beforeEach(() => void vi.useFakeTimers());
   afterEach(() => void vi.useRealTimers());
 

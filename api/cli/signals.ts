@@ -12,8 +12,11 @@
  */
 export const ECHO_MS = 1000;
 
-/** How long a stop may take: above the API's drain (serve.ts DRAIN_MS) and the gateway's close. */
-export const STOP_DEADLINE_MS = 10_000;
+/**
+ * How long a stop may take: above the worst a struggling store makes of its steps, 10 s (serve.ts
+ * DRAIN_MS), with room for the closing of connections after them.
+ */
+export const STOP_DEADLINE_MS = 12_000;
 
 type Signal = 'SIGTERM' | 'SIGINT';
 

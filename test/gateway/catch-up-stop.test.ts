@@ -1,7 +1,7 @@
 /**
  * A stopping gateway waits for a catch-up under way for a second at most (gateway/catch-up.ts):
  * one stuck on a struggling store (a statement timeout is 10 s) would hold the stop past the
- * node's 10 s bound, and the API's drain with it.
+ * node's 12 s bound, and the API's drain with it.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CATCH_UP_STOP_WAIT_MS } from '../../gateway/catch-up.js';
