@@ -1,5 +1,6 @@
 /**
- * The demo tenant that `npm start` seeds (idempotently, with fixed ids): a funded business
+ * The demo tenant that `npm start` seeds (each piece with a fixed id, created where it is missing,
+ * so a first start cut short is completed by the next, not left half-made): a funded business
  * account, an assigned agent, a disabled member, a member outside the integration's coverage, and
  * an integration whose only allowed origin is the demo CRM's. Its credentials go to
  * <C2C_DATA_DIR>/demo.json, so anyone can drive the API with curl.
@@ -11,7 +12,7 @@ import type { Config } from '../config.js';
 import { parseCredential } from '../domain/credentials.js';
 import { authenticateServerKey } from '../domain/server-keys.js';
 import { createAccount, createDepartment, createMember, type OperatorDeps } from '../domain/operator/accounts.js';
-import { createIntegration, rotateServerKey, setCoverage, setOrigins } from '../domain/operator/integrations.js';
+import { createIntegration, rotateServerKey, setOrigins } from '../domain/operator/integrations.js';
 import { blockNumber, setRate } from '../domain/operator/telephony.js';
 
 export const DEMO = {
@@ -42,24 +43,29 @@ export function demoFile(config: Config): string {
   return join(config.dataDir, 'demo.json');
 }
 
-async function exists(deps: OperatorDeps, table: string, id: string): Promise<boolean> {
-  return (await deps.db.query(`SELECT 1 FROM ${table} WHERE id = $1`, [id])).length > 0;
+async function exists(deps: OperatorDeps, table: string, id: string, column = 'id'): Promise<boolean> {
+  return (await deps.db.query(`SELECT 1 FROM ${table} WHERE ${column} = $1`, [id])).length > 0;
 }
 
 /** Seeds what is missing and returns the credentials, plus whether a new server key was issued. */
 export async function seedDemo(deps: OperatorDeps, config: Config): Promise<{ credentials: DemoCredentials; fresh: boolean }> {
   const origin = `http://127.0.0.1:${config.demoPort}`;
-  if (!(await exists(deps, 'accounts', DEMO.accountId))) {
-    await createAccount(deps, { id: DEMO.accountId, kind: 'business', name: 'Demo Co', balanceMicros: DEMO.balanceMicros });
-    await createDepartment(deps, DEMO.accountId, 'Sales', DEMO.sales);
-    await createDepartment(deps, DEMO.accountId, 'Support', DEMO.support);
-    await createMember(deps, { ...DEMO.agent, accountId: DEMO.accountId, departmentId: DEMO.sales });
-    await createMember(deps, { ...DEMO.disabled, accountId: DEMO.accountId, departmentId: DEMO.sales, enabled: false });
-    await createMember(deps, { ...DEMO.outside, accountId: DEMO.accountId, departmentId: DEMO.support });
-    await setRate(deps, '+1', 10_000);
-    await setRate(deps, '+44', 20_000);
-    await blockNumber(deps, DEMO.accountId, DEMO.blockedNumber);
+  if (!(await exists(deps, 'accounts', DEMO.accountId))) await createAccount(deps, { id: DEMO.accountId, kind: 'business', name: 'Demo Co', balanceMicros: DEMO.balanceMicros });
+  for (const [name, id] of [['Sales', DEMO.sales], ['Support', DEMO.support]] as const) {
+    if (!(await exists(deps, 'departments', id))) await createDepartment(deps, DEMO.accountId, name, id);
   }
+  const members = [
+    { ...DEMO.agent, accountId: DEMO.accountId, departmentId: DEMO.sales },
+    { ...DEMO.disabled, accountId: DEMO.accountId, departmentId: DEMO.sales, enabled: false },
+    { ...DEMO.outside, accountId: DEMO.accountId, departmentId: DEMO.support },
+  ];
+  for (const member of members) if (!(await exists(deps, 'members', member.id))) await createMember(deps, member);
+  // rates are the platform's, not the demo account's: an operator's own are left as they are
+  for (const [prefix, micros] of [['+1', 10_000], ['+44', 20_000]] as const) {
+    if (!(await exists(deps, 'rates', prefix, 'prefix'))) await setRate(deps, prefix, micros);
+  }
+  // the demo's own block, there at every start (a number blocked already stays so)
+  await blockNumber(deps, DEMO.accountId, DEMO.blockedNumber);
   let serverKey: string | undefined;
   let fresh = false;
   if (!(await exists(deps, 'integrations', DEMO.integrationId))) {
@@ -76,10 +82,10 @@ export async function seedDemo(deps: OperatorDeps, config: Config): Promise<{ cr
       destinationCountries: ['US', 'CA', 'GB'],
       maxCallSeconds: 3600,
       concurrencyLimit: 10,
+      coverage: { mode: 'departments', inheritFuture: true, departmentIds: [DEMO.sales] },
     });
     serverKey = created.serverKey;
     fresh = true;
-    await setCoverage(deps, DEMO.integrationId, { mode: 'departments', inheritFuture: true, departmentIds: [DEMO.sales] });
   } else {
     // DEMO_PORT may differ from the last start: the allowed origin follows it.
     await setOrigins(deps, DEMO.integrationId, [origin]);

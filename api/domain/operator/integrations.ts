@@ -154,10 +154,11 @@ export function parseOriginLines(lines: string[]): string[] {
 
 export async function createIntegration(
   deps: OperatorDeps,
-  input: { id?: string; accountId: string; name: string; origins?: string[]; identifierMode?: IdentifierMode; windowMode?: WindowMode } & PolicySettings,
+  // coverage: set with it, in its transaction (else it covers everyone, the column's default)
+  input: { id?: string; accountId: string; name: string; origins?: string[]; identifierMode?: IdentifierMode; windowMode?: WindowMode; coverage?: Coverage } & PolicySettings,
 ): Promise<{ integration: IntegrationRow; serverKey: string }> {
   const origins = parseOriginLines(input.origins ?? []);
-  const { id: _id, accountId: _account, name: _name, origins: _origins, identifierMode: _mode, windowMode: _window, ...policy } = input;
+  const { id: _id, accountId: _account, name: _name, origins: _origins, identifierMode: _mode, windowMode: _window, coverage, ...policy } = input;
   const columns = policyColumns(policy);
   const id = input.id ?? newId(ID_PREFIX.integration);
   const now = deps.clock.now();
@@ -176,10 +177,14 @@ export async function createIntegration(
       ...columns,
     };
     const names = Object.keys(all);
-    const [integration] = await sql.query<IntegrationRow>(
+    let [integration] = await sql.query<IntegrationRow>(
       `INSERT INTO integrations (${names.join(', ')}) VALUES (${names.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING *`,
       Object.values(all),
     );
+    if (coverage) {
+      await writeCoverage(sql, id, coverage, now);
+      [integration] = await sql.query<IntegrationRow>('SELECT * FROM integrations WHERE id = $1', [id]);
+    }
     const key = await issueServerKey(sql, deps.clock, id);
     return { integration: integration!, serverKey: key.token };
   });
@@ -238,34 +243,40 @@ async function assertOwn(sql: Sql, integrationId: string, table: 'members' | 'de
   if (stray.length > 0) throw new OperatorError(`Not ${table} of integration ${integrationId}'s account: ${stray.join(', ')}.`);
 }
 
-export async function setCoverage(
-  deps: OperatorDeps,
-  integrationId: string,
-  coverage: { mode: CoverageMode; inheritFuture?: boolean; memberIds?: string[]; departmentIds?: string[] },
-): Promise<void> {
-  await changeIntegration(deps, integrationId, async (sql) => {
-    // whether future members inherit stays as it was unless given
-    const rows = await sql.query(
-      `UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = coalesce($3, coverage_inherit_future), coverage_set_at = $4
-       WHERE id = $1 AND status <> 'revoked' RETURNING id`,
-      [integrationId, coverage.mode, coverage.inheritFuture ?? null, deps.clock.now()],
+export interface Coverage {
+  mode: CoverageMode;
+  inheritFuture?: boolean;
+  memberIds?: string[];
+  departmentIds?: string[];
+}
+
+export async function setCoverage(deps: OperatorDeps, integrationId: string, coverage: Coverage): Promise<void> {
+  await changeIntegration(deps, integrationId, (sql) => writeCoverage(sql, integrationId, coverage, deps.clock.now()));
+}
+
+/** Sets an integration's coverage, in the caller's transaction. */
+async function writeCoverage(sql: Sql, integrationId: string, coverage: Coverage, now: number): Promise<void> {
+  // whether future members inherit stays as it was unless given
+  const rows = await sql.query(
+    `UPDATE integrations SET coverage_mode = $2, coverage_inherit_future = coalesce($3, coverage_inherit_future), coverage_set_at = $4
+     WHERE id = $1 AND status <> 'revoked' RETURNING id`,
+    [integrationId, coverage.mode, coverage.inheritFuture ?? null, now],
+  );
+  if (rows.length === 0) throw await missingOrRevoked(sql, integrationId);
+  await assertOwn(sql, integrationId, 'members', coverage.memberIds ?? []);
+  await assertOwn(sql, integrationId, 'departments', coverage.departmentIds ?? []);
+  await sql.query('DELETE FROM integration_departments WHERE integration_id = $1', [integrationId]);
+  for (const departmentId of coverage.departmentIds ?? []) {
+    await sql.query('INSERT INTO integration_departments (integration_id, department_id) VALUES ($1, $2)', [integrationId, departmentId]);
+  }
+  await sql.query('UPDATE integration_members SET selected = false WHERE integration_id = $1', [integrationId]);
+  for (const memberId of coverage.memberIds ?? []) {
+    await sql.query(
+      `INSERT INTO integration_members (integration_id, member_id, selected) VALUES ($1, $2, true)
+       ON CONFLICT (integration_id, member_id) DO UPDATE SET selected = true`,
+      [integrationId, memberId],
     );
-    if (rows.length === 0) throw await missingOrRevoked(sql, integrationId);
-    await assertOwn(sql, integrationId, 'members', coverage.memberIds ?? []);
-    await assertOwn(sql, integrationId, 'departments', coverage.departmentIds ?? []);
-    await sql.query('DELETE FROM integration_departments WHERE integration_id = $1', [integrationId]);
-    for (const departmentId of coverage.departmentIds ?? []) {
-      await sql.query('INSERT INTO integration_departments (integration_id, department_id) VALUES ($1, $2)', [integrationId, departmentId]);
-    }
-    await sql.query('UPDATE integration_members SET selected = false WHERE integration_id = $1', [integrationId]);
-    for (const memberId of coverage.memberIds ?? []) {
-      await sql.query(
-        `INSERT INTO integration_members (integration_id, member_id, selected) VALUES ($1, $2, true)
-         ON CONFLICT (integration_id, member_id) DO UPDATE SET selected = true`,
-        [integrationId, memberId],
-      );
-    }
-  });
+  }
 }
 
 /** Per-member overrides (merged into the existing ones; null removes a key). */
