@@ -475,7 +475,7 @@ export function buildProgram(services: ServicesProvider, out: Output, files: Att
     .description("close every call window of the integration (its agents open theirs again from the widget): after a leaked server key, the windows paired through it")
     .action(async (id: string) => {
       const closed = await closeIntegrationWindows(await deps(), id);
-      out.result({ integration_id: id, closed }, `${closed} call windows of ${id} closed; their calls go on until hung up from the widget`);
+      out.result({ integration_id: id, closed }, `${closed} call windows of ${id} closed; a call on one ends with it (its window lets the voice leg go; else the reaper hangs it up once the window is silent 90 s)`);
     });
   integration
     .command('revoke <integrationId>')

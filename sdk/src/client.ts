@@ -276,8 +276,9 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   }
 
   sendDigits(digits: string): Promise<CommandResult> {
-    if (!this.allows('dtmf')) return this.refuseLocally('dtmf', 'control_not_allowed', 'The policy does not enable dtmf.');
+    // the call's own mistake first, as for setMuted: the policy may allow dtmf tomorrow, and the call would still be wrong
     if (typeof digits !== 'string' || !DIGITS.test(digits)) return this.refuseLocally('dtmf', 'invalid_request', 'digits may contain 0-9, * and # (at most 32).');
+    if (!this.allows('dtmf')) return this.refuseLocally('dtmf', 'control_not_allowed', 'The policy does not enable dtmf.');
     return this.command('dtmf', { digits });
   }
 

@@ -1096,6 +1096,9 @@ describe('commands', () => {
     const requests = service.requests.length;
     await expect(widget.setMuted(true)).rejects.toMatchObject({ code: 'control_not_allowed' });
     await expect(widget.sendDigits('12#')).rejects.toMatchObject({ code: 'control_not_allowed' });
+    // a malformed argument is the call's own mistake, whatever the policy says (as setMuted('yes'))
+    await expect(widget.sendDigits(123 as unknown as string)).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(widget.setMuted('yes' as unknown as boolean)).rejects.toMatchObject({ code: 'invalid_request' });
     expect(socket.sent).toHaveLength(0);
     expect(service.requests.length).toBe(requests);
     expect(visible('c2c-mute')).toBe(false);

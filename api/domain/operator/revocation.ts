@@ -44,7 +44,8 @@ async function closeEngines(sql: Sql, integrationId: string, now: number, reason
  * operator's answer to a leaked server key: after a rotation what the key made ends within the
  * hour and a token's life, but a window paired through one of its sessions lives as long as it
  * heartbeats (a window's credential is its own: the spec keeps it past the widget's logout). Calls
- * on those windows go on, orphaned, as when a window closes: Hang up in the widget ends them.
+ * on those windows are orphaned, as when a window closes: told it is closed, the window lets its
+ * voice leg go, which ends the call; one that stays up is the reaper's, or Hang up in the widget's.
  */
 export async function closeIntegrationWindows(deps: OperatorDeps, integrationId: string): Promise<number> {
   const changes = new Changes();
