@@ -47,6 +47,8 @@ const pollInterval = (pollMs: number | undefined) => (typeof pollMs === 'number'
 const REQUEST_CALL_TIMEOUT_MS = LIMITS.callStartWaitSeconds * 1000;
 const DIGITS = /^[0-9*#wW]{1,32}$/;
 const noSession = () => new SdkError('unauthorized', 'There is no widget session.');
+/** A command made for one agent, when the session is now another's (another user signed in on this browser). */
+const agentChanged = () => new SdkError('agent_changed', 'The widget now serves another agent: the command was not sent for them.', 409);
 
 export class Click2CallWidget extends Emitter<SdkEvents> {
   private readonly machine = new StateMachine();
@@ -80,6 +82,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
   private callWindow: Window | null = null;
   /** a call window's name its ticket gave before anything named the agent (rememberWindowName) */
   private unkeptWindowName: string | null = null;
+  /** counts the agents this widget has served: what was begun for one (a launch, a command) is not carried out for the next */
+  private agentEra = 0;
   /** endSession() was called: the session is over, its revoke perhaps still on its way */
   private ending = false;
   /**
@@ -187,6 +191,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     // A session that is over (logged out, refused for good) gets no window: the widget says why.
     if (this.detached || this.sessionOver()) return false;
     this.openTab = null;
+    const agentEra = this.agentEra;
     const opened = launchCallWindow({
       open: this.d.open,
       storage: this.d.storage,
@@ -203,6 +208,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
         this.say(this.t.elsewhere);
       },
       ticket: () => this.ticket(),
+      cancelled: () => this.detached || this.sessionOver() || this.agentEra !== agentEra,
       focusCommand: () => void this.command('focus').catch(() => {}),
       onNamed: (name) => this.rememberWindowName(name),
       onWindow: (win) => void (this.callWindow = win),
@@ -336,14 +342,25 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.awaiting.set(command.request_id, { kind, revert, until: this.d.clock.now() + EFFECT_MS });
     // A session the command waits for comes in time or the command is dropped (SESSION_WAIT_MS).
     const inTime = <T>(waiting: Promise<T>) => within(this.d.clock, SESSION_WAIT_MS, waiting, () => noSessionInTime(kind));
+    // Made for this agent: never sent, nor sent again, for another one whose session came meanwhile
+    // (availability and focus name no call, so the service would carry them out for that agent).
+    const era = this.agentEra;
+    const forThisAgent = () => {
+      if (this.agentEra !== era) throw agentChanged();
+    };
     try {
       if (!(await inTime(this.session.ready()))) throw noSession();
+      forThisAgent();
       const result = await this.order.run(kind, () =>
         sendCommand(command, {
           clock: this.d.clock,
-          viaSocket: (c) => this.transport.emitCommand(c, ACK_TIMEOUT_MS),
-          viaRest: (c) => this.api<CommandResult>('POST', '/widget/commands', c, {}, ACK_TIMEOUT_MS),
-          rejected: (e) => inTime(this.session.rejected(e)),
+          viaSocket: (c) => (forThisAgent(), this.transport.emitCommand(c, ACK_TIMEOUT_MS)),
+          viaRest: (c) => (forThisAgent(), this.api<CommandResult>('POST', '/widget/commands', c, {}, ACK_TIMEOUT_MS, forThisAgent)),
+          rejected: async (e) => {
+            const renewed = await inTime(this.session.rejected(e));
+            forThisAgent();
+            return renewed;
+          },
         }),
       );
       // The window's failure may be known before the command's own answer: it is the outcome.
@@ -445,6 +462,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     const held = this.snapshots.state?.agent?.identifier;
     const named = session.agent?.identifier;
     if (!held || !named || held === named) return;
+    this.agentEra += 1;
     this.snapshots.forget();
     // the call window is the other agent's: found again by the new agent's window name, if any
     this.callWindow = null;

@@ -105,7 +105,8 @@ const ACTS_ON_ITS_TOKEN = new Set(['/widget/refresh', '/widget/revoke']);
 
 export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => string | null, clock: Clock) {
   const base = baseUrl.replace(/\/+$/, '');
-  return async <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS) => {
+  // beforeResend: throws instead when a request refused for a token replaced meanwhile may not go again with the new one (below)
+  return async <T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}, timeoutMs = REQUEST_TIMEOUT_MS, beforeResend = () => {}) => {
     const sendWith = (bearer: string | null) =>
       sendWithToken<T>(fetchFn, base + path, {
         method,
@@ -130,7 +131,10 @@ export function widgetApi(fetchFn: FetchLike, baseUrl: string, token: () => stri
       // command's body keeps its request_id, so the service dedupes it. Not a refresh or a
       // revoke: those act on the token they carry, and the new token is not theirs to act on.
       const current = token();
-      if (isRejection(error) && current !== null && current !== sent && !ACTS_ON_ITS_TOKEN.has(path)) return sendWith(current);
+      if (isRejection(error) && current !== null && current !== sent && !ACTS_ON_ITS_TOKEN.has(path)) {
+        beforeResend();
+        return sendWith(current);
+      }
       throw error;
     }
   };

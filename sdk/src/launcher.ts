@@ -32,6 +32,11 @@ export interface LaunchDeps {
   fallbackAt: number;
   onFallback: (at: number) => void;
   ticket: () => Promise<LaunchTicket>;
+  /**
+   * The launch no longer stands by the time its ticket comes (a logout, the widget detached, a
+   * session of another agent): the window it opened closes, and nothing is offered or said.
+   */
+  cancelled: () => boolean;
   /** sends the `focus` widget command (fire and forget) */
   focusCommand: () => void;
   /** a window is on its way (null: the link was offered instead) */
@@ -144,6 +149,7 @@ export function launchCallWindow(d: LaunchDeps): boolean {
   if (win) d.onLaunching(win);
   d.ticket().then(
     (ticket) => {
+      if (d.cancelled()) return void (!found && win?.close());
       d.onNamed(ticket.window_name);
       if (!win) return d.onBlocked(ticket);
       if (win.closed) return;
@@ -152,6 +158,7 @@ export function launchCallWindow(d: LaunchDeps): boolean {
     },
     (error: unknown) => {
       if (!found) win?.close(); // the agent's own window stays
+      if (d.cancelled()) return;
       d.onError(error instanceof SdkError ? error : new SdkError('unreachable', String(error)));
     },
   );

@@ -128,6 +128,8 @@ class Service {
   /** per path: replies to use before the default behaviour */
   /** 'hang': the request is never answered, its abort ignored (a proxy that holds the connection) */
   script = new Map<string, Array<Reply | 'network' | 'hang'>>();
+  /** per path: a request waits for this before it is answered (a slow answer the test lets go) */
+  held = new Map<string, Promise<void>>();
 
   state(over: Partial<WidgetState> = {}): WidgetState {
     return {
@@ -175,6 +177,7 @@ class Service {
     const scripted = this.script.get(path)?.shift();
     if (scripted === 'network') throw new TypeError('Failed to fetch');
     if (scripted === 'hang') return new Promise<Response>(() => {});
+    await this.held.get(path);
     const reply = scripted ?? this.answer(path, headers, body);
     return new Response(reply.status === 304 || reply.body === undefined ? null : JSON.stringify(reply.body), {
       status: reply.status,
@@ -1326,6 +1329,29 @@ describe('commands', () => {
     expect(service.count('/widget/commands')).toBe(1);
   });
 
+  it("never sends a command made for one agent with the session of another who signed in on this browser meanwhile (availability names no call)", async () => {
+    const socket = await ready();
+    socket.drop();
+    const refused = { status: 401, body: { ok: false, error: 'unauthorized', message: 'The credential is missing, unknown, expired or revoked.' } };
+    service.script.set('/widget/commands', [refused]);
+    const bob = { name: 'Bob', identifier: 'bob@acme.example', type: 'email' as const, department: 'Support' };
+    const bobState: WidgetState = { ...service.state(), version: 7, engine: null, call: null, agent: bob };
+    service.script.set('/crm/session', [{ status: 201, body: { ...bobState, widget_token: 'c2cw_bob', expires_at: T0 + 1800 } }]);
+    const failures: Array<{ kind: string; error: string }> = [];
+    widget.on('commandfailed', (f) => failures.push({ kind: f.kind, error: f.error }));
+    // Ana clicks Not available; her token was revoked, and the session endpoint now answers for Bob
+    const unavailable = outcome(widget.setAvailability(false));
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(unavailable.error).toMatchObject({ code: 'agent_changed' });
+    expect(failures).toEqual([{ kind: 'availability', error: 'agent_changed' }]);
+    const sent = service.requests.filter((r) => r.path === '/widget/commands');
+    expect(sent.map((r) => r.headers.authorization)).toEqual(['Bearer c2cw_1']);
+    expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' } });
+    // Bob's own commands go
+    expect(await widget.setAvailability(true)).toMatchObject({ ok: true });
+    expect(service.requests.filter((r) => r.path === '/widget/commands').at(-1)!.headers.authorization).toBe('Bearer c2cw_bob');
+  });
+
   it('offers only Hang up on an orphaned connected call, even with its window still live: mute and the keypad would act on nothing', async () => {
     service.set({ call: call('connected', { answered_at: T0 - 5 }) });
     const socket = await ready();
@@ -1777,6 +1803,31 @@ describe('enableCalls', () => {
     expect(q('c2c-state').dataset.state).not.toBe('enabling');
     await vi.advanceTimersByTimeAsync(10_000);
     await ending;
+  });
+
+  it.each([
+    ['opened', (): unknown => blankWindow()],
+    ['blocked', (): unknown => null],
+  ] as const)("lets a launch ticket answered after endSession() start nothing (popup %s): the window it opened closes, no link, no message", async (_, result) => {
+    service.set({ engine: null });
+    openResult = result;
+    let release!: () => void;
+    service.held.set('/widget/launch-ticket', new Promise<void>((resolve) => (release = resolve)));
+    start();
+    await flush();
+    widget.enableCalls();
+    await flush();
+    await widget.endSession();
+    release();
+    await flush();
+    const win = opened[0]!.win;
+    if (win) {
+      expect(win.location.replace).not.toHaveBeenCalled();
+      expect(win.close).toHaveBeenCalled();
+    }
+    expect(visible('c2c-open-tab')).toBe(false);
+    expect(q('c2c-message').textContent).toBe('');
+    expect(vi.getTimerCount(), 'no timer left running for a message').toBe(0);
   });
 
   it("takes the 'Open in new tab' link away when its ticket expires", async () => {
