@@ -452,8 +452,9 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
    * user logged in on this browser meanwhile). The conditional poll starts afresh (its ETag was the
    * old session's), and the state held is dropped when the session names another agent: it is not
    * the new agent's to see (their call, their customer's name), and versions count per agent, so
-   * the new agent's would not replace it. A session that does not name its agent leaves that to
-   * Snapshots.offer, which lets a state of another agent replace the held one.
+   * the new agent's would not replace it. A session that does not name its agent (an integrator's
+   * backend that passes on only the token) leaves that to the first state of another agent
+   * (onSnapshot).
    */
   private startOver(session: IntegratorSession): void {
     this.transport.forgetEtag();
@@ -461,7 +462,11 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     this.unkeptWindowName = null;
     const held = this.snapshots.state?.agent?.identifier;
     const named = session.agent?.identifier;
-    if (!held || !named || held === named) return;
+    if (held && named && held !== named) this.forgetAgent();
+  }
+
+  /** What the widget held and did for the previous agent, dropped: the widget now serves another. */
+  private forgetAgent(): void {
     this.agentEra += 1;
     this.snapshots.forget();
     // the call window is the other agent's: found again by the new agent's window name, if any
@@ -485,7 +490,10 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   private onSnapshot(state: WidgetState): void {
     // after logout or a final refusal, nothing moves: no state, no event
-    if (this.sessionOver() || !this.snapshots.offer(state)) return;
+    if (this.sessionOver()) return;
+    const held = this.snapshots.state?.agent?.identifier;
+    if (held && state.agent?.identifier && held !== state.agent.identifier) this.forgetAgent();
+    if (!this.snapshots.offer(state)) return;
     if (this.unkeptWindowName) this.rememberWindowName(this.unkeptWindowName);
     const { engine, call } = this.snapshots.state!;
     this.effects.confirm(engine, call);

@@ -1854,6 +1854,25 @@ describe('enableCalls', () => {
     expect(q('c2c-state').dataset.state).toBe('offline'); // not still enabling Ana's window
   });
 
+  it("drops them too when the new session does not name its agent (a backend passing on only the token), once Bob's first state comes", async () => {
+    await blockedWithTabLink();
+    const socket = service.sockets[0]!;
+    socket.accept(service.state());
+    await flush();
+    const bob = { name: 'Bob', identifier: 'bob@acme.example', type: 'email' as const, department: 'Support' };
+    const bobState: WidgetState = { ...service.state(), version: 7, engine: null, call: null, agent: bob };
+    service.script.set('/crm/session', [{ status: 201, body: { widget_token: 'c2cw_bob', expires_at: T0 + 1800 } as never }]);
+    socket.fire('ended', { code: 'unauthorized', final: true, message: 'The widget session ended (revoked).' });
+    await flush();
+    expect(visible('c2c-open-tab')).toBe(true); // nothing says yet whose the session is
+    const { session_expires_at: _, ...pushed } = bobState;
+    service.sockets.at(-1)!.accept(pushed as WidgetState);
+    await flush();
+    expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' } });
+    expect(visible('c2c-open-tab')).toBe(false); // its ticket was Ana's
+    expect(q('c2c-state').dataset.state).toBe('offline');
+  });
+
   it('falls back to the focus command for a live window its name does not reach (opened from an unrelated tab)', async () => {
     store.set('c2c.window.c2c_demo.ana@acme.example', 'c2c_abcdef');
     const blank = blankWindow(); // what open('', name) gives when no related window has that name
