@@ -197,6 +197,32 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     }
   });
 
+  it("hangs up the caller, and records the call answered, when the agent hangs up an answered call whose answer Twilio had not reported yet: the caller is not rung on to the next agent", async () => {
+    for (const order of ['ring-ended first', 'callback first'] as const) {
+      const { t, agents } = await team(2);
+      const callSid = `CAin-talked-${order.split(' ')[0]}`;
+      const rung = await incoming(t, callSid);
+      const id = intentOf(rung.body)!;
+      const alex = agentRung(agents, rung.body);
+      const leg = { CallSid: `${callSid}-client`, ParentCallSid: callSid, AccountSid: ACCOUNT_SID };
+      await signedStatus(t, id, { ...leg, CallStatus: 'initiated' });
+      await h.clock.advanceSeconds(100);
+      // Alex answered and talked; the `in-progress` callback never came (a store blip Twilio did not retry). Alex hangs up.
+      expect((await command(api, alex.widgetToken, { kind: 'hangup', request_id: `hangup-talked-${order}` })).status).toBe(200);
+      const completed = { ...leg, CallStatus: 'completed', CallDuration: '95' };
+      const ended = { CallSid: callSid, CallStatus: 'in-progress', DialCallStatus: 'completed', DialCallSid: leg.CallSid, DialCallDuration: '95', AccountSid: ACCOUNT_SID };
+      if (order === 'callback first') await signedStatus(t, id, completed);
+      const next = await ringEnded(t, id, ended);
+      if (order === 'ring-ended first') await signedStatus(t, id, completed);
+      expect(next.body, order).toBe(HANGUP);
+      const all = await rings(t);
+      expect(all, order).toHaveLength(1);
+      expect(all[0]!.status, order).toBe('completed');
+      const [row] = await h.services.db.query<{ answered_at: string | null; ended_at: string | null }>('SELECT answered_at, ended_at FROM call_intents WHERE id = $1', [id]);
+      expect(Number(row!.ended_at) - Number(row!.answered_at), order).toBeGreaterThan(0);
+    }
+  });
+
   it("records a decline as declined when the window's leg reports its end before Twilio answers the hangup", async () => {
     for (const [n, status] of (['busy', 'no-answer', 'canceled'] as const).entries()) {
       const t = await twilioTenant();

@@ -65,10 +65,13 @@ const CALLER_GONE: ReadonlySet<string> = new Set(['completed', 'canceled', 'busy
 export async function recordRingEnd(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<Changes> {
   const changes = new Changes();
   const answered = ended.dialStatus === 'answered' || ended.dialStatus === 'completed';
+  const talked = answered && (ended.dialDurationSeconds ?? 0) > 0;
   // An answer without its talk time is left to the leg's callbacks (or the reaper): it cannot be
   // billed from here. Unless the service asked for the end: a leg it ended may be reported as any
-  // status, and the end is the one asked for (provider-events.ts).
-  if (call.status === 'incoming' && (!answered || (ended.dialDurationSeconds ?? 0) > 0 || call.hangup_requested_at !== null)) {
+  // status, and the end is the one asked for (provider-events.ts). A call the service ended while it
+  // still took it for ringing (a hangup before Twilio's report of the answer came, or with that
+  // report lost) that Twilio says was answered and talked is revised as answered (reviseAsAnswered).
+  if (call.status === 'incoming' ? !answered || talked || call.hangup_requested_at !== null : talked) {
     const applied = await applyProviderEvent(deps.db, deps.clock, call.id, {
       callSid: ended.dialCallSid ?? ended.callSid,
       parentCallSid: ended.callSid,
@@ -88,7 +91,12 @@ export async function recordRingEnd(deps: InboundDeps, call: CallRow, ended: Rin
  */
 export async function passOn(deps: InboundDeps, call: CallRow, ended: RingEnded): Promise<IncomingDecision> {
   const rung = (await deps.db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]))[0] ?? call;
-  if (rung.answered_at !== null) return { noRing: 'the call was answered' };
+  // Twilio's word that the window's leg talked stands even where the record could not be revised
+  // (a call ended for the provider's own reason): a caller who has just spoken to an agent is not
+  // rung on to the next one.
+  if (rung.answered_at !== null || ((ended.dialStatus === 'completed' || ended.dialStatus === 'answered') && (ended.dialDurationSeconds ?? 0) > 0)) {
+    return { noRing: 'the call was answered' };
+  }
   // Answered by Twilio's account but not (yet) by the record, or an end that is not this call's leg's.
   if (rung.status === 'incoming') return { noRing: `the ring ended ${ended.dialStatus}, not recorded` };
   if (ended.callStatus !== null && CALLER_GONE.has(ended.callStatus)) return { noRing: 'the caller hung up' };

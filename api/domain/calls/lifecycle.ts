@@ -124,11 +124,11 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
 }
 
 /**
- * The service ended an outbound call it saw unanswered (a hangup while it rang, say), and the
- * provider then reports it answered and talked on (a final `completed` with a CallDuration): the
- * far end picked up just before the hangup, and that callback was on its way. The provider bills
- * that talk, so the call becomes `completed`, with the provider's times, and is billed (once: the
- * ledger). Only a call the provider dialed, and not one ended by the provider's own final report
+ * The service ended a call it saw unanswered (a hangup while it rang, say), and the provider then
+ * reports it answered and talked on (a final `completed` with a CallDuration): the far end (or, for
+ * an incoming call, the agent's window) picked up just before the hangup, and that callback was on
+ * its way, or lost. The provider bills that talk, so the call becomes `completed`, with the
+ * provider's times, and an outbound one is billed (once: the ledger). Only a call the provider dialed, and not one ended by the provider's own final report
  * of a leg it was not asked to end (end_reason provider or far_end), is revised; a final report
  * after a hangup request is recorded `hangup` too, and would need a second final of the same
  * bound leg with talk time, which the provider does not send. Returns the row when revised.
@@ -136,7 +136,7 @@ export async function finishCall(sql: Sql, changes: Changes, nowMs: number, call
 export async function reviseAsAnswered(sql: Sql, changes: Changes, nowMs: number, callId: string, answeredAt: number, endedAt: number): Promise<CallRow | undefined> {
   const [call] = await sql.query<CallRow>(
     `UPDATE call_intents SET status = 'completed', answered_at = $2::bigint, ended_at = GREATEST($3::bigint, $2::bigint)
-     WHERE id = $1 AND direction = 'outbound' AND answered_at IS NULL AND status NOT IN (${LIVE_STATUS_LIST})
+     WHERE id = $1 AND answered_at IS NULL AND status NOT IN (${LIVE_STATUS_LIST})
        AND provider_call_sid IS NOT NULL AND end_reason NOT IN ('provider', 'far_end') RETURNING *`,
     [callId, answeredAt, endedAt],
   );

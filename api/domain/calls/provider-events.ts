@@ -1,7 +1,7 @@
 /**
  * Provider status callbacks (ringing, answered, completed, busy, no-answer, failed, canceled)
  * applied to the intent. Forward-only: a duplicate or out-of-order callback changes nothing, but
- * for one: a `completed` with talk time for an outbound call the service ended unanswered (a
+ * for one: a `completed` with talk time for a call the service ended unanswered (a
  * hangup racing the answer) makes it completed and billed (lifecycle.ts, reviseAsAnswered). The
  * answer and end times are the provider's (its Timestamp, bounded by the call's creation and now),
  * so a callback delivered late is not billed for its delay.
