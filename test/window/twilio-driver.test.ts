@@ -1,6 +1,6 @@
 /** The Twilio voice driver's wiring, against a fake Device and fake Calls (Twilio itself is unreachable here). */
 import { describe, expect, it, vi } from 'vitest';
-import { RING_WAIT_MS, TwilioDriver, type TwilioCallLike, type TwilioDeviceLike, type TwilioDeviceOptions } from '../../window/src/drivers/twilio.js';
+import { CONNECT_WAIT_MS, RING_WAIT_MS, TwilioDriver, type TwilioCallLike, type TwilioDeviceLike, type TwilioDeviceOptions } from '../../window/src/drivers/twilio.js';
 import type { DriverEvent } from '../../window/src/drivers/types.js';
 
 type Listener = (...args: any[]) => void;
@@ -256,6 +256,33 @@ describe('TwilioDriver', () => {
     const stray = new FakeCall();
     device().emit('incoming', stray);
     expect(stray.reject).toHaveBeenCalledTimes(1);
+  });
+
+  it("gives up placing a call Twilio's signalling never answers (a firewall blocking it), so the window is free to take the next; a leg that comes up after is let go", async () => {
+    vi.useFakeTimers();
+    try {
+      const { twilio, device } = driver();
+      await twilio.start('jwt');
+      let connected!: (call: FakeCall) => void;
+      device().connect.mockImplementationOnce(() => new Promise((resolve) => (connected = resolve)));
+      const placing = twilio.connect(PARAMS).then(() => 'placed', (error: { refusal?: string }) => error.refusal);
+      await vi.advanceTimersByTimeAsync(CONNECT_WAIT_MS - 1);
+      let outcome: string | undefined;
+      void placing.then((value) => (outcome = value));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(outcome).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await placing).toBe('unreachable');
+      // Twilio comes back: the leg of the call given up is hung up at once, and the next call is placed
+      const late = new FakeCall();
+      connected(late);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(late.disconnect).toHaveBeenCalledTimes(1);
+      await twilio.connect(PARAMS);
+      expect(device().placed).toHaveLength(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('answers a call that rings within RING_WAIT_MS of the answer (the widget showed it before Twilio rang the Device); with none by then, or while on a call, refuses', async () => {

@@ -39,6 +39,7 @@ const EN = {
     connectFailed: 'The call could not be connected.',
     // why a widget's command could not be carried out (the widget shows it after its own prefix)
     deviceNotReady: 'The voice device is not ready.',
+    voiceUnreachable: 'The voice service did not answer in time.',
     otherCall: 'The command is for another call than the one this window holds.',
     callOver: 'The call the command is for is no longer up in this window.',
     dtmfNoDigits: 'A dtmf command needs digits.',
@@ -139,6 +140,7 @@ const FR: WindowTexts = {
     hangupFailed: 'L’appel n’a pas pu être raccroché. Réessayez.',
     connectFailed: 'L’appel n’a pas pu être établi.',
     deviceNotReady: 'Le périphérique vocal n’est pas prêt.',
+    voiceUnreachable: 'Le service vocal n’a pas répondu à temps.',
     otherCall: 'La commande concerne un autre appel que celui de cette fenêtre.',
     callOver: 'L’appel visé par la commande n’est plus en cours dans cette fenêtre.',
     dtmfNoDigits: 'Une commande dtmf demande des chiffres.',
@@ -225,6 +227,7 @@ const DRIVER_TEXTS: Record<DriverRefusal, keyof typeof EN.messages> = {
   other_ringing: 'otherRinging',
   no_call: 'noDeviceCall',
   bad_digits: 'dtmfDigits',
+  unreachable: 'voiceUnreachable',
 };
 
 /**

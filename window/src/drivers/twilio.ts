@@ -65,6 +65,15 @@ export interface TwilioDriverOptions {
  */
 export const RING_WAIT_MS = 5000;
 
+/**
+ * How long placing a call waits for Twilio. The voice SDK's connect() waits for its signalling
+ * connection, and where that never comes up (a firewall that blocks wss://*.twilio.com, a network
+ * lost) it waits without end: the window would hold the claim, and take no other call, for good.
+ * Given up well before the service's own connect timeout (60 s), so the window says why and has
+ * the call ended at once; a call that still comes up after is let go.
+ */
+export const CONNECT_WAIT_MS = 15_000;
+
 /** Custom parameters an incoming call may carry to name its call intent: the service's TwiML names it with the first. */
 const REF_PARAMETERS = [INCOMING_CALL_PARAMETER, 'call_id', 'To'];
 
@@ -198,7 +207,25 @@ export class TwilioDriver implements VoiceDriver {
     const device = this.#device;
     if (!device) throw new DriverError('not_ready', 'The voice device is not ready.');
     if (this.#call) throw new DriverError('on_call', 'The window is already on a call.');
-    const call = await device.connect({ params: { To: params.To, Biz: params.Biz, CallerId: params.CallerId } });
+    const placing = device.connect({ params: { To: params.To, Biz: params.Biz, CallerId: params.CallerId } });
+    const call = await new Promise<TwilioCallLike>((resolve, reject) => {
+      let givenUp = false;
+      const timer = setTimeout(() => {
+        givenUp = true;
+        reject(new DriverError('unreachable', 'The voice service did not answer in time.'));
+      }, CONNECT_WAIT_MS);
+      placing.then(
+        (placed) => {
+          clearTimeout(timer);
+          if (givenUp) placed.disconnect(); // its call has been ended: this leg must not reach anyone
+          else resolve(placed);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
     this.#call = call;
     this.#wire(call);
   }

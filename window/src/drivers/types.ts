@@ -74,7 +74,7 @@ export interface VoiceDriver {
 }
 
 /** Why a voice driver refused what it was asked (thrown as a DriverError): the window says it in its own language (messages.ts errorText). */
-export type DriverRefusal = 'not_ready' | 'on_call' | 'nothing_ringing' | 'other_ringing' | 'no_call' | 'bad_digits';
+export type DriverRefusal = 'not_ready' | 'on_call' | 'nothing_ringing' | 'other_ringing' | 'no_call' | 'bad_digits' | 'unreachable';
 
 /** A driver's refusal: its English message for logs, its `refusal` for what the agent reads. */
 export class DriverError extends Error {
