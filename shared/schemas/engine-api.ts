@@ -142,6 +142,10 @@ export const EngineHangupRequest = z.strictObject({ call_id: z.string().max(64).
 
 export const EngineHangupResponse = z.object({ ok: z.literal(true), call: Call.nullable() }).meta({ id: 'EngineHangupResponse' });
 
+export const EngineAnswerRequest = z.strictObject({ call_id: z.string().max(64) }).meta({ id: 'EngineAnswerRequest' });
+
+export const EngineAnswerResponse = z.object({ ok: z.literal(true), call: Call }).meta({ id: 'EngineAnswerResponse' });
+
 export const CloseRequest = z.strictObject({ reason: z.string().max(120).optional() }).meta({ id: 'CloseRequest' });
 
 export const Closed = z.object({ ok: z.literal(true), closed: z.literal(true) }).meta({ id: 'Closed' });

@@ -330,6 +330,29 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     expect((await heartbeat(api, agent.engineToken, { call_id: id })).body.commands).toEqual([]);
   });
 
+  it("answers an incoming call from the window's own Answer button (the CRM need not be open); only the window it rings, only while it rings", async () => {
+    const t = await seedTenant(h.services);
+    const agent = await readyAgent(api, t);
+    const id = (await inbound(t)).body.request_id;
+    await h.clock.advanceSeconds(3);
+    // not another call, nor one that is not incoming
+    await expectError(api.post('/engine/answer', { call_id: 'ci_unknown' }, { auth: agent.engineToken }), 409, 'invalid_state');
+    await expectError(api.post('/engine/answer', {}, { auth: agent.engineToken }), 422, 'invalid_request');
+    const answered = await api.post('/engine/answer', { call_id: id }, { auth: agent.engineToken });
+    expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+    expect(answered.body).toMatchObject({ ok: true, call: { request_id: id, status: 'connected', direction: 'inbound' } });
+    expect(await callStatus(t, id)).toMatchObject({ status: 'connected', answered_at: nowSeconds() });
+    expect((await state(agent.widgetToken)).call).toMatchObject({ request_id: id, status: 'connected' });
+    // answered already (a real device's answer reported by the provider first, a second click): the call as it is
+    expect((await api.post('/engine/answer', { call_id: id }, { auth: agent.engineToken })).body).toMatchObject({ ok: true, call: { status: 'connected' } });
+    // the next caller rings Bob (Alex is on a call): Alex's window cannot answer it
+    await createMember({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, { email: 'bob@example.com', name: 'Bob', accountId: t.accountId, departmentId: t.salesId });
+    await readyAgent(api, t, 'bob@example.com');
+    const next = (await inbound(t)).body.request_id;
+    await expectError(api.post('/engine/answer', { call_id: next }, { auth: agent.engineToken }), 409, 'invalid_state');
+    expect((await callStatus(t, next)).status).toBe('incoming');
+  });
+
   it("ends an answered incoming call at the policy's max_call_seconds, as an outgoing one (spec section 8: the duration cap)", async () => {
     const t = await seedTenant(h.services);
     await setPolicy({ db: h.services.db, bus: h.services.bus, clock: h.services.clock }, t.integrationId, { maxCallSeconds: 120 });

@@ -13,6 +13,8 @@ import {
   ClaimRequest,
   Closed,
   CloseRequest,
+  EngineAnswerRequest,
+  EngineAnswerResponse,
   EngineHangupRequest,
   EngineHangupResponse,
   HeartbeatRequest as HeartbeatRequestSchema,
@@ -87,6 +89,7 @@ const CONTRACT: Record<string, { request: ZodType; response: ZodType }> = {
   '/engine/voice-token': { request: z.undefined(), response: VoiceToken },
   '/engine/claim': { request: ClaimRequest, response: Claimed },
   '/engine/hangup': { request: optionalBody(EngineHangupRequest), response: EngineHangupResponse },
+  '/engine/answer': { request: EngineAnswerRequest, response: EngineAnswerResponse },
   '/engine/close': { request: optionalBody(CloseRequest), response: Closed },
 };
 
@@ -167,6 +170,13 @@ class FakeServer {
     if (path === '/engine/voice-token') return { status: 200, body: { ok: true, provider: 'simulated', token: 'sim-token', identity: 'c2c_eng_1', expires_at: Math.floor(Date.now() / 1000) + this.voiceTtlS } };
     if (path === '/engine/claim') return this.claims[body.request_id]?.() ?? { status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } };
     if (path === '/engine/hangup') return this.hangup();
+    if (path === '/engine/answer') {
+      // as the service: the call ringing here is answered (a simulated device's by the service itself)
+      const ringing = this.current;
+      if (!ringing || ringing.call_id !== body.call_id || ringing.status !== 'incoming') return { status: 409, body: { ok: false, error: 'invalid_state', message: 'No incoming call of this window rings with this call_id.' } };
+      this.current = { ...ringing, status: 'connected', answered_at: SERVER_NOW_S };
+      return { status: 200, body: { ok: true, call: this.current } };
+    }
     if (path === '/engine/close') return { status: 200, body: { ok: true, closed: true } };
     return { status: 404, body: { ok: false, error: 'not_found', message: 'Not found.' } };
   }
@@ -381,6 +391,39 @@ describe('Engine', () => {
     socket.work({ commands: [{ ...command(9, 'mute'), call_id: 'ci_B' }] });
     await vi.advanceTimersByTimeAsync(0);
     expect(spies.mute).toHaveBeenCalledWith(true);
+  });
+
+  it("answers the incoming call ringing here from its own Answer button: the device takes it, the service is told, the call shows connected", async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance, server, socket, spies } = await engine({ driver: device });
+    socket.up();
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = call('incoming', { call_id: 'ci_IN', request_id: 'ci_IN', direction: 'inbound' });
+    emit({ type: 'incoming', ref: 'ci_IN' });
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.model().call).toMatchObject({ direction: 'inbound', status: 'incoming' });
+    await instance.answer();
+    expect(spies.accept).toHaveBeenCalledExactlyOnceWith('ci_IN');
+    expect(server.requests.filter((r) => r.path === '/engine/answer').map((r) => r.body)).toEqual([{ call_id: 'ci_IN' }]);
+    expect(instance.model()).toMatchObject({ state: 'call', answerBusy: false, call: { status: 'connected' } });
+    // nothing rings any more: a second press does nothing
+    await instance.answer();
+    expect(spies.accept).toHaveBeenCalledTimes(1);
+  });
+
+  it('says why an Answer failed (nothing rings on the device any more), and keeps the call as the service has it', async () => {
+    const { instance, server, socket, spies } = await engine();
+    socket.up();
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = call('incoming', { call_id: 'ci_IN2', request_id: 'ci_IN2', direction: 'inbound' });
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    spies.accept.mockRejectedValueOnce(new Error('No incoming call is ringing in this window.'));
+    await instance.answer();
+    expect(server.requests.filter((r) => r.path === '/engine/answer')).toHaveLength(0);
+    expect(instance.model().message?.text).toContain('No incoming call is ringing');
+    expect(instance.model().call).toMatchObject({ status: 'incoming' });
   });
 
   it('refuses a mute or digits for a call no longer up here (the next call does not start muted), and an answer for another call than the one ringing', async () => {

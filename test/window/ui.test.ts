@@ -29,11 +29,11 @@ const timing: Call = {
   orphaned: false,
 };
 
-const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live', consent: null };
+const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, answerBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live', consent: null };
 
 function mount() {
   document.body.innerHTML = '<div id="c2c-window"></div>';
-  const actions = { hangup: vi.fn(), toggleMute: vi.fn(), retry: vi.fn(), consent: vi.fn() };
+  const actions = { answer: vi.fn(), hangup: vi.fn(), toggleMute: vi.fn(), retry: vi.fn(), consent: vi.fn() };
   let now = 1_000_000;
   const view = new WindowView(document.getElementById('c2c-window')!, actions, () => now);
   const byId = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`)!;
@@ -206,6 +206,26 @@ describe('WindowView', () => {
     expect(byId('w-hangup').hidden).toBe(true);
     expect(byId('w-call-status').textContent).toBe('Call ended');
     expect(byId('w-timer').textContent).toBe('1:05');
+    view.destroy();
+  });
+
+  it('offers Answer while an incoming call rings here, and only then; a press answers, and a busy Answer says so and keeps the focus', () => {
+    const { view, byId, actions } = mount();
+    const ringing = { direction: 'inbound' as const, status: 'incoming' as const, display: timing.display, timing: { ...timing, answered_at: null }, receivedAt: 1_000_000, live: true };
+    view.render({ ...base, state: 'call', call: ringing });
+    const answer = byId('w-answer') as HTMLButtonElement;
+    expect(answer.hidden).toBe(false);
+    expect(answer.textContent).toBe('Answer');
+    expect(byId('w-hangup').hidden).toBe(false); // declines it
+    answer.click();
+    expect(actions.answer).toHaveBeenCalledTimes(1);
+    view.render({ ...base, state: 'call', call: ringing, answerBusy: true });
+    expect(answer.getAttribute('aria-disabled')).toBe('true');
+    expect(answer.disabled).toBe(false);
+    view.render({ ...base, state: 'call', call: { ...ringing, status: 'connected' } });
+    expect(answer.hidden).toBe(true);
+    view.render({ ...base, state: 'call', call: { ...ringing, direction: 'outbound', status: 'ringing' } });
+    expect(answer.hidden).toBe(true);
     view.destroy();
   });
 

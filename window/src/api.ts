@@ -92,6 +92,11 @@ export class EngineApi {
     return this.#post('/engine/claim', { request_id: requestId });
   }
 
+  /** The window's Answer button: the server answers a simulated device's call; a real device's answer reaches it from the provider. */
+  answer(callId: string): Promise<{ ok: true; call: Call }> {
+    return this.#post('/engine/answer', { call_id: callId });
+  }
+
   hangup(callId: string | null): Promise<{ ok: true; call: Call | null }> {
     return this.#post('/engine/hangup', callId ? { call_id: callId } : {});
   }

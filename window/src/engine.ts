@@ -120,6 +120,7 @@ export class Engine {
   #epoch = 0;
   #stopped = false;
   #hangupBusy = false;
+  #answerBusy = false;
   readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
   /** the call the window last held (or null), to tell when it changes */
   #lastHeld: string | null = null;
@@ -245,6 +246,7 @@ export class Engine {
       ready: this.#ready(),
       muted: this.#muted,
       hangupBusy: this.#hangupBusy,
+      answerBusy: this.#answerBusy,
       problems: this.#problems,
       socketUp: this.#socket ? this.#socketUp : null,
     });
@@ -287,6 +289,33 @@ export class Engine {
     this.#mic = why;
     this.#changed();
     void this.#scheduler.beat();
+  }
+
+  /**
+   * The Answer button, for an incoming call ringing here: the device answers it (a real one through
+   * the provider, which tells the server) and the server is told (it answers a simulated device's
+   * call itself). The agent need not have the CRM open: the window rings and names the caller.
+   */
+  async answer(): Promise<void> {
+    const held = this.#calls.current;
+    const call = held && !held.ended ? held.call : null;
+    if (this.#stopped || this.#answerBusy || !this.#driver || call?.direction !== 'inbound' || call.status !== 'incoming') return;
+    this.#answerBusy = true;
+    this.#changed();
+    try {
+      await this.#driver.accept(call.call_id);
+      this.#calls.answered(call.call_id);
+      this.#epoch += 1;
+      this.#afterCallChange();
+      const answer = await this.#deps.api.answer(call.call_id);
+      if (this.#calls.current?.call.call_id === call.call_id) this.#calls.update(answer.call, this.#deps.now());
+    } catch (error) {
+      if (isFinal(error)) return this.#stop(error.code, error.message);
+      this.#setCallProblem(errorText(error, MESSAGES.answerFailed), 'connect');
+    } finally {
+      this.#answerBusy = false;
+      this.#afterCallChange();
+    }
   }
 
   /** The Hang up button: the server ends the call through the provider. */

@@ -44,7 +44,7 @@ function unloadGuard(): (on: boolean) => void {
 }
 
 function notPaired(state: WindowState, message: string | null, retry: string | null): ViewModel {
-  return { state, agent: null, call: null, hangupBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null, consent: null };
+  return { state, agent: null, call: null, hangupBusy: false, answerBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null, consent: null };
 }
 
 /**
@@ -82,6 +82,7 @@ async function run(): Promise<void> {
   /** answers the consent question being asked (consent.ts) */
   let answer: (yes: boolean) => void = () => {};
   const view = new WindowView(root, {
+    answer: () => void engine?.answer(),
     hangup: () => void engine?.hangup(),
     toggleMute: () => engine?.toggleMute(),
     retry: () => retry(),

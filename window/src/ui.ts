@@ -25,6 +25,7 @@ export interface ViewModel {
   agent: string | null;
   call: CallViewModel | null;
   hangupBusy: boolean;
+  answerBusy: boolean;
   muteAllowed: boolean;
   muted: boolean;
   message: { text: string; tone: 'info' | 'warn' | 'error' } | null;
@@ -47,6 +48,8 @@ function stateLabel(model: ViewModel): string {
 }
 
 export interface ViewActions {
+  /** an incoming call ringing here: the agent need not have the CRM open to take it */
+  answer(): void;
   hangup(): void;
   toggleMute(): void;
   retry(): void;
@@ -125,6 +128,7 @@ export class WindowView {
     const timer = el(doc, 'span', 'w-timer', line);
     const buttons = el(doc, 'div', null, call);
     buttons.className = 'c2c-actions';
+    const answer = el(doc, 'button', 'w-answer', buttons);
     const mute = el(doc, 'button', 'w-mute', buttons);
     const hangup = el(doc, 'button', 'w-hangup', buttons);
     const consent = el(doc, 'section', 'w-consent', root);
@@ -150,7 +154,8 @@ export class WindowView {
     const retry = el(doc, 'button', 'w-retry', root);
     const note = el(doc, 'p', 'w-keep-open', root);
     note.className = 'c2c-note';
-    for (const button of [mute, hangup, retry, yes, no]) button.type = 'button';
+    for (const button of [answer, mute, hangup, retry, yes, no]) button.type = 'button';
+    answer.addEventListener('click', () => actions.answer());
     yes.addEventListener('click', () => actions.consent(true));
     no.addEventListener('click', () => actions.consent(false));
     hangup.addEventListener('click', () => actions.hangup());
@@ -158,7 +163,7 @@ export class WindowView {
     retry.addEventListener('click', () => actions.retry());
     // focusable by script: the question is where a keyboard or screen-reader user is taken when it comes
     question.tabIndex = -1;
-    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, mute, hangup, consent, question, yes, no, message, said, heard, alerted, retry, note };
+    this.#nodes = { agent, connection, state, call, heading, name, company, number, status, timer, answer, mute, hangup, consent, question, yes, no, message, said, heard, alerted, retry, note };
     const win = doc.defaultView;
     this.#consentGuard = win ? new ConsentGuard(yes, { win, doc }) : null;
   }
@@ -173,6 +178,7 @@ export class WindowView {
     // The language may change once the window has paired (useLanguage): every text is set on each render.
     this.#doc.documentElement.lang = LANGUAGE;
     n.hangup.textContent = UI_TEXTS.hangup;
+    n.answer.textContent = UI_TEXTS.answer;
     n.note.textContent = MESSAGES.keepOpen;
     // not beside "You can close it" (closed, declined) nor while pairing: nothing to keep open for yet
     n.note.hidden = !CARRYING.has(model.state) || model.consent !== null;
@@ -190,6 +196,8 @@ export class WindowView {
       n.status.textContent = CALL_STATUS_LABELS[call.status];
       n.status.dataset.status = call.status;
       n.hangup.hidden = !call.live;
+      n.answer.hidden = !(call.live && call.direction === 'inbound' && call.status === 'incoming');
+      n.answer.setAttribute('aria-disabled', String(model.answerBusy));
       // Busy, it says so rather than being disabled: a disabled control loses the focus to the page
       // (the focus fixup rule), and a keyboard user who pressed it would lose their place. A press
       // meanwhile does nothing (Engine.hangup ignores it while one is under way).

@@ -33,6 +33,7 @@ export interface EngineSnapshot {
   ready: boolean;
   muted: boolean;
   hangupBusy: boolean;
+  answerBusy: boolean;
   problems: Problems;
   /** null when the window has no socket */
   socketUp: boolean | null;
@@ -77,6 +78,7 @@ export function viewModel(s: EngineSnapshot): ViewModel {
     agent: s.paired.agent.name,
     call: callCard(s.held),
     hangupBusy: s.hangupBusy,
+    answerBusy: s.answerBusy,
     // Unmute stays while muted, whatever the policy now says (an agent is never left unheard)
     muteAllowed: s.controls.includes('mute') || s.muted,
     muted: s.muted,

@@ -169,6 +169,24 @@ export function createEngines(deps: EnginesDeps) {
       return ended.call;
     },
 
+    /**
+     * The window's own Answer button, for an incoming call ringing on it (the agent need not have
+     * the CRM open). A real device answers through the provider, which reports the answer; a
+     * simulated one has the simulator answer, as for the widget's acked `answer` command.
+     */
+    async answer(context: EngineContext, callId: string): Promise<CallRow> {
+      const [call] = await db.query<CallRow>(
+        `SELECT * FROM call_intents WHERE id = $1 AND integration_id = $2 AND member_id = $3 AND engine_id = $4 AND direction = 'inbound'`,
+        [callId, context.engine.integration_id, context.engine.member_id, context.engine.id],
+      );
+      // connected already: answered (a real device's answer reported by the provider first, a second click)
+      if (call?.status === 'connected') return call;
+      if (!call || call.status !== 'incoming') throw new C2CError('invalid_state', 'No incoming call of this window rings with this call_id.');
+      if (context.engine.simulated && call.provider_call_sid) await providers.simulator.answer(call.provider_call_sid);
+      const [current] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]);
+      return current!;
+    },
+
     /** The window is closing: it no longer holds its calls (they are orphaned, not ended). */
     async close(context: EngineContext, reason: string | undefined) {
       const changes = new Changes();

@@ -1,5 +1,5 @@
 /**
- * Engine-token endpoints (spec section 4): voice-token, heartbeat, claim, hangup, close. Bodies
+ * Engine-token endpoints (spec section 4): voice-token, heartbeat, claim, hangup, close, and our answer. Bodies
  * are ours (the spec shows none) and documented in docs/engine-protocol.md.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -9,6 +9,8 @@ import {
   ClaimRequest,
   Closed,
   CloseRequest,
+  EngineAnswerRequest,
+  EngineAnswerResponse,
   EngineHangupRequest,
   EngineHangupResponse,
   HeartbeatRequest,
@@ -101,6 +103,22 @@ export const engineRoutes =
       async (request) => {
         const call = await services.engines.hangup(engineOf(request), request.body?.call_id);
         return { ok: true as const, call: call ? toCall(call, services.clock.now()) : null };
+      },
+    );
+
+    app.post(
+      '/engine/answer',
+      {
+        schema: {
+          ...common,
+          summary: "Answer from the window: an incoming call ringing on this engine (a real device answers through the provider, which reports it)",
+          body: EngineAnswerRequest,
+          response: { 200: EngineAnswerResponse, ...errorResponses(401, 403, 409, 422, 429) },
+        },
+      },
+      async (request) => {
+        const call = await services.engines.answer(engineOf(request), request.body.call_id);
+        return { ok: true as const, call: toCall(call, services.clock.now()) };
       },
     );
 
