@@ -122,6 +122,8 @@ class FakeServer {
   latencyMs = 0;
   /** hang-up answers this long after their request (instead of latencyMs) */
   hangupLatencyMs: number | null = null;
+  /** the device is a real one: /engine/answer leaves the call `incoming`, for the provider's report to connect */
+  answerByProvider = false;
   /** how many heartbeats from now are never answered (their abort ignored: a proxy holding the connection) */
   hangHeartbeats = 0;
 
@@ -174,7 +176,7 @@ class FakeServer {
       // as the service: the call ringing here is answered (a simulated device's by the service itself)
       const ringing = this.current;
       if (!ringing || ringing.call_id !== body.call_id || ringing.status !== 'incoming') return { status: 409, body: { ok: false, error: 'invalid_state', message: 'No incoming call of this window rings with this call_id.' } };
-      this.current = { ...ringing, status: 'connected', answered_at: SERVER_NOW_S };
+      if (!this.answerByProvider) this.current = { ...ringing, status: 'connected', answered_at: SERVER_NOW_S };
       return { status: 200, body: { ok: true, call: this.current } };
     }
     if (path === '/engine/close') return { status: 200, body: { ok: true, closed: true } };
@@ -410,6 +412,31 @@ describe('Engine', () => {
     // nothing rings any more: a second press does nothing
     await instance.answer();
     expect(spies.accept).toHaveBeenCalledTimes(1);
+  });
+
+  it("offers no second Answer once a real device took the call, though the service still has it incoming until the provider's report; the widget's answer for it is done, not refused", async () => {
+    const { device, emit } = eventfulDevice();
+    const { instance, server, socket, spies } = await engine({ driver: device });
+    server.answerByProvider = true;
+    socket.up();
+    socket.ack.mockResolvedValue(true);
+    await vi.advanceTimersByTimeAsync(0);
+    server.current = call('incoming', { call_id: 'ci_RT', request_id: 'ci_RT', direction: 'inbound' });
+    emit({ type: 'incoming', ref: 'ci_RT' });
+    socket.work({});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(instance.model().answerable).toBe(true);
+    await instance.answer();
+    expect(instance.model()).toMatchObject({ answerable: false, message: null, call: { status: 'incoming' } });
+    await instance.answer();
+    expect(spies.accept).toHaveBeenCalledTimes(1);
+    expect(server.requests.filter((r) => r.path === '/engine/answer')).toHaveLength(1);
+    // the agent also pressed Answer in the widget: done, the device holds the call
+    socket.work({ commands: [{ ...command(71, 'answer'), call_id: 'ci_RT' }] });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(spies.accept).toHaveBeenCalledTimes(1);
+    const acks = socket.ack.mock.calls.flatMap(([sent]) => sent ?? []);
+    expect(acks).toContainEqual({ command_id: 71, result: 'done' });
   });
 
   it('says why an Answer failed (nothing rings on the device any more), and keeps the call as the service has it', async () => {

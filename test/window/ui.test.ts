@@ -29,7 +29,7 @@ const timing: Call = {
   orphaned: false,
 };
 
-const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, answerBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live', consent: null };
+const base: ViewModel = { state: 'ready', agent: 'Ana Agent', call: null, hangupBusy: false, answerable: false, answerBusy: false, muteAllowed: true, muted: false, message: null, retry: null, connection: 'live', consent: null };
 
 function mount() {
   document.body.innerHTML = '<div id="c2c-window"></div>';
@@ -209,22 +209,21 @@ describe('WindowView', () => {
     view.destroy();
   });
 
-  it('offers Answer while an incoming call rings here, and only then; a press answers, and a busy Answer says so and keeps the focus', () => {
+  it('offers Answer while the model says a call can be answered here; a press answers, and a busy Answer says so and keeps the focus', () => {
     const { view, byId, actions } = mount();
     const ringing = { direction: 'inbound' as const, status: 'incoming' as const, display: timing.display, timing: { ...timing, answered_at: null }, receivedAt: 1_000_000, live: true };
-    view.render({ ...base, state: 'call', call: ringing });
+    view.render({ ...base, state: 'call', call: ringing, answerable: true });
     const answer = byId('w-answer') as HTMLButtonElement;
     expect(answer.hidden).toBe(false);
     expect(answer.textContent).toBe('Answer');
     expect(byId('w-hangup').hidden).toBe(false); // declines it
     answer.click();
     expect(actions.answer).toHaveBeenCalledTimes(1);
-    view.render({ ...base, state: 'call', call: ringing, answerBusy: true });
+    view.render({ ...base, state: 'call', call: ringing, answerable: true, answerBusy: true });
     expect(answer.getAttribute('aria-disabled')).toBe('true');
     expect(answer.disabled).toBe(false);
-    view.render({ ...base, state: 'call', call: { ...ringing, status: 'connected' } });
-    expect(answer.hidden).toBe(true);
-    view.render({ ...base, state: 'call', call: { ...ringing, direction: 'outbound', status: 'ringing' } });
+    // taken by the device: still `incoming` until the provider's report reaches the service, but answered
+    view.render({ ...base, state: 'call', call: ringing, answerable: false });
     expect(answer.hidden).toBe(true);
     view.destroy();
   });

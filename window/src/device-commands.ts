@@ -15,6 +15,8 @@ export interface CommandTarget {
   ringingCallId: string | null;
   focus(): void;
   setMuted(muted: boolean): void;
+  /** the incoming call the device took already (the window's Answer button): an answer for it is done */
+  takenHere: string | null;
   /** the window answered this call: it holds it from now on */
   answered(callId: string | null): void;
   /** the device let its ringing leg go (hangup, decline): the driver says nothing of a leg it was told to let go */
@@ -51,6 +53,7 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
   }
   switch (command.kind) {
     case 'answer':
+      if (command.call_id !== null && command.call_id === target.takenHere) return;
       await driver.accept(command.call_id);
       return target.answered(command.call_id);
     case 'mute':

@@ -121,6 +121,8 @@ export class Engine {
   #stopped = false;
   #hangupBusy = false;
   #answerBusy = false;
+  /** the incoming call this window's device took (answered), until the service says it is connected */
+  #takenHere: string | null = null;
   readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
   /** the call the window last held (or null), to tell when it changes */
   #lastHeld: string | null = null;
@@ -247,6 +249,7 @@ export class Engine {
       muted: this.#muted,
       hangupBusy: this.#hangupBusy,
       answerBusy: this.#answerBusy,
+      takenHere: this.#takenHere,
       problems: this.#problems,
       socketUp: this.#socket ? this.#socketUp : null,
     });
@@ -300,22 +303,43 @@ export class Engine {
     const held = this.#calls.current;
     const call = held && !held.ended ? held.call : null;
     if (this.#stopped || this.#answerBusy || !this.#driver || call?.direction !== 'inbound' || call.status !== 'incoming') return;
+    // taken already (a press before, the widget's answer): the provider's report of it is on its way
+    if (this.#takenHere === call.call_id) return;
     this.#answerBusy = true;
     this.#changed();
     try {
       await this.#driver.accept(call.call_id);
-      this.#calls.answered(call.call_id);
-      this.#epoch += 1;
-      this.#afterCallChange();
+      this.#tookCall(call.call_id);
+    } catch (error) {
+      this.#answerBusy = false;
+      this.#setCallProblem(errorText(error, MESSAGES.answerFailed), 'connect');
+      return this.#afterCallChange();
+    }
+    try {
       const answer = await this.#deps.api.answer(call.call_id);
-      if (this.#calls.current?.call.call_id === call.call_id) this.#calls.update(answer.call, this.#deps.now());
+      // a simulated device's call, answered by the service; a real one's answer comes from the provider
+      if (answer.call.status === 'connected' && this.#calls.current?.call.call_id === call.call_id) this.#calls.update(answer.call, this.#deps.now());
     } catch (error) {
       if (isFinal(error)) return this.#stop(error.code, error.message);
-      this.#setCallProblem(errorText(error, MESSAGES.answerFailed), 'connect');
+      // A real device has the call whatever this request did: the provider tells the service. A
+      // simulated one's is the service's to answer, and the agent may try again.
+      if (this.#paired.voice_provider === 'simulated') {
+        this.#takenHere = null;
+        this.#setCallProblem(MESSAGES.answerFailed, 'connect');
+      }
     } finally {
       this.#answerBusy = false;
       this.#afterCallChange();
     }
+  }
+
+  /** The device took this incoming call (the Answer button, the widget's command): held from now on, answered no more. */
+  #tookCall(callId: string | null): void {
+    this.#takenHere = callId;
+    this.#calls.answered(callId);
+    this.#epoch += 1;
+    // held from now on (on-call heartbeats; its end, when the server says it, lets the device's leg go)
+    this.#afterCallChange();
   }
 
   /** The Hang up button: the server ends the call through the provider. */
@@ -531,12 +555,8 @@ export class Engine {
       setMuted: (muted) => {
         this.#muted = muted;
       },
-      answered: (callId) => {
-        this.#calls.answered(callId);
-        this.#epoch += 1;
-        // held from now on (on-call heartbeats; its end, when the server says it, lets the device's leg go)
-        this.#afterCallChange();
-      },
+      takenHere: this.#takenHere,
+      answered: (callId) => this.#tookCall(callId),
       letGoRinging: () => {
         this.#ringingRef = null;
       },

@@ -44,7 +44,7 @@ function unloadGuard(): (on: boolean) => void {
 }
 
 function notPaired(state: WindowState, message: string | null, retry: string | null): ViewModel {
-  return { state, agent: null, call: null, hangupBusy: false, answerBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null, consent: null };
+  return { state, agent: null, call: null, hangupBusy: false, answerable: false, answerBusy: false, muteAllowed: false, muted: false, message: message ? { text: message, tone: 'error' } : null, retry, connection: null, consent: null };
 }
 
 /**

@@ -25,6 +25,8 @@ export interface ViewModel {
   agent: string | null;
   call: CallViewModel | null;
   hangupBusy: boolean;
+  /** an incoming call rings here that the device has not taken yet */
+  answerable: boolean;
   answerBusy: boolean;
   muteAllowed: boolean;
   muted: boolean;
@@ -196,7 +198,7 @@ export class WindowView {
       n.status.textContent = CALL_STATUS_LABELS[call.status];
       n.status.dataset.status = call.status;
       n.hangup.hidden = !call.live;
-      n.answer.hidden = !(call.live && call.direction === 'inbound' && call.status === 'incoming');
+      n.answer.hidden = !model.answerable;
       n.answer.setAttribute('aria-disabled', String(model.answerBusy));
       // Busy, it says so rather than being disabled: a disabled control loses the focus to the page
       // (the focus fixup rule), and a keyboard user who pressed it would lose their place. A press

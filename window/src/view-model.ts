@@ -34,6 +34,8 @@ export interface EngineSnapshot {
   muted: boolean;
   hangupBusy: boolean;
   answerBusy: boolean;
+  /** the incoming call the device took already: no Answer for it */
+  takenHere: string | null;
   problems: Problems;
   /** null when the window has no socket */
   socketUp: boolean | null;
@@ -79,6 +81,7 @@ export function viewModel(s: EngineSnapshot): ViewModel {
     call: callCard(s.held),
     hangupBusy: s.hangupBusy,
     answerBusy: s.answerBusy,
+    answerable: !!s.held && !s.held.ended && s.held.lostAt === null && s.held.call.direction === 'inbound' && s.held.call.status === 'incoming' && s.takenHere !== s.held.call.call_id,
     // Unmute stays while muted, whatever the policy now says (an agent is never left unheard)
     muteAllowed: s.controls.includes('mute') || s.muted,
     muted: s.muted,
