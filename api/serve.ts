@@ -110,7 +110,9 @@ async function migrateOrSayWhy(db: Awaited<ReturnType<typeof connectStore>>, con
   try {
     await migrate(db);
   } catch (error) {
-    const why = MIGRATION_REFUSALS[String((error as { code?: unknown } | null)?.code)];
+    // the store's own errors (a read-only database is StoreUnavailable) carry PostgreSQL's as their cause
+    const codeOf = (value: unknown) => String((value as { code?: unknown } | null)?.code);
+    const why = MIGRATION_REFUSALS[codeOf(error)] ?? MIGRATION_REFUSALS[codeOf((error as { cause?: unknown } | null)?.cause)];
     if (!why || !config.databaseUrl) throw error;
     throw new ConfigError(`PostgreSQL at DATABASE_URL (${shownUrl(config.databaseUrl)}) refused the migrations: ${why}. ${(error as Error).message}`, { cause: error });
   }

@@ -50,7 +50,8 @@ async function exists(deps: OperatorDeps, table: string, id: string, column = 'i
 /** Seeds what is missing and returns the credentials, plus whether a new server key was issued. */
 export async function seedDemo(deps: OperatorDeps, config: Config): Promise<{ credentials: DemoCredentials; fresh: boolean }> {
   const origin = `http://127.0.0.1:${config.demoPort}`;
-  if (!(await exists(deps, 'accounts', DEMO.accountId))) await createAccount(deps, { id: DEMO.accountId, kind: 'business', name: 'Demo Co', balanceMicros: DEMO.balanceMicros });
+  const firstStart = !(await exists(deps, 'accounts', DEMO.accountId));
+  if (firstStart) await createAccount(deps, { id: DEMO.accountId, kind: 'business', name: 'Demo Co', balanceMicros: DEMO.balanceMicros });
   for (const [name, id] of [['Sales', DEMO.sales], ['Support', DEMO.support]] as const) {
     if (!(await exists(deps, 'departments', id))) await createDepartment(deps, DEMO.accountId, name, id);
   }
@@ -64,8 +65,10 @@ export async function seedDemo(deps: OperatorDeps, config: Config): Promise<{ cr
   for (const [prefix, micros] of [['+1', 10_000], ['+44', 20_000]] as const) {
     if (!(await exists(deps, 'rates', prefix, 'prefix'))) await setRate(deps, prefix, micros);
   }
-  // the demo's own block, there at every start (a number blocked already stays so)
-  await blockNumber(deps, DEMO.accountId, DEMO.blockedNumber);
+  // with the account, or with the integration (a first start cut short before it): an operator who
+  // unblocked the number later (the README's example) keeps it unblocked
+  const blockNow = firstStart || !(await exists(deps, 'integrations', DEMO.integrationId));
+  if (blockNow) await blockNumber(deps, DEMO.accountId, DEMO.blockedNumber);
   let serverKey: string | undefined;
   let fresh = false;
   if (!(await exists(deps, 'integrations', DEMO.integrationId))) {

@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../api/config.js';
 import { createAccount, createDepartment } from '../../api/domain/operator/accounts.js';
 import { DEMO, seedDemo } from '../../api/demo/seed.js';
+import { unblockNumber } from '../../api/domain/operator/telephony.js';
 import { storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
 
@@ -43,9 +44,19 @@ describe(`the demo seed (store ${driver})`, () => {
     expect((await session(credentials.server_key, DEMO.disabled.email)).body).toMatchObject({ ok: false, error: 'agent_disabled' });
     const [rates] = await h.services.db.query<{ n: number }>("SELECT count(*)::int AS n FROM rates WHERE prefix IN ('+1', '+44')");
     expect(rates!.n).toBe(2);
+    expect(await h.services.db.query('SELECT 1 FROM blocked_numbers WHERE account_id = $1', [DEMO.accountId])).toHaveLength(1);
     // and a start after that finds everything there, reusing the key
     const again = await seedDemo(h.services, config());
     expect(again).toMatchObject({ fresh: false, credentials: { server_key: credentials.server_key } });
+  });
+
+  it('blocks its number once: an operator who unblocked it (the README\'s example) keeps it unblocked', async () => {
+    await seedDemo(h.services, config());
+    const blocked = async () => (await h.services.db.query('SELECT 1 FROM blocked_numbers WHERE account_id = $1 AND number = $2', [DEMO.accountId, DEMO.blockedNumber])).length;
+    expect(await blocked()).toBe(1);
+    expect(await unblockNumber(h.services, DEMO.accountId, DEMO.blockedNumber)).toBe(true);
+    await seedDemo(h.services, config());
+    expect(await blocked()).toBe(0);
   });
 
   it("leaves an operator's own rate for a demo prefix as it is", async () => {

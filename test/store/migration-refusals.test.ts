@@ -39,4 +39,23 @@ describe.skipIf(!storeDrivers().includes('pg'))('a database that refuses the mig
       await cleanup.connect().then(() => cleanup.query(`DROP ROLE IF EXISTS ${role}`)).finally(() => cleanup.end());
     }
   }, 30_000);
+
+  it('fails the start in one line naming DATABASE_URL when the database takes no writes (a read-only standby)', async () => {
+    const database = await createPgDatabase();
+    const name = new URL(database.url).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: postgresUrl() });
+    await admin.connect();
+    try {
+      await admin.query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+      const refused = await openServices(loadConfig({ DATABASE_URL: database.url, LOG_LEVEL: 'silent' })).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(refused).toBeInstanceOf(ConfigError);
+      expect((refused as Error).message).toMatch(/^PostgreSQL at DATABASE_URL \(.*\) refused the migrations: it takes no writes/);
+    } finally {
+      await admin.end();
+      await database.drop();
+    }
+  }, 30_000);
 });
