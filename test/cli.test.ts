@@ -85,6 +85,14 @@ describe('c2c operator commands', () => {
     await refusal(['integration', 'override', integration, member.id, '--caller-id', 'none'], 'inherit');
     await refusal(['integration', 'override', integration, member.id], 'Nothing to change');
     await refusal(['integration', 'policy', integration, '--max-call-seconds', '99999999999'], 'max_call_seconds');
+    // above the platform's 4 h, where every call ends anyway: the widget would show a cap that is not
+    await refusal(['integration', 'policy', integration, '--max-call-seconds', '28800'], "the platform's cap, 4 h");
+    // a code no number has: UK would allow no call at all (a British number is GB)
+    await refusal(['integration', 'policy', integration, '--countries', 'US,UK'], 'the United Kingdom is GB');
+    await refusal(['integration', 'policy', integration, '--countries', 'XX'], 'Not an ISO 3166 country code');
+    // an override lowers the cap, never raises it
+    expect((await c2c('integration', 'policy', integration, '--max-call-seconds', '3600')).code).toBe(0);
+    await refusal(['integration', 'override', integration, member.id, '--max-call-seconds', '7200'], "above the integration's 3600");
     await refusal(['integration', 'policy', integration, '--caller-id', '+1202555010'], 'caller ID');
     await refusal(['integration', 'origins', integration], '--none');
     // an empty list given (an empty file or standard input, comments only, an empty --origin) is a mistake, not --none

@@ -13,6 +13,8 @@ import { newId } from '../credentials.js';
 import { widgetDefaults, type CoverageMode, type IntegrationRow, type MemberOverrides, type WindowMode } from '../integrations/model.js';
 import { issueServerKey, revokeServerKeys } from '../server-keys.js';
 import { parseE164 } from '../phone.js';
+import { isSupportedCountry } from 'libphonenumber-js/max';
+import { LIMITS } from '../../../shared/limits.js';
 import { agentVersionBump } from '../agent-state.js';
 import { ACCOUNT_LOCK, assertAccount, assertName, OperatorError, type OperatorDeps } from './accounts.js';
 
@@ -29,15 +31,17 @@ export interface PolicySettings {
   concurrencyLimit?: number;
 }
 
-const COUNTRY = /^[A-Z]{2}$/;
-/** decided: no call lasts more than a day; the store's integers hold far more, and a typo's value would be no cap at all */
-const MAX_CALL_SECONDS = 24 * 3600;
+/**
+ * No cap above the platform's own (LIMITS.platformMaxCallSeconds, 4 h: every call ends there
+ * whatever the policy says), which the widget would otherwise show as the agent's.
+ */
+const MAX_CALL_SECONDS = LIMITS.platformMaxCallSeconds;
 /** decided: more concurrent calls than any one integration places */
 const MAX_CONCURRENCY = 1_000_000;
 
 function assertMaxCallSeconds(value: number | undefined): void {
   if (value !== undefined && !(Number.isInteger(value) && value > 0 && value <= MAX_CALL_SECONDS)) {
-    throw new OperatorError(`max_call_seconds must be a whole number of seconds from 1 to ${MAX_CALL_SECONDS} (a day): ${value}`);
+    throw new OperatorError(`max_call_seconds must be a whole number of seconds from 1 to ${MAX_CALL_SECONDS} (the platform's cap, 4 h): ${value}`);
   }
 }
 
@@ -53,8 +57,9 @@ function policyColumns(settings: PolicySettings): Record<string, unknown> {
     throw new OperatorError(`The concurrency limit must be a whole number from 1 to ${MAX_CONCURRENCY}: ${settings.concurrencyLimit}`);
   }
   assertCallerId(settings.callerId);
-  const badCountry = settings.destinationCountries?.find((c) => !COUNTRY.test(c));
-  if (badCountry !== undefined) throw new OperatorError(`Not an ISO 3166 country code: ${badCountry}`);
+  // a code the numbering plan knows (libphonenumber's, which names a called number's country): UK is GB, and UK would allow nothing
+  const badCountry = settings.destinationCountries?.find((c) => !/^[A-Z]{2}$/.test(c) || !isSupportedCountry(c));
+  if (badCountry !== undefined) throw new OperatorError(`Not an ISO 3166 country code that telephone numbers use: ${badCountry}${badCountry === 'UK' ? ' (the United Kingdom is GB)' : ''}`);
   const columns: Record<string, unknown> = {
     outbound: settings.outbound,
     inbound: settings.inbound,
@@ -288,7 +293,12 @@ export async function setMemberOverrides(deps: OperatorDeps, integrationId: stri
   assertMaxCallSeconds(overrides.max_call_seconds ?? undefined);
   assertCallerId(overrides.caller_id);
   await changeIntegration(deps, integrationId, async (sql) => {
-    await lockChangeable(sql, integrationId);
+    const integration = await lockChangeable(sql, integrationId);
+    // an override lowers the integration's cap, never raises it (the lower applies): said now, not ignored later
+    const cap = overrides.max_call_seconds;
+    if (typeof cap === 'number' && integration.max_call_seconds !== null && cap > integration.max_call_seconds) {
+      throw new OperatorError(`max_call_seconds ${cap} is above the integration's ${integration.max_call_seconds}: an override may only lower it.`);
+    }
     await assertOwn(sql, integrationId, 'members', [memberId]);
     await sql.query(
       `INSERT INTO integration_members (integration_id, member_id, overrides) VALUES ($1, $2, jsonb_strip_nulls($3::jsonb))
