@@ -48,7 +48,12 @@ export function createDirectory(db: Db, bus: Bus, clock: Clock) {
     async agent(integration: IntegrationWithAccount, memberId: string): Promise<ResolvedAgent> {
       const key = `${integration.id}:${memberId}`;
       const load = async () => {
-        const agent = await reloadTogether({ integration, memberId });
+        // Resolved against the integration as the store has it now, not the caller's copy: that may
+        // have been read before an operator's change whose message came in before this load began
+        // (a read the integrations' cache would not keep, but hands its caller once), and this
+        // load, passing its own guard, would keep that old policy or coverage for a minute.
+        const current = (await integrationTogether(integration.id)) ?? integration;
+        const agent = await reloadTogether({ integration: current, memberId });
         if (agent instanceof C2CError) throw agent;
         return { integrationId: integration.id, agent };
       };

@@ -14,6 +14,7 @@ import { createDirectory } from '../../api/domain/directory.js';
 import { createPlatform } from '../../api/domain/platform.js';
 import { createWidgetStates } from '../../api/domain/widget-states.js';
 import { updateMember } from '../../api/domain/operator/accounts.js';
+import { setPolicy } from '../../api/domain/operator/integrations.js';
 import { OriginPolicy } from '../../api/http/origin-policy.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { client, createHarness, type Harness } from '../helpers/harness.js';
@@ -335,6 +336,20 @@ describe.each(storeDrivers())('the directory on %s', (driver) => {
     expect(await directory.integration(t.integrationId)).toBe(first);
     h.services.bus.publish({ type: 'integration', integrationId: t.integrationId });
     expect((await directory.integration(t.integrationId))?.name).toBe('Renamed behind its back');
+  });
+
+  it("resolves an agent against the integration as the store has it, not a copy its caller read before an operator's change (and keeps that)", async () => {
+    const directory = createDirectory(h.services.db, h.services.bus, h.services.clock);
+    const deps = { db: h.services.db, bus: h.services.bus, clock: h.services.clock };
+    // read just before the operator took the keypad away; the change's message came before the agent's load
+    const before = (await directory.integration(t.integrationId))!;
+    await setPolicy(deps, t.integrationId, { controls: ['mute'] });
+    try {
+      expect((await directory.agent(before, t.agent.id)).effective.policy.controls).toEqual(['mute']);
+      expect((await directory.agent(before, t.agent.id)).effective.policy.controls).toEqual(['mute']);
+    } finally {
+      await setPolicy(deps, t.integrationId, { controls: ['mute', 'dtmf'] });
+    }
   });
 
   it('shares one resolved agent, drops it when the member changes, and never caches a refusal', async () => {
