@@ -439,6 +439,36 @@ describe('Engine', () => {
     expect(acks).toContainEqual({ command_id: 71, result: 'done' });
   });
 
+  it("takes an answer once when the window's Answer and the widget's come together while the device waits for the ring (either first)", async () => {
+    for (const first of ['window', 'widget'] as const) {
+      const { instance, server, socket, spies } = await engine();
+      server.answerByProvider = true;
+      socket.up();
+      socket.ack.mockResolvedValue(true);
+      await vi.advanceTimersByTimeAsync(0);
+      server.current = call('incoming', { call_id: `ci_${first}`, request_id: `ci_${first}`, direction: 'inbound' });
+      socket.work({});
+      await vi.advanceTimersByTimeAsync(0);
+      let rang!: () => void;
+      spies.accept.mockImplementationOnce(() => new Promise<void>((resolve) => (rang = resolve)));
+      const fromWidget = () => socket.work({ commands: [{ ...command(first === 'window' ? 81 : 82, 'answer'), call_id: `ci_${first}` }] });
+      let pressed: Promise<void> | undefined;
+      if (first === 'window') pressed = instance.answer();
+      else fromWidget();
+      await vi.advanceTimersByTimeAsync(0);
+      if (first === 'window') fromWidget();
+      else pressed = instance.answer();
+      await vi.advanceTimersByTimeAsync(0);
+      rang();
+      await pressed;
+      await vi.advanceTimersByTimeAsync(0);
+      expect(spies.accept, first).toHaveBeenCalledTimes(1);
+      const acks = socket.ack.mock.calls.flatMap(([sent]) => sent ?? []);
+      expect(acks, first).toContainEqual({ command_id: first === 'window' ? 81 : 82, result: 'done' });
+      expect(instance.model().message, first).toBeNull();
+    }
+  });
+
   it('says why an Answer failed (nothing rings on the device any more), and keeps the call as the service has it', async () => {
     const { instance, server, socket, spies } = await engine();
     socket.up();

@@ -15,8 +15,10 @@ export interface CommandTarget {
   ringingCallId: string | null;
   focus(): void;
   setMuted(muted: boolean): void;
-  /** the incoming call the device took already (the window's Answer button): an answer for it is done */
+  /** the incoming call the device took, or is taking (the window's Answer button): an answer for it is done */
   takenHere: string | null;
+  /** the device is taking this call (its answer may wait for the ring), or, with null, failed to */
+  taking(callId: string | null): void;
   /** the window answered this call: it holds it from now on */
   answered(callId: string | null): void;
   /** the device let its ringing leg go (hangup, decline): the driver says nothing of a leg it was told to let go */
@@ -54,7 +56,13 @@ export async function carryOut(command: EngineCommand, target: CommandTarget): P
   switch (command.kind) {
     case 'answer':
       if (command.call_id !== null && command.call_id === target.takenHere) return;
-      await driver.accept(command.call_id);
+      target.taking(command.call_id);
+      try {
+        await driver.accept(command.call_id);
+      } catch (error) {
+        target.taking(null);
+        throw error;
+      }
       return target.answered(command.call_id);
     case 'mute':
     case 'unmute':

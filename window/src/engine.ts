@@ -121,7 +121,7 @@ export class Engine {
   #stopped = false;
   #hangupBusy = false;
   #answerBusy = false;
-  /** the incoming call this window's device took (answered), until the service says it is connected */
+  /** the incoming call this window's device took or is taking (answered), until the service says it is connected */
   #takenHere: string | null = null;
   readonly #problems: Problems = { final: null, call: null, voice: null, connection: false };
   /** the call the window last held (or null), to tell when it changes */
@@ -306,11 +306,14 @@ export class Engine {
     // taken already (a press before, the widget's answer): the provider's report of it is on its way
     if (this.#takenHere === call.call_id) return;
     this.#answerBusy = true;
+    // taken from now: the widget's answer for it, while the device waits for the ring, is done, not a second accept
+    this.#takenHere = call.call_id;
     this.#changed();
     try {
       await this.#driver.accept(call.call_id);
       this.#tookCall(call.call_id);
     } catch (error) {
+      this.#takenHere = null;
       this.#answerBusy = false;
       this.#setCallProblem(errorText(error, MESSAGES.answerFailed), 'connect');
       return this.#afterCallChange();
@@ -556,6 +559,10 @@ export class Engine {
         this.#muted = muted;
       },
       takenHere: this.#takenHere,
+      taking: (callId) => {
+        this.#takenHere = callId;
+        this.#changed();
+      },
       answered: (callId) => this.#tookCall(callId),
       letGoRinging: () => {
         this.#ringingRef = null;
