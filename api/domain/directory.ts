@@ -39,20 +39,21 @@ export function createDirectory(db: Db, bus: Bus, clock: Clock) {
   const integrationTogether = lookupTogether<IntegrationWithAccount>(db, `${INTEGRATION_SELECT} WHERE i.id = ANY($1::text[])`, (row) => row.id);
   const reloadTogether = coalesce((wanted: Array<{ integration: IntegrationWithAccount; memberId: string }>) => reloadAgents(db, wanted), { isolate: true });
 
+  /** A cached integration is as the store has it since the last change announced (bus-cache.ts): read only where none is. */
+  const integrationNow = async (id: string): Promise<IntegrationWithAccount | undefined> => integrations.get(id) ?? integrations.load(id, () => integrationTogether(id));
+
   return {
-    async integration(id: string): Promise<IntegrationWithAccount | undefined> {
-      return integrations.get(id) ?? integrations.load(id, () => integrationTogether(id));
-    },
+    integration: integrationNow,
 
     /** The member as an agent of this integration; throws the refusal (agent_disabled, …), which is not cached. */
     async agent(integration: IntegrationWithAccount, memberId: string): Promise<ResolvedAgent> {
       const key = `${integration.id}:${memberId}`;
       const load = async () => {
-        // Resolved against the integration as the store has it now, not the caller's copy: that may
-        // have been read before an operator's change whose message came in before this load began
-        // (a read the integrations' cache would not keep, but hands its caller once), and this
-        // load, passing its own guard, would keep that old policy or coverage for a minute.
-        const current = (await integrationTogether(integration.id)) ?? integration;
+        // Resolved against the integration as it is now (cached, or read), not the caller's copy: that
+        // may have been read before an operator's change whose message came in before this load
+        // began (a read the integrations' cache would not keep, but hands its caller once), and
+        // this load, passing its own guard, would keep that old policy or coverage for a minute.
+        const current = (await integrationNow(integration.id)) ?? integration;
         const agent = await reloadTogether({ integration: current, memberId });
         if (agent instanceof C2CError) throw agent;
         return { integrationId: integration.id, agent };
