@@ -392,6 +392,8 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
 
   private fail(kind: string, error: SdkError): void {
     this.emit('commandfailed', { kind, error: error.code, message: error.message });
+    // the previous agent's command: the agent now shown did nothing to be told of
+    if (error.code === 'agent_changed') return;
     this.say(this.errorText(error), error.code === 'hangup_uncertain' ? 0 : MESSAGE_MS, true);
   }
 

@@ -1344,6 +1344,7 @@ describe('commands', () => {
     await vi.advanceTimersByTimeAsync(1000);
     expect(unavailable.error).toMatchObject({ code: 'agent_changed' });
     expect(failures).toEqual([{ kind: 'availability', error: 'agent_changed' }]);
+    expect(q('c2c-message').textContent).toBe(''); // nothing Bob did to be told of
     const sent = service.requests.filter((r) => r.path === '/widget/commands');
     expect(sent.map((r) => r.headers.authorization)).toEqual(['Bearer c2cw_1']);
     expect(widget.getState()).toMatchObject({ agent: { name: 'Bob' } });
