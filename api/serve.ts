@@ -18,7 +18,7 @@ import { startCrmDemo } from '../examples/crm-demo/server.js';
 import { openRateCounter } from './ratelimit/index.js';
 import { reachRedis, requireShardedPubSub } from './redis.js';
 import { createServices, type Services } from './services.js';
-import { connectStore } from './store/index.js';
+import { connectStore, type Db } from './store/index.js';
 import { migrate } from './store/migrate.js';
 
 export type Role = 'api' | 'gateway' | 'all';
@@ -106,7 +106,7 @@ const MIGRATION_REFUSALS: Record<string, string> = {
 };
 
 /** Migrates; a refusal the operator fixes in the database fails as a ConfigError, one line saying so. Anything else is a defect, with its stack. */
-async function migrateOrSayWhy(db: Awaited<ReturnType<typeof connectStore>>, config: Config): Promise<void> {
+async function migrateOrSayWhy(db: Db, config: Config): Promise<void> {
   try {
     await migrate(db);
   } catch (error) {

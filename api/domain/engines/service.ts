@@ -182,9 +182,11 @@ export function createEngines(deps: EnginesDeps) {
       // connected already: answered (a real device's answer reported by the provider first, a second click)
       if (call?.status === 'connected') return call;
       if (!call || call.status !== 'incoming') throw new C2CError('invalid_state', 'No incoming call of this window rings with this call_id.');
-      if (context.engine.simulated && call.provider_call_sid) await providers.simulator.answer(call.provider_call_sid);
-      const [current] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]);
-      return current!;
+      // a real device's answer reaches the service from the provider: the call as it is
+      if (!context.engine.simulated || !call.provider_call_sid) return call;
+      await providers.simulator.answer(call.provider_call_sid);
+      const [answered] = await db.query<CallRow>('SELECT * FROM call_intents WHERE id = $1', [call.id]);
+      return answered!;
     },
 
     /** The window is closing: it no longer holds its calls (they are orphaned, not ended). */
