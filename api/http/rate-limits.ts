@@ -42,6 +42,14 @@ function storeFor(counter: RateCounter) {
 }
 
 /** scale multiplies every limit (benchmarks drive thousands of agents from one address). */
+/**
+ * The client's address, as the per-address limits count it. Node knows none for a connection that
+ * closed before anything asked for it (fastify's request.ip is then undefined: the client left
+ * while the request waited on the store, say). Such requests, whose answers reach no one, count
+ * under one key of their own, rather than failing as a 500 of ours.
+ */
+const addressOf = (request: FastifyRequest): string => request.ip ?? 'gone';
+
 export async function registerRateLimits(app: FastifyInstance, counter: RateCounter, scale = 1): Promise<void> {
   await app.register(fastifyRateLimit, {
     global: false,
@@ -75,9 +83,9 @@ export async function registerRateLimits(app: FastifyInstance, counter: RateCoun
   };
 
   app.decorate('limits', {
-    serverKeyPerIp: limiter(LIMITS.serverKeyPerIpPerMinute, (request) => RATE_KEYS.serverKeyPerIp(request.ip)),
+    serverKeyPerIp: limiter(LIMITS.serverKeyPerIpPerMinute, (request) => RATE_KEYS.serverKeyPerIp(addressOf(request))),
     serverKeyPerIntegration: bySubject(LIMITS.serverKeyPerIntegrationPerMinute, RATE_KEYS.serverKeyPerIntegration),
-    widgetPerIp: limiter(LIMITS.widgetPerIpPerMinute, (request) => RATE_KEYS.widgetPerIp(request.ip)),
+    widgetPerIp: limiter(LIMITS.widgetPerIpPerMinute, (request) => RATE_KEYS.widgetPerIp(addressOf(request))),
     enginePerEngine: bySubject(LIMITS.enginePerEnginePerMinute, RATE_KEYS.enginePerEngine),
   } satisfies RateLimits);
 }

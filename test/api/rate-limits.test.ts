@@ -4,12 +4,14 @@
  * Retry-After counting down to the end of the window.
  */
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import WebSocket from 'ws';
 import { updateMember } from '../../api/domain/operator/accounts.js';
 import { addressKey } from '../../api/ratelimit/keys.js';
 import { redisUrl, storeDrivers } from '../helpers/env.js';
 import { openTestDatabase } from '../helpers/databases.js';
 import { ManualClock } from '../../api/clock.js';
+import { API_PREFIX } from '../../api/config.js';
 import type { TrustProxy } from '../../api/http/client-address.js';
 import { expectError } from '../helpers/expect.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
@@ -115,6 +117,34 @@ describe(`rate limits (counters in memory, store ${driver})`, () => {
     expect(refused.headers['retry-after']).toBe('60');
     await h.clock.advanceSeconds(60);
     expect((await poll()).status).toBe(200);
+  });
+});
+
+describe('a request whose client left before its address was read', () => {
+  it('goes on to its credential check (Node has no address for a closed connection it never asked), not to a 500', async () => {
+    const h = await createHarness(driver!);
+    try {
+      await h.app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = h.app.server.address() as AddressInfo;
+      const serverSide = new Promise<void>((resolve) => h.app.server.once('connection', (socket: Socket) => socket.once('close', () => resolve())));
+      // The platform switch is read first (from the store when its cache is cold): the client goes meanwhile.
+      const { platform, sessions } = h.services;
+      const assertEnabled = platform.assertEnabled.bind(platform);
+      platform.assertEnabled = async () => {
+        await serverSide;
+        return assertEnabled();
+      };
+      let checked = false;
+      const authenticate = sessions.authenticate.bind(sessions);
+      sessions.authenticate = (...args) => ((checked = true), authenticate(...args));
+      const client = connect(port, '127.0.0.1', () => {
+        client.end(`GET ${API_PREFIX}/widget/state HTTP/1.1\r\nHost: c2c.test\r\nOrigin: ${ORIGIN}\r\nAuthorization: Bearer c2cw_gone\r\n\r\n`);
+        client.destroy();
+      });
+      await vi.waitFor(() => expect(checked).toBe(true), SETTLE);
+    } finally {
+      await h.close();
+    }
   });
 });
 
