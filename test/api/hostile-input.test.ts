@@ -113,6 +113,19 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     expect(await intents()).toBe(0);
   });
 
+  it("refuses an integer a double holds only rounded (a CRM's 20-digit id), which was stored changed and matched a replay of the id's next value", async () => {
+    const call = (id: string) => `{"integration_id":"${t.integrationId}","agent":{"type":"email","value":"${t.agent.email}"},"phone_number":"${US_NUMBER}","metadata":{"crm_id":${id}}}`;
+    for (const id of ['12345678901234567890', '-9007199254740993', '1e20']) {
+      const refused = await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: call(id), headers: { 'content-type': 'application/json', 'idempotency-key': 'big-1' } }), 422, 'invalid_request');
+      expect(refused.body.message).toContain('as strings');
+    }
+    expect(await intents()).toBe(0);
+    // the largest exact integers, and decimals, are judged on their merits (no window here)
+    for (const id of ['9007199254740991', '-9007199254740991', '0.5', '1e-7']) {
+      await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: call(id), headers: { 'content-type': 'application/json' } }), 409, 'agent_offline');
+    }
+  });
+
   it('refuses keys that could reach a prototype by name (not as "not valid JSON"), and takes a plain constructor key', async () => {
     const withMetadata = (metadata: string) =>
       api.post('/calls', undefined, {
