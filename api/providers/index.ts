@@ -10,7 +10,7 @@ import type { ProviderAccount, ProviderName, VoiceProvider } from './provider.js
 import { Simulator } from './simulated/simulator.js';
 import { TwilioProvider } from './twilio/twilio.js';
 
-export type { ProviderAccount, ProviderName, VoiceProvider } from './provider.js';
+export type { HangupOutcome, ProviderAccount, ProviderName, VoiceProvider } from './provider.js';
 export { ProviderUnavailable, ProviderUnreachable } from './provider.js';
 
 export interface Providers {

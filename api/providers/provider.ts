@@ -44,15 +44,20 @@ export class ProviderUnavailable extends Error {}
 
 export type ProviderName = 'simulated' | 'twilio';
 
+/** What a hangup did: ended the call, or found it ended already. */
+export type HangupOutcome = 'ended' | 'ended-already';
+
 export interface VoiceProvider {
   readonly name: ProviderName;
   accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken>;
   /**
    * Ends a call (the parent leg, and with it the dialed leg) through the provider's REST API.
    * Idempotent: ending a call that has ended succeeds and changes nothing (a widget's retried
-   * hangup can race its first attempt; commands/service.ts).
+   * hangup can race its first attempt; commands/service.ts). `ended-already` when the provider
+   * said the call had ended before this asked (its end, and talk time, are then the provider's
+   * record's, not this moment's: calls/hangup.ts).
    */
-  hangup(account: ProviderAccount, callSid: string): Promise<void>;
+  hangup(account: ProviderAccount, callSid: string): Promise<HangupOutcome>;
   /**
    * The provider's own record of a call leg (Twilio's call resource): what the reaper reads for a
    * call whose final callback never came (calls/provider-records.ts). Null when the provider knows no such

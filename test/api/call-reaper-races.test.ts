@@ -462,6 +462,17 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect((await requestCall(api, t)).status).toBe(202);
   });
 
+  it("ends a call whose far end hung up before the agent did (its final callback lost) as the provider recorded it: at the far end's hang up, billed for the talk", async () => {
+    const { agent, id, answered } = await answeredWithCallbacksLost();
+    await h.clock.advanceSeconds(55); // the far end hangs up at 40 s; the agent, still shown the call, hangs up at 58 s
+    const balanceBefore = await balance();
+    expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-after-far-end' })).status).toBe(200);
+    await expectSettledAtFarEnd(id, answered, balanceBefore);
+    deliverWebhooks(false);
+    await heartbeat(api, agent.engineToken);
+    expect((await requestCall(api, t)).status).toBe(202);
+  });
+
   it("settles an outbound call none of whose dialed leg's callbacks came (a store outage through the whole call) from the record of the leg its window's leg dialed: completed, billed for the talk, the leg bound", async () => {
     simulator().faults.records = 'kept';
     const agent = await readyAgent(api, t);

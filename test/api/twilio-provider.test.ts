@@ -107,11 +107,12 @@ describe('the Twilio driver', () => {
     await expect(providers.byName('twilio').hangup(account, 'CAparent2')).rejects.toBeInstanceOf(ProviderUnreachable);
   });
 
-  it('counts a call Twilio no longer has, or that can no longer change, as ended: a retried hangup succeeds', async () => {
+  it('counts a call Twilio no longer has, or that can no longer change, as ended already: a retried hangup succeeds', async () => {
+    await expect(twilio.hangup(account, 'CAlive')).resolves.toBe('ended');
     standIn.answer(() => twilioError(404, 20404, 'The requested resource was not found'));
-    await expect(twilio.hangup(account, 'CAgone')).resolves.toBeUndefined();
+    await expect(twilio.hangup(account, 'CAgone')).resolves.toBe('ended-already');
     standIn.answer(() => twilioError(400, 21220, 'Call is not in-progress. Cannot redirect.'));
-    await expect(twilio.hangup(account, 'CAended')).resolves.toBeUndefined();
+    await expect(twilio.hangup(account, 'CAended')).resolves.toBe('ended-already');
   });
 
   it("reads a call's record from the call resource, with the account's credentials: its status, end time and talk time once ended; none while it runs", async () => {
@@ -327,6 +328,41 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([`GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAchild2.json`]);
     const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
     expect(ended.body).toMatchObject({ request_id: id, status: 'completed', duration: 95 });
+    standIn.answer(completedCall);
+  });
+
+  it("ends a call Twilio had ended before the agent's hang up (its completed lost) as Twilio recorded it: billed for its talk, not up to the hang up", async () => {
+    const { t, agent, id } = await dialedCall('CAparent6');
+    const leg = { CallSid: 'CAchild6', ParentCallSid: 'CAparent6', AccountSid: ACCOUNT_SID };
+    await h.clock.advance(1000 - (h.clock.now() % 1000));
+    const answeredAt = h.clock.now();
+    expect((await signedStatus(t, id, { ...leg, CallStatus: 'in-progress', Timestamp: new Date(answeredAt).toUTCString() })).status).toBe(204);
+    // 40 s of talk, then the far end hangs up and Twilio's completed is lost; 25 s later the agent, still shown the call, hangs up
+    const endedAt = answeredAt + 40_000;
+    await h.clock.advanceSeconds(65);
+    standIn.requests.length = 0;
+    standIn.answer((request) =>
+      request.method === 'POST'
+        ? twilioError(400, 21220, 'Call is not in-progress. Cannot redirect.')
+        : { status: 200, body: { sid: 'CAchild6', parent_call_sid: 'CAparent6', account_sid: request.user, status: 'completed', end_time: new Date(endedAt).toUTCString(), duration: '40' } },
+    );
+    const hangup = await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-ended-already' });
+    expect(hangup.status, JSON.stringify(hangup.body)).toBe(200);
+    expect(standIn.requests.map((request) => `${request.method} ${request.path}`)).toEqual([
+      `POST /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAparent6.json`,
+      `GET /2010-04-01/Accounts/${ACCOUNT_SID}/Calls/CAchild6.json`,
+    ]);
+    const ended = await api.get(`/calls/${id}`, { auth: t.serverKey });
+    expect(ended.body).toMatchObject({ request_id: id, status: 'completed', duration: 40 });
+    const [row] = await h.services.db.query<{ ended_at: string | number; end_reason: string }>('SELECT ended_at, end_reason FROM call_intents WHERE id = $1', [id]);
+    expect({ endedAt: Number(row!.ended_at), reason: row!.end_reason }).toEqual({ endedAt, reason: 'far_end' });
+
+    // Twilio's record out of reach: the call is ended at the hang up all the same (the agent asked, and waits)
+    const second = await dialedCall('CAparent7');
+    expect((await signedStatus(second.t, second.id, { CallSid: 'CAchild7', ParentCallSid: 'CAparent7', AccountSid: ACCOUNT_SID, CallStatus: 'in-progress' })).status).toBe(204);
+    standIn.answer((request) => (request.method === 'POST' ? twilioError(400, 21220, 'Call is not in-progress. Cannot redirect.') : twilioError(503, 20503, 'Service Unavailable')));
+    expect((await command(api, second.agent.widgetToken, { kind: 'hangup', request_id: 'hangup-ended-already-2' })).status).toBe(200);
+    expect((await api.get(`/calls/${second.id}`, { auth: second.t.serverKey })).body).toMatchObject({ status: 'completed' });
     standIn.answer(completedCall);
   });
 

@@ -7,11 +7,12 @@
  */
 import { C2CError } from '../../../shared/errors.js';
 import type { Clock } from '../../clock.js';
-import { loadProviderAccount, ProviderUnreachable, type Providers } from '../../providers/index.js';
+import { loadProviderAccount, ProviderUnreachable, type HangupOutcome, type Providers } from '../../providers/index.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import { isTerminal, type CallRow } from '../views.js';
 import { askedEnd, endStatusFor, finishCall, passesCallerOn, type EndReason } from './lifecycle.js';
+import { settleFromProviderRecord } from './provider-records.js';
 
 export interface HangupDeps {
   db: Db;
@@ -68,13 +69,15 @@ export async function hangupCall(
       asked,
     ]);
     const account = await loadProviderAccount(db, call.account_id);
+    let outcome: HangupOutcome;
     try {
-      await providers.byName(call.provider).hangup(account!, leg);
+      outcome = await providers.byName(call.provider).hangup(account!, leg);
     } catch (error) {
       if (error instanceof ProviderUnreachable) throw new C2CError('hangup_uncertain', undefined, { cause: error });
       throw error;
     }
     call = await read();
+    if (outcome === 'ended-already' && !isTerminal(call.status)) call = await settleEndedAlready({ db, clock, providers }, call, changes, read);
   }
   if (!isTerminal(call.status)) {
     const seen = call;
@@ -84,6 +87,24 @@ export async function hangupCall(
     call = (await db.tx((sql) => finishCall(sql, changes, clock.now(), seen.id, finish))) ?? (await read());
   }
   return { call, changes };
+}
+
+/**
+ * A call the provider had ended before the hangup asked (its far end hung up, and the final
+ * callback is late or was lost: Twilio does not retry one answered 503), ended as the provider
+ * recorded it: its end and talk time, as that callback would have. Ended at this moment instead,
+ * an answered call would be billed for the time since, which nobody talked, and the callback
+ * coming after would find it ended and change nothing. Where the record cannot be read, or tells
+ * nothing final, the call is ended now (below), as before: the agent asked, and waits for it.
+ */
+async function settleEndedAlready(deps: HangupDeps, call: CallRow, changes: Changes, read: () => Promise<CallRow>): Promise<CallRow> {
+  try {
+    const settled = await settleFromProviderRecord(deps, call, changes);
+    return settled.ended ? await read() : call;
+  } catch (error) {
+    if (error instanceof ProviderUnreachable) return call;
+    throw error;
+  }
 }
 
 /**

@@ -62,7 +62,7 @@ export function injectInbound(deps: InboundDeps, request: InboundRequest): Promi
     // With Twilio configured, real windows listen to Twilio only.
     windows: deps.providers.configured === simulator ? 'any' : 'simulated',
     ring: (account, callId, from, timeLimit) => simulator.ringClient(account, statusCallbackUrl(deps.config.publicBaseUrl, callId), from, timeLimit),
-    abandon: (account, legSid) => simulator.hangup(account, legSid),
+    abandon: async (account, legSid) => void (await simulator.hangup(account, legSid)),
   });
 }
 

@@ -20,6 +20,7 @@ import {
   ProviderUnavailable,
   ProviderUnreachable,
   type AccessToken,
+  type HangupOutcome,
   type ProviderAccount,
   type ProviderCallRecord,
   type ProviderCallStatus,
@@ -118,19 +119,23 @@ export class Simulator implements VoiceProvider {
     });
   }
 
-  async hangup(_account: ProviderAccount, callSid: string): Promise<void> {
+  async hangup(_account: ProviderAccount, callSid: string): Promise<HangupOutcome> {
     const legs = this.#legsOf(callSid);
     if (legs.length === 0) {
+      // a call this node ended already (its far end hung up), as Twilio's 21220
+      if (this.#ended.has(callSid) || this.#endedByParent.has(dialedKey(callSid))) return 'ended-already';
       // remembered first: the leg may be this node's, being placed (it then is not)
       this.#hungUpEarly(callSid);
       // The leg may be another node's, which only the bus reaches: with the bus down the hangup
       // cannot be carried, and saying so (502 hangup_uncertain, retried) beats a false "ended".
       if (this.#bus && this.#bus.state() !== 'up') throw this.#unreachable('simulated provider unreachable: the bus to the other nodes is down');
-      return this.#relay({ type: 'simulator', op: 'hangup', callSid });
+      this.#relay({ type: 'simulator', op: 'hangup', callSid });
+      return 'ended';
     }
     for (const leg of legs) leg.hangupsAsked += 1;
     if (legs.some((leg) => leg.unreachableOnHangup)) throw this.#unreachable('simulated provider unreachable');
     for (const leg of legs) await this.#end(leg, leg.answeredAt === null ? 'canceled' : 'completed');
+    return 'ended';
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   ProviderUnavailable,
   ProviderUnreachable,
   type AccessToken,
+  type HangupOutcome,
   type ProviderAccount,
   type ProviderCallRecord,
   type ProviderCallStatus,
@@ -67,14 +68,15 @@ export class TwilioProvider implements VoiceProvider {
     return { token: token.toJwt(), expiresAt: this.clock.now() + ttlSeconds * 1000 };
   }
 
-  async hangup(account: ProviderAccount, callSid: string): Promise<void> {
+  async hangup(account: ProviderAccount, callSid: string): Promise<HangupOutcome> {
     const client = twilio(account.accountSid, account.authToken, { httpClient: this.#http });
     try {
       // `completed` ends a call whatever its state (`canceled` would leave one in progress running);
       // ending the parent leg (the window's when outgoing, the caller's when incoming) ends the dialed leg with it.
       await client.api.v2010.accounts(account.accountSid).calls(callSid).update({ status: 'completed' });
+      return 'ended';
     } catch (error) {
-      if (error instanceof twilio.RestException && error.code !== undefined && ENDED_ALREADY.has(error.code)) return;
+      if (error instanceof twilio.RestException && error.code !== undefined && ENDED_ALREADY.has(error.code)) return 'ended-already';
       this.#hangupFailures += 1;
       // Said without the error itself: the HTTP client's error carries the request, credentials included.
       throw new ProviderUnreachable(`Twilio did not end call ${callSid}: ${describe(error)}`, { accountOnly: refusedAccount(error) });
