@@ -35,8 +35,11 @@ export interface ProviderEventResult {
   ignored: string | null;
 }
 
-/** Twilio's timestamps have whole seconds: a leg ended by a hangup may be stamped up to a second before it was asked. */
-const ENDED_BEFORE_ASKED_MARGIN_MS = 1_000;
+/**
+ * A leg ended by a hangup may be stamped before it was asked: Twilio's timestamps have whole
+ * seconds, and its clock is not this node's. Only an end stamped well before is taken as the far end's.
+ */
+const ENDED_BEFORE_ASKED_MARGIN_MS = 5_000;
 
 export async function applyProviderEvent(db: Db, clock: Clock, callId: string, event: ProviderEvent): Promise<ProviderEventResult> {
   const changes = new Changes();
@@ -76,8 +79,8 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
       case 'completed': {
         // A `completed` that overtook `in-progress` still says the call was answered: CallDuration > 0.
         const answeredAt = call.answered_at ?? answeredFromDuration(call, event, eventTime);
-        // A leg that ended before the hangup was asked (by more than Twilio's whole-second
-        // timestamps can blur) ended on its own: the far end hung up, and the hangup found the
+        // A leg that ended before the hangup was asked (by more than the stamps' precision and
+        // the clocks' difference can blur) ended on its own: the far end hung up, and the hangup found the
         // call ended already (its record read in place of this callback: calls/hangup.ts).
         const endedBeforeAsked = hungUp && eventTime < call.hangup_requested_at! - ENDED_BEFORE_ASKED_MARGIN_MS;
         const asked = hungUp && !endedBeforeAsked ? askedEnd(call) : null;
