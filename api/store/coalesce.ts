@@ -13,7 +13,10 @@
  * waits for one timeout for its 503, not for several in a row.
  */
 import type { Clock } from '../clock.js';
-import { isStoreOutOfReach, type Sql } from './db.js';
+import { isStatementCancelled, isStoreOutOfReach, type Sql } from './db.js';
+
+/** The most statements a failed batch's items, flushed alone, take at once (a node's pool holds 10 connections by default). */
+export const ALONE_AT_ONCE = 4;
 
 export type Flush<I, R> = (items: I[]) => Promise<R[]>;
 
@@ -40,12 +43,35 @@ export function coalesce<I, R>(flush: Flush<I, R>, options: CoalesceOptions = {}
   let running = false;
 
   type Entry = (typeof queue)[number];
-  async function alone(entry: Entry): Promise<void> {
-    try {
-      entry.resolve((await flush([entry.item]))[0]!);
-    } catch (error) {
-      entry.reject(error);
-    }
+  /**
+   * Flushes each item of a failed batch alone, ALONE_AT_ONCE at a time: all at once, a batch of
+   * 500 would ask for 500 connections of a pool of ten, whose waits time out as "out of reach"
+   * and fail every other coalescer's queue. Each failure is its item's, unless the store is out of
+   * reach, or ALONE_AT_ONCE statements in a row were cancelled on the statement timeout (not one
+   * row's lock, then: the store is overloaded): the items left fail at once with that 503, rather
+   * than each wait out a timeout of its own on a store that cannot keep up.
+   */
+  async function alone(batch: Entry[]): Promise<void> {
+    let next = 0;
+    let cancelledInARow = 0;
+    let givenUp: unknown;
+    const worker = async () => {
+      while (next < batch.length) {
+        const entry = batch[next++]!;
+        if (givenUp !== undefined) {
+          entry.reject(givenUp);
+          continue;
+        }
+        try {
+          entry.resolve((await flush([entry.item]))[0]!);
+          cancelledInARow = 0;
+        } catch (error) {
+          entry.reject(error);
+          if (isStoreOutOfReach(error) || (isStatementCancelled(error) && ++cancelledInARow >= ALONE_AT_ONCE)) givenUp ??= error;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(ALONE_AT_ONCE, batch.length) }, worker));
   }
 
   async function drain(): Promise<void> {
@@ -63,11 +89,11 @@ export function coalesce<I, R>(flush: Flush<I, R>, options: CoalesceOptions = {}
           // would wait for several in a row. All fail now with the 503 each would get, and retry
           // (the batched writes are idempotent: request_ids, heartbeats, acks). A statement the
           // server cancelled on its timeout is not this: it may be one item's row lock, so the
-          // items are tried alone as for any other failure.
+          // items are tried alone as for any other failure (`alone` tells an overload from it).
           const waiting = queue;
           queue = [];
           for (const entry of [...batch, ...waiting]) entry.reject(error);
-        } else if (options.isolate && batch.length > 1) await Promise.all(batch.map(alone));
+        } else if (options.isolate && batch.length > 1) await alone(batch);
         else for (const entry of batch) entry.reject(error);
       }
     }

@@ -63,6 +63,12 @@ export function isStoreOutOfReach(error: unknown): boolean {
   return e?.code === 'service_unavailable' && e.outOfReach === true;
 }
 
+/** Whether the server cancelled the statement on its statement timeout (SQLSTATE query_canceled): a lock waited on, or a store that cannot keep up. */
+export function isStatementCancelled(error: unknown): boolean {
+  const e = error as { code?: unknown; cause?: { code?: unknown } } | null;
+  return e?.code === 'service_unavailable' && e.cause?.code === '57014';
+}
+
 /** How long PostgreSQL may take before a request gets 503 service_unavailable (config: DATABASE_*_TIMEOUT_MS), and the connections a node holds (DATABASE_POOL_SIZE). */
 export const PG_DEFAULTS = { statementTimeoutMs: 10_000, connectTimeoutMs: 5_000, poolSize: 10 } as const;
 

@@ -1,7 +1,7 @@
 /** Coalesced writes: one flush per turn when idle, one per in-flight flush when busy, failures kept to their batch. */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../api/clock.js';
-import { coalesce } from '../../api/store/coalesce.js';
+import { ALONE_AT_ONCE, coalesce } from '../../api/store/coalesce.js';
 import { StoreUnavailable } from '../../api/store/pg.js';
 
 function recording(fail?: (items: number[]) => boolean, isolate = false) {
@@ -81,6 +81,43 @@ describe('coalesce', () => {
     const results = await Promise.allSettled([submit(1), submit(2), submit(3)]);
     expect(results.map((x) => (x.status === 'fulfilled' ? x.value : (x.reason as { code: string }).code))).toEqual([10, 'service_unavailable', 30]);
     expect(batches).toEqual([[1, 2, 3], [1], [2], [3]]);
+  });
+
+  it('flushes the items of a failed batch alone a few at a time, so that a batch of hundreds does not ask the pool for hundreds of connections', async () => {
+    let running = 0;
+    let most = 0;
+    const alone: number[] = [];
+    const submit = coalesce<number, number>(async (items) => {
+      if (items.length > 1) throw new Error('one bad row');
+      alone.push(items[0]!);
+      running += 1;
+      most = Math.max(most, running);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      running -= 1;
+      if (items[0] === 7) throw new Error('the bad row');
+      return [items[0]! * 10];
+    }, { max: 20, isolate: true });
+    const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => submit(i)));
+    expect(results.map((x) => (x.status === 'fulfilled' ? x.value : 'failed'))).toEqual(Array.from({ length: 20 }, (_, i) => (i === 7 ? 'failed' : i * 10)));
+    expect(alone.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(most).toBe(ALONE_AT_ONCE);
+  });
+
+  it('gives up flushing alone once several in a row were cancelled on the statement timeout (an overloaded store, not one locked row): the rest fail at once', async () => {
+    const batches: number[][] = [];
+    const submit = coalesce<number, number>(async (items) => {
+      batches.push(items);
+      throw new StoreUnavailable(Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' }));
+    }, { max: 20, isolate: true });
+    const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => submit(i)));
+    expect(results.every((x) => x.status === 'rejected' && (x.reason as { code: string }).code === 'service_unavailable')).toBe(true);
+    // the batch, then the items alone until ALONE_AT_ONCE were cancelled in a row (and those already
+    // under way then): not the 20
+    expect(batches[0]).toHaveLength(20);
+    const alone = batches.slice(1);
+    expect(alone.every((items) => items.length === 1)).toBe(true);
+    expect(alone.length).toBeGreaterThanOrEqual(ALONE_AT_ONCE);
+    expect(alone.length).toBeLessThan(2 * ALONE_AT_ONCE);
   });
 
   it('with gather, holds the first item of an idle queue for the given time, and what arrives meanwhile goes with it', async () => {
