@@ -9,7 +9,8 @@
  * from caches a minute old, and their windows would get commands only at their next heartbeat.
  *
  * So the store, which every node still shares, carries the news. A node whose bus is down counts
- * each change it announces in the sequence `push_debt`, one bump at a time: a bump asked for while
+ * each change it announces in the sequence `push_debt` (and once as it finds its bus down, for
+ * what it announced before it knew), one bump at a time: a bump asked for while
  * one is under way is made once more after it, so the last change is always counted after it was
  * made. Every node whose bus is up reads the sequence every poll_ms, and when other nodes' counts
  * moved it, the node hears `resync`, as if its own bus had just come back: its caches empty, and a
@@ -107,10 +108,18 @@ export function trackPushDebt({ db, bus, clock, log, observeDebt }: PushDebtDeps
     // `resync` is the bus's own news; every other message this node announces while its bus is down may be lost to other nodes
     if (local && message.type !== 'resync' && bus.state() === 'down') void bump();
   });
+  // A node finds its Redis gone only some seconds after it went (a connection cut without a word
+  // is found by the liveness probe, 10 s on): what it announced meanwhile went into a dead
+  // connection, lost to the other nodes with nothing to count it by. So the moment it finds its
+  // bus down counts once too, for them.
+  let wasUp = bus.state() === 'up';
   const schedule = () => {
     tick = clock.after(LIMITS.pollMs, () => {
       if (stopped) return;
       schedule();
+      const up = bus.state() === 'up';
+      if (wasUp && !up) void bump();
+      wasUp = up;
       return read();
     });
   };

@@ -61,6 +61,22 @@ describe.skipIf(!redisUrl()).each(storeDrivers())('changes other nodes missed, o
     await busReaches(bus, 'up', 'the bus to be back');
   });
 
+  it('counts once as it finds its bus down, with nothing announced since: what it announced before it knew may be lost too', async () => {
+    await clock.advance(LIMITS.pollMs); // a tick with the bus up
+    expect(await counted()).toBe(0);
+    await redis.stop();
+    await busReaches(bus, 'down', 'the bus to notice Redis is gone');
+    await clock.advance(LIMITS.pollMs);
+    expect(await h.services.pusher.settled()).toBe(true);
+    expect(await counted()).toBe(1);
+    // once for the outage, not once a tick
+    await clock.advance(LIMITS.pollMs);
+    expect(await h.services.pusher.settled()).toBe(true);
+    expect(await counted()).toBe(1);
+    await redis.start();
+    await busReaches(bus, 'up', 'the bus to be back');
+  });
+
   it('reads everything again when the count moved: its caches empty, as after its own outage', async () => {
     const heard: string[] = [];
     bus.subscribe((message) => heard.push(message.type));
