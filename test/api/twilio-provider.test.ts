@@ -15,6 +15,7 @@ import { loadConfig } from '../../api/config.js';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
 import { ABANDONED_HANGUP_RETRY, createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS, PROVIDER_REQUESTS_AT_ONCE } from '../../api/domain/reaper.js';
 import { createProviders, ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
+import { simulatedTokenKey } from '../../api/providers/simulated/simulator.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import { LIMITS } from '../../shared/limits.js';
@@ -78,6 +79,13 @@ describe('the Twilio driver', () => {
     expect(Math.abs(claims.iat * 1000 - Date.now())).toBeLessThan(60_000);
     expect(issued.expiresAt).toBe(clock.now() + 3600 * 1000);
     expect(() => verifiedJwt(issued.token, AUTH_TOKEN)).toThrow();
+  });
+
+  it("signs a simulated window's token (a CI run's, on an account with real Twilio credentials) with a key derived from the auth token, never the auth token itself", async () => {
+    const simulator = createProviders(loadConfig({ LOG_LEVEL: 'silent' }, { voiceProvider: 'twilio' }), clock).simulator;
+    const { token } = await simulator.accessToken(account, 'c2c_eng_sim', 600);
+    expect(() => verifiedJwt(token, AUTH_TOKEN)).toThrow();
+    expect(verifiedJwt(token, simulatedTokenKey(account)).claims.grants).toMatchObject({ identity: 'c2c_eng_sim' });
   });
 
   it('refuses a token for an account without its API key or TwiML App, naming what to set', async () => {

@@ -8,7 +8,7 @@
  * simulators over the bus: a hangup, an answer or DTMF for a leg another node holds goes to that
  * node (a widget's command may reach any node; the leg is where the claim or the inbound call was).
  */
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import twilio from 'twilio';
 import type { Bus, BusMessage } from '../../bus/index.js';
 import type { Clock, Timer } from '../../clock.js';
@@ -67,6 +67,16 @@ const ENDED_RECORDS_KEPT = 10_000;
 /** How dialedLegRecord finds an ended leg: by its parent, and by whom the parent dialed. */
 const dialedKey = (parentSid: string, to?: string) => (to === undefined ? parentSid : `${parentSid} ${to}`);
 
+/**
+ * The key a simulated window's token is signed with: derived from the account's auth token, never
+ * the token itself. Simulated windows are CI runs and demos, and an account may hold real Twilio
+ * credentials: what they are handed must not be a MAC keyed with the secret that signs Twilio's
+ * webhooks and calls its API (docs/twilio.md: it never leaves the service).
+ */
+export function simulatedTokenKey(account: ProviderAccount): string {
+  return createHmac('sha256', account.authToken).update('c2c simulated voice token').digest('hex');
+}
+
 export class Simulator implements VoiceProvider {
   readonly name = 'simulated' as const;
   /**
@@ -98,7 +108,7 @@ export class Simulator implements VoiceProvider {
   async accessToken(account: ProviderAccount, identity: string, ttlSeconds: number): Promise<AccessToken> {
     if (!this.faults.tokens) throw new ProviderUnavailable('simulated token service is down');
     const AccessTokenClass = twilio.jwt.AccessToken;
-    const token = new AccessTokenClass(account.accountSid, `SK${account.accountSid.slice(2)}`, account.authToken, {
+    const token = new AccessTokenClass(account.accountSid, `SK${account.accountSid.slice(2)}`, simulatedTokenKey(account), {
       identity,
       ttl: ttlSeconds,
       nbf: Math.floor(this.clock.now() / 1000),
