@@ -75,7 +75,12 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   // then would otherwise reject it unhandled (handledRejections); the SUBSCRIBE below still sees its own.
   const sub = handledRejections(redisClient(url, 'c2c-bus-sub', { queueWhileOffline: true, clock: probeClock }));
   // The pushes a node makes in one turn of the event loop (the commands of one shared statement, say) leave in one write.
-  const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub', { clock: probeClock }));
+  const adapterPub = writeTogether(await connectedRedis(url, 'c2c-adapter-pub', { clock: probeClock }).catch((error: unknown) => {
+    // A start that fails leaves no connection open (nor its liveness probe's timer): an embedder that
+    // goes on, a test or the CLI, is not held by them. (The process exits on it otherwise.)
+    for (const client of [pub, sub]) client.disconnect();
+    throw error;
+  }));
   const adapterSub = adapterSubscriber(url, probeClock);
   let relayed = 0;
   const io = createSocketServer({
@@ -159,7 +164,16 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
   });
   // The adapter's subscriber keeps its queue however many reconnects fail (redis.ts, keepQueued).
   whenSubscriptionsHold(adapterSub, () => void (adapterSubscribed = true));
-  await sub.subscribe(channels.bus);
+  const closeAll = () => {
+    closeIo(io);
+    for (const client of [sub, pub, adapterSub, adapterPub]) client.disconnect();
+  };
+  try {
+    await sub.subscribe(channels.bus);
+  } catch (error) {
+    closeAll();
+    throw error;
+  }
   subscribed = true;
   everSubscribed = true;
   const state = (): BusState =>
@@ -206,8 +220,7 @@ export async function createRedisBus(url: string, clock: Clock = systemClock, pr
     async close() {
       closed = true;
       handlers.clear();
-      closeIo(io);
-      for (const client of [sub, pub, adapterSub, adapterPub]) client.disconnect();
+      closeAll();
     },
   };
 }

@@ -1,7 +1,7 @@
 /** The bus driver suite: in-process and Redis drivers deliver the same messages to every node. */
 import { connect as connectTo, createServer, type AddressInfo, type Socket } from 'node:net';
 import { io as connect } from 'socket.io-client';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { loadUws } from '../../gateway/uws.js';
 import type { Bus, BusMessage } from '../../api/bus/index.js';
 import { createMemoryBus } from '../../api/bus/memory.js';
@@ -322,6 +322,23 @@ describe.skipIf(!url)('Redis bus faults', () => {
       },
     };
   }
+
+  it('leaves no connection open when its start fails (Redis refuses its subscription): an embedder that goes on is not held', async () => {
+    const port = await freePort();
+    const server = spawnRedis(port);
+    await server.start();
+    const admin = await connectedRedis(`redis://127.0.0.1:${port}`, 'c2c-test-admin');
+    try {
+      // a user Redis lets do anything but subscribe
+      await admin.call('ACL', 'SETUSER', 'nosub', 'on', '>pw', '~*', '&*', '+@all', '-subscribe');
+      await expect(createRedisBus(`redis://nosub:pw@127.0.0.1:${port}`)).rejects.toThrow(/NOPERM|permission/i);
+      const others = async () => String(await admin.call('CLIENT', 'LIST')).split('\n').filter((line) => line.includes(' user=nosub ')).length;
+      await vi.waitFor(async () => expect(await others()).toBe(0), { timeout: 5_000 });
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
 
   it('survives a killed connection, reports resync, and delivers again', async () => {
     // On a Redis of its own: killing every subscriber of the shared one would cut other suites' buses.
