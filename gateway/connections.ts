@@ -94,9 +94,20 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     try {
       return await check(socket.data as SocketData);
     } catch (error) {
-      if (isRefusal(error)) setImmediate(() => socket.connected && endWithError(socket, error));
+      if (isRefusal(error)) endAfterAnswer(socket, error);
       throw error;
     }
+  };
+  const endAfterAnswer = (socket: Socket, error: unknown) => setImmediate(() => socket.connected && endWithError(socket, error));
+  /**
+   * A request the store refused `unauthorized` although the credential's check passed: the check
+   * was cached (up to a minute old) and the window has been closed, replaced or revoked since, the
+   * news of it lost with a bus message. The socket is ended after the answer, as the check's own
+   * refusal ends it, rather than left in its room, refusing each request, until its re-check.
+   */
+  const closedMeanwhile = (socket: Socket) => (error: unknown) => {
+    if (error instanceof C2CError && error.code === 'unauthorized') endAfterAnswer(socket, error);
+    throw error;
   };
 
   function command(this: Socket, ...args: unknown[]) {
@@ -111,7 +122,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     return track(answer(args, async (payload) => {
       const context = await credentialOf(this, engineContext);
       await limits.engineHeartbeat(context.engine.id);
-      const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket');
+      const result = await services.engines.heartbeat(context, parse(HeartbeatRequest, payload), 'socket').catch(closedMeanwhile(this));
       return heartbeatBody(result, context, services.clock.now());
     }));
   }

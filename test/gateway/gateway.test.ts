@@ -627,6 +627,19 @@ describe.each(storeDrivers())('the gateway on %s', (driver) => {
     }
   });
 
+  it("ends a window's socket whose heartbeat the store refuses as closed, though its cached check still passed (the news of its closing lost)", async () => {
+    const agent = await readyAgent(api, t);
+    const engine = open(agent.engineToken, h.config.siteUrl);
+    await engine.next('work');
+    // closed in the store with no bus message: the gateway's cached check of its token still passes
+    await h.services.db.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'closed', version = version + 1 WHERE id = $1`, [agent.engineId, h.clock.now()]);
+    const ended = engine.next('ended');
+    const disconnected = engine.next('disconnect');
+    expect(await request(engine.socket, 'heartbeat', { state: 'ready', mic_ready: true, call_id: null })).toMatchObject({ ok: false, error: 'unauthorized' });
+    expect(await ended).toMatchObject({ code: 'unauthorized', final: true });
+    expect(await disconnected).toBe('io server disconnect');
+  });
+
   it('ends sockets of a member who is disabled, with the code of the refusal', async () => {
     const agent = await readyAgent(api, t);
     const widget = open(agent.widgetToken);
