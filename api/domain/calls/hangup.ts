@@ -77,7 +77,7 @@ export async function hangupCall(
       throw error;
     }
     call = await read();
-    if (outcome === 'ended-already' && !isTerminal(call.status)) call = await settleEndedAlready({ db, clock, providers }, call, changes, read);
+    if (outcome === 'ended-already' && !isTerminal(call.status)) call = await settleEndedAlready({ db, clock, providers }, call, changes);
   }
   if (!isTerminal(call.status)) {
     const seen = call;
@@ -97,10 +97,10 @@ export async function hangupCall(
  * coming after would find it ended and change nothing. Where the record cannot be read, or tells
  * nothing final, the call is ended now (below), as before: the agent asked, and waits for it.
  */
-async function settleEndedAlready(deps: HangupDeps, call: CallRow, changes: Changes, read: () => Promise<CallRow>): Promise<CallRow> {
+async function settleEndedAlready(deps: HangupDeps, call: CallRow, changes: Changes): Promise<CallRow> {
   try {
-    const settled = await settleFromProviderRecord(deps, call, changes);
-    return settled.ended ? await read() : call;
+    // The ended row as committed: a read after it that failed would leave its change unannounced.
+    return (await settleFromProviderRecord(deps, call, changes)).call ?? call;
   } catch (error) {
     if (error instanceof ProviderUnreachable) return call;
     throw error;

@@ -33,6 +33,8 @@ export interface ProviderEventResult {
   changes: Changes;
   /** why the callback changed nothing, for the log */
   ignored: string | null;
+  /** the call as the event ended it, committed (none when it ended nothing) */
+  ended?: CallRow;
 }
 
 /**
@@ -44,6 +46,7 @@ const ENDED_BEFORE_ASKED_MARGIN_MS = 5_000;
 export async function applyProviderEvent(db: Db, clock: Clock, callId: string, event: ProviderEvent): Promise<ProviderEventResult> {
   const changes = new Changes();
   const now = clock.now();
+  let ended: CallRow | undefined;
   const ignored = await db.tx(async (sql): Promise<string | null> => {
     const [call] = await sql.query<CallRow>('SELECT * FROM call_intents WHERE id = $1 FOR UPDATE', [callId]);
     if (!call) return 'unknown call';
@@ -84,7 +87,7 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
         // call ended already (its record read in place of this callback: calls/hangup.ts).
         const endedBeforeAsked = hungUp && eventTime < call.hangup_requested_at! - ENDED_BEFORE_ASKED_MARGIN_MS;
         const asked = hungUp && !endedBeforeAsked ? askedEnd(call) : null;
-        await finishCall(sql, changes, now, call.id, {
+        ended = await finishCall(sql, changes, now, call.id, {
           status: answeredAt !== null ? 'completed' : (asked?.status ?? 'no_answer'),
           reason: asked?.reason ?? 'far_end',
           answeredAt,
@@ -101,16 +104,16 @@ export async function applyProviderEvent(db: Db, clock: Clock, callId: string, e
         // outbound call's busy, no-answer or failed is the far end's own answer, kept as before (its
         // hangup may have been uncertain, and never reached the provider).
         if (hungUp && (event.status === 'canceled' || call.direction === 'inbound')) {
-          await finishCall(sql, changes, now, call.id, { ...askedEnd(call), endedAt: eventTime });
+          ended = await finishCall(sql, changes, now, call.id, { ...askedEnd(call), endedAt: eventTime });
           return null;
         }
-        await finishCall(sql, changes, now, call.id, { ...UNASKED_ENDS[event.status](call), endedAt: eventTime });
+        ended = await finishCall(sql, changes, now, call.id, { ...UNASKED_ENDS[event.status](call), endedAt: eventTime });
         return null;
       default:
         return null;
     }
   });
-  return { changes, ignored };
+  return { changes, ignored, ...(ended ? { ended } : {}) };
 }
 
 /** How the provider's own unanswered ends end a call (none was asked for). */

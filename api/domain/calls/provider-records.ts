@@ -54,6 +54,8 @@ export interface Settled {
   ended: boolean;
   /** the record answered a call the store had unanswered (its answer's callback was lost) */
   answered: boolean;
+  /** the call as the record ended it, committed */
+  call?: CallRow;
 }
 
 /**
@@ -83,7 +85,7 @@ export async function settleFromProviderRecord({ db, clock, providers }: Provide
   changes.merge(applied.changes);
   // ignored: the call moved on meanwhile (its callback came after all), or the record is not its leg's
   const took = applied.ignored === null;
-  return { record, ended: final && took, answered: answers && took };
+  return { record, ended: final && took, answered: answers && took, ...(applied.ended ? { call: applied.ended } : {}) };
 }
 
 /** Whether a call dialed (or, incoming, rung) this long ago is still within its provider time limit. */
