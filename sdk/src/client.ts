@@ -148,7 +148,7 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
       io: d.io,
       session: this.session,
       getState: (etag) => this.api<WidgetState>('GET', '/widget/state', undefined, etag ? { 'if-none-match': etag } : {}),
-      onSnapshot: (state) => this.onSnapshot(state),
+      onSnapshot: (state, polled) => this.onSnapshot(state, polled),
       onStatus: () => this.update(),
       pollMs: () => pollInterval(this.snapshots.state?.poll_ms),
     });
@@ -490,12 +490,12 @@ export class Click2CallWidget extends Emitter<SdkEvents> {
     return this.effects.applyTo(st ? st.engine : (this.session.session?.engine ?? null));
   }
 
-  private onSnapshot(state: WidgetState): void {
+  private onSnapshot(state: WidgetState, polled = false): void {
     // after logout or a final refusal, nothing moves: no state, no event
     if (this.sessionOver()) return;
     const held = this.snapshots.state?.agent?.identifier;
     if (held && state.agent?.identifier && held !== state.agent.identifier) this.forgetAgent();
-    if (!this.snapshots.offer(state)) return;
+    if (!this.snapshots.offer(state, polled)) return;
     if (this.unkeptWindowName) this.rememberWindowName(this.unkeptWindowName);
     const { engine, call } = this.snapshots.state!;
     this.effects.confirm(engine, call);

@@ -33,15 +33,20 @@ export class Snapshots {
 
   /**
    * Offers a pushed or polled snapshot. Returns true when it was applied (a newer version). A
-   * snapshot of the same version only refreshes the clock reference; an older one is ignored.
+   * snapshot of the same version only refreshes the clock reference, unless it was `polled` and
+   * says something else: an older one is ignored. A poll is answered in full only when its tag
+   * moved, and at one version that means the same changes shown otherwise: a node that built the
+   * held one from an agent or policy cached before an operator's change (its news not yet there),
+   * corrected since. Ignored, the correction would stay hidden behind 304s until the agent's next
+   * change; taken, the widget shows the newest node's view, which they all reach within a minute.
    */
-  offer(snapshot: WidgetState): boolean {
+  offer(snapshot: WidgetState, polled = false): boolean {
     const held = this.state && this.state.agent?.identifier === snapshot.agent?.identifier ? this.state : null;
     if (held && snapshot.version < held.version) return false;
     this.serverTime = snapshot.server_time;
     this.receivedAt = this.now();
     this.hasClock = true;
-    if (held && snapshot.version === held.version) return false;
+    if (held && snapshot.version === held.version && !(polled && shown(snapshot) !== shown(held))) return false;
     // A push carries no session_expires_at (it is per session): keep the one held.
     this.state = { ...snapshot, session_expires_at: snapshot.session_expires_at ?? held?.session_expires_at };
     this.applied = true;
@@ -65,6 +70,9 @@ export class Snapshots {
     return Math.max(0, Math.floor(this.serverTime - call.answered_at + elapsed));
   }
 }
+
+/** What a state shows, its clock and session expiry aside (a push carries no expiry; the clock moves on every answer). */
+const shown = (state: WidgetState): string => JSON.stringify({ ...state, server_time: 0, session_expires_at: 0 });
 
 /** mm:ss, or h:mm:ss from an hour. */
 export function formatDuration(total: number): string {

@@ -71,7 +71,8 @@ export interface TransportDeps {
   io: SocketFactory;
   session: SessionKeeper;
   getState: (etag: string | null) => Promise<HttpAnswer<WidgetState>>;
-  onSnapshot: (state: WidgetState) => void;
+  /** `polled`: answered in full to a conditional poll, so its tag moved (snapshots.ts) */
+  onSnapshot: (state: WidgetState, polled?: boolean) => void;
   onStatus: (status: TransportStatus) => void;
   /** poll_ms of the last snapshot */
   pollMs: () => number;
@@ -411,7 +412,7 @@ export class Transport {
         this.unreadable = 0;
         this.pollNotBefore = 0;
         if (answer.status === 200 && answer.body) {
-          this.d.onSnapshot(answer.body);
+          this.d.onSnapshot(answer.body, true);
           if (answer.body.realtime?.available && !this.socket) {
             this.realtime = answer.body.realtime;
             this.openSocket();

@@ -380,6 +380,18 @@ describe('push and polling', () => {
     expect(service.count('/widget/state')).toBe(polls);
   });
 
+  it("shows a correction a poll answers in full at the version it holds (pushed from a node that built it with a policy cached before the operator's change)", async () => {
+    service.set({ policy: policy(['mute', 'dtmf']) });
+    await ready();
+    expect(widget.getState().policy?.controls).toEqual(['mute', 'dtmf']);
+    // the operator had turned the keypad off at this very version; the node that pushed it had not heard yet
+    const version = service.version;
+    service.script.set('/widget/state', [{ status: 200, body: { ...service.state(), version, policy: policy(['mute']) }, headers: { etag: `"${version}.corrected"` } }]);
+    await vi.advanceTimersByTimeAsync(LIVE_CHECK_MS * 1.5 + 1);
+    expect(service.requests.filter((r) => r.path === '/widget/state').at(-1)!.headers['if-none-match']).toBe(`"${version}"`);
+    expect(widget.getState().policy?.controls).toEqual(['mute']);
+  });
+
   it('reads the state over REST every minute or so while pushed, conditionally, so a push lost without a drop is healed', async () => {
     service.set({ call: call('connected') });
     const socket = await ready();

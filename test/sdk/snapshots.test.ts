@@ -70,6 +70,26 @@ describe('Snapshots: version ordering', () => {
     expect(s.state?.call?.status).toBe('connected');
   });
 
+  it("takes a poll's full answer at the held version when it shows something else (a node had built the held one from a policy cached before the operator's change), but not a push's", () => {
+    let now = 0;
+    const s = new Snapshots(() => now);
+    const stale = snapshot(5, { policy: { ...policy, controls: ['mute'] } });
+    expect(s.offer(stale)).toBe(true);
+    const corrected = snapshot(5, { policy: { ...policy, controls: [] }, server_time: 1_000_010 });
+    // a push of the same version is a repeat (pushes go out once per version): ignored
+    expect(s.offer(corrected)).toBe(false);
+    expect(s.state?.policy.controls).toEqual(['mute']);
+    // a poll's full answer at the same version moved its tag: the correction is shown
+    now = 10;
+    expect(s.offer(corrected, true)).toBe(true);
+    expect(s.state?.policy.controls).toEqual([]);
+    // and the same again (another node's clock, or no expiry, aside) applies nothing more
+    expect(s.offer({ ...corrected, server_time: 1_000_020, session_expires_at: undefined }, true)).toBe(false);
+    // an older version stays ignored, polled or not
+    expect(s.offer(snapshot(4, { policy: { ...policy, controls: ['dtmf'] } }), true)).toBe(false);
+    expect(s.state?.version).toBe(5);
+  });
+
   it('handles pushes and polls arriving out of order', () => {
     const s = new Snapshots(() => 0);
     const arrivals = [3, 1, 4, 2, 7, 5, 6];
