@@ -210,18 +210,26 @@ export function createReaper(deps: ReaperDeps) {
    * hundreds of calls never keep every other account's waiting. The provider failing outright (a
    * 5xx, no answer) ends it for the tick. Each pass asks about fewer calls than the last.
    */
-  async function inPasses<T extends { account_id: string }>(select: (places: number, heldAccounts: string[]) => Promise<T[]>, each: (call: T) => Promise<void>) {
+  async function inPasses<T extends { account_id: string }>(
+    select: (places: number, heldAccounts: string[]) => Promise<T[]>,
+    each: (call: T) => Promise<void | 'held'>,
+    { heldDecidedByEach = false } = {},
+  ) {
     let places = callsPerTick;
     // (A pass that skips calls has held a new account, which the next leaves out: the bound on
     // passes only guards against a select that did not.)
-    for (let pass = 0; pass < MAX_PASSES && places > 0 && !unreachable.provider; pass += 1) {
+    for (let pass = 0; pass < MAX_PASSES && places > 0; pass += 1) {
+      // The provider failing outright ends the passes for the tick; but where `each` decides about
+      // held calls, the first pass is made all the same: it ends the calls that need no answer.
+      if (unreachable.provider && !(heldDecidedByEach && pass === 0)) return;
       const due = await select(places, [...unreachable.accounts]);
       let skipped = 0;
       await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async (call) => {
         // The provider did not answer this tick: the call waits for the next tick, rather than hold
         // up the tick's other rules (queued intents expiring, windows going offline) for a timeout.
-        if (readsHeld(call.account_id)) return void (skipped += 1);
-        await each(call);
+        // (Unless `each` decides, saying 'held' where it left a call for that reason.)
+        if (!heldDecidedByEach && readsHeld(call.account_id)) return void (skipped += 1);
+        if ((await each(call)) === 'held') skipped += 1;
       });
       if (due.length < places || skipped === 0) return;
       places = skipped;
@@ -375,13 +383,17 @@ export function createReaper(deps: ReaperDeps) {
    * ring's end, so the far end answered and the lost callback was that answer. Hanging up would cut
    * the conversation (and the window drops its leg once the call reads as ended). It is ended once
    * the window lets go of it, or past the time limit as an answered call would be.
-   * A hundred a tick, four at a time, as for silent windows' calls.
+   * A hundred a tick, four at a time, in passes as for silent windows' calls: a call of an account
+   * the provider stopped answering this tick, still within its patience, gives its place to
+   * another account's (one account's hundreds of calls, its credentials refused, kept every other
+   * account's overdue calls waiting, their agents busy and their wallets' shares held).
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
-    // overdue_at: when the call became overdue (the earliest condition it meets); past_limit: by its time limit
-    const overdue = await db.query<CallRow & { overdue_at: string | number; past_limit: boolean }>(
-      `SELECT *, LEAST(
+    const select = (places: number, held: string[]) =>
+      // overdue_at: when the call became overdue (the earliest condition it meets); past_limit: by its time limit
+      db.query<CallRow & { overdue_at: string | number; past_limit: boolean }>(
+        `SELECT * FROM (SELECT *, LEAST(
            (CASE status WHEN 'connected' THEN answered_at WHEN 'incoming' THEN created_at ELSE dialing_at END) + coalesce(time_limit_seconds, $3) * 1000,
            CASE WHEN orphaned AND status = 'incoming' THEN GREATEST(expires_at, coalesce(orphaned_at, 0)) END,
            CASE WHEN orphaned AND status IN ('dialing', 'ringing') THEN GREATEST(dialing_at + $7::bigint, coalesce(orphaned_at, 0)) END
@@ -391,30 +403,36 @@ export function createReaper(deps: ReaperDeps) {
        WHERE ((status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
-         AND (provider_read_at IS NULL OR provider_read_at <= $5)
+         AND (provider_read_at IS NULL OR provider_read_at <= $5)) overdue
+       WHERE NOT (account_id = ANY($9::text[]) AND overdue_at + $10::bigint > $11)
        ORDER BY created_at LIMIT $6`,
-      [
-        now - grace,
-        now - grace - RING_TIMEOUT_SECONDS * 1000,
-        LIMITS.platformMaxCallSeconds,
-        now - grace,
-        now - PROVIDER_RECHECK_SECONDS * 1000,
-        callsPerTick,
-        RING_TIMEOUT_SECONDS * 1000,
-        grace,
-      ],
-    );
-    await inParallel(overdue, PROVIDER_REQUESTS_AT_ONCE, async (call) => {
+        [
+          now - grace,
+          now - grace - RING_TIMEOUT_SECONDS * 1000,
+          LIMITS.platformMaxCallSeconds,
+          now - grace,
+          now - PROVIDER_RECHECK_SECONDS * 1000,
+          places,
+          RING_TIMEOUT_SECONDS * 1000,
+          grace,
+          held,
+          PROVIDER_RECORD_PATIENCE_SECONDS * 1000,
+          now,
+        ],
+      );
+    // a held account's call past its patience is ended without its record: `each` decides
+    await inPasses(select, async (call) => {
       try {
-        await endOneOverdue(changes, now, call, Number(call.overdue_at), call.past_limit);
+        return await endOneOverdue(changes, now, call, Number(call.overdue_at), call.past_limit);
       } catch (error) {
         // the store failed this one: the others go on, and it is overdue again on a later tick
         deps.log?.(`could not end overdue call ${call.id}`, error);
       }
-    });
+    }, { heldDecidedByEach: true });
   }
 
-  async function endOneOverdue(changes: Changes, now: number, call: CallRow, overdueAt: number, pastLimit: boolean) {
+  /** 'held': left for a later tick, its record not read (the provider did not answer for its account this tick). */
+  async function endOneOverdue(changes: Changes, now: number, call: CallRow, overdueAt: number, pastLimit: boolean): Promise<void | 'held'> {
     if (recordedLeg(call) !== null) {
       // The provider's record decides first, and only the node that read it ends the call: one
       // ending it meanwhile would bill it to its limit, or ring out a conversation, that the
@@ -424,8 +442,8 @@ export function createReaper(deps: ReaperDeps) {
       if (!readsHeld(call.account_id)) {
         const claimed = await claimRecordRead(call.id);
         if (!claimed) return; // another node is reading it: it decides
-        if ((await readRecord(claimed, changes, 'overdue')) === null && patient) return;
-      } else if (patient) return;
+        if ((await readRecord(claimed, changes, 'overdue')) === null && patient) return 'held';
+      } else if (patient) return 'held';
     }
     // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
     // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,

@@ -33,6 +33,7 @@ import {
   RING_TIMEOUT_SECONDS,
 } from '../../api/domain/reaper.js';
 import { MAGIC_NUMBERS } from '../../api/providers/simulated/behaviours.js';
+import { ProviderUnreachable } from '../../api/providers/index.js';
 import { loadProviderAccount } from '../../api/providers/index.js';
 import { PROVIDER_PATHS } from '../../api/providers/twiml.js';
 import type { Db } from '../../api/store/index.js';
@@ -604,6 +605,36 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
       deliverWebhooks(false);
       await heartbeat(api, agent.engineToken);
     }
+  });
+
+  it('ends an overdue call past its patience in a tick whose earlier rule found the provider unreachable (a silent window\'s hangup failed)', async () => {
+    const { agent, id, answered } = await answeredWithCallbacksLost();
+    const overdueAt = answered.answered_at! + (answered.time_limit_seconds! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000;
+    simulator().faults.records = 'unreachable';
+    await heldUntil(agent.engineToken, id, overdueAt + PROVIDER_RECORD_PATIENCE_SECONDS * 1000 - 120_000);
+    expect((await row(id)).status).toBe('connected');
+    // another agent's call, whose window then goes silent, and whose hangup the provider cannot carry
+    const { email } = await createMember(h.services, { accountId: t.accountId, email: `silent-${driver}@acme.example`, name: 'Silent', departmentId: t.salesId });
+    const silent = await readyAgent(api, t, email);
+    const other = (await requestCall(api, t, { agent: { type: 'email', value: email } })).body.request_id as string;
+    await api.post('/engine/claim', { request_id: other }, { auth: silent.engineToken });
+    // the first window holds its call on, the second is silent past 90 s, and the first call's patience ends: one tick
+    await h.clock.advanceSeconds(60);
+    await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+    await h.clock.advanceSeconds(61);
+    await heartbeat(api, agent.engineToken, { call_id: id, busy: true });
+    // the provider does not answer the silent window's hangup (the tick's first request of it)
+    const hangups = vi.spyOn(simulator(), 'hangup').mockRejectedValueOnce(new ProviderUnreachable('the provider did not answer'));
+    try {
+      await tick();
+      expect(hangups).toHaveBeenCalledTimes(1);
+      expect((await row(other)).ended_at).toBeNull();
+      expect(await row(id)).toMatchObject({ status: 'completed', end_reason: 'time_limit', ended_at: answered.answered_at! + answered.time_limit_seconds! * 1000 });
+    } finally {
+      hangups.mockRestore();
+    }
+    deliverWebhooks(false);
+    simulator().faults.records = 'kept';
   });
 
   it("lets the node reading an overdue call's record end it: another node ticking meanwhile neither ends it nor hangs it up", async () => {

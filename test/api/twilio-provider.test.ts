@@ -13,7 +13,7 @@ import { buildApp } from '../../api/app.js';
 import { ManualClock } from '../../api/clock.js';
 import { loadConfig } from '../../api/config.js';
 import { createMember, setAccountProvider } from '../../api/domain/operator/accounts.js';
-import { ABANDONED_HANGUP_RETRY, createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS, PROVIDER_REQUESTS_AT_ONCE } from '../../api/domain/reaper.js';
+import { ABANDONED_HANGUP_RETRY, createReaper, PROVIDER_FINAL_CALLBACK_GRACE_SECONDS, PROVIDER_RECHECK_SECONDS, PROVIDER_RECORD_PATIENCE_SECONDS, PROVIDER_REQUESTS_AT_ONCE } from '../../api/domain/reaper.js';
 import { createProviders, ProviderUnavailable, ProviderUnreachable, type ProviderAccount } from '../../api/providers/index.js';
 import { simulatedTokenKey } from '../../api/providers/simulated/simulator.js';
 import { TwilioProvider } from '../../api/providers/twilio/twilio.js';
@@ -506,6 +506,42 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     await h.clock.advanceSeconds(PROVIDER_RECHECK_SECONDS);
     await fivePlaces.tick();
     expect(await Promise.all(calls.map((call) => statusOf(call.id)))).toEqual(Array(6).fill('completed'));
+    standIn.answer(completedCall);
+  });
+
+  it("gives the places of an account's overdue calls, their reads refused, to another account's overdue calls in a second pass, and ends those past patience without a read", async () => {
+    const fivePlaces = createReaper({ ...h.services, providerCallsPerTick: 5 });
+    const { calls, agents } = await sixCalls('o');
+    // every call's time limit a minute (the wallet's share can make it so), its windows holding it throughout, its callbacks lost
+    await h.services.db.query('UPDATE call_intents SET time_limit_seconds = 60 WHERE id = ANY($1::text[])', [calls.map((call) => call.id)]);
+    const holdOn = async () => {
+      for (const [i, agent] of agents.entries()) await heartbeat(api, agent.engineToken, { call_id: calls[i]!.id, busy: true });
+    };
+    await h.clock.advanceSeconds(60 + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS + 1);
+    await holdOn();
+    standIn.requests.length = 0;
+    standIn.answer((request) =>
+      request.user === ACCOUNT_SID
+        ? twilioError(401, 20003, 'Authenticate')
+        : request.method === 'GET'
+          ? { status: 200, body: { sid: request.path.match(/Calls\/([^/.]+)\.json$/)![1], account_sid: request.user, status: 'completed', end_time: new Date(h.clock.now() - 20_000).toUTCString(), duration: '40' } }
+          : completedCall(request),
+    );
+    await fivePlaces.tick();
+    expect(requestsOf('GET', ACCOUNT_SID)).toBe(PROVIDER_REQUESTS_AT_ONCE);
+    // the other account's call, which the refused account's five had crowded out of the tick, is read and settled
+    expect(requestsOf('GET', OTHER_SID)).toBe(1);
+    expect(await statusOf(calls[5]!.id)).toBe('completed');
+    expect(await Promise.all(calls.slice(0, 5).map((call) => statusOf(call.id)))).toEqual(Array(5).fill('connected'));
+    // Twilio refusing that account on: past their patience, its calls end at their limit without a read
+    for (let s = 0; s < PROVIDER_RECORD_PATIENCE_SECONDS; s += 60) {
+      await h.clock.advanceSeconds(60);
+      await holdOn();
+      await fivePlaces.tick();
+    }
+    await h.clock.advanceSeconds(1);
+    await fivePlaces.tick();
+    expect(await Promise.all(calls.slice(0, 5).map((call) => statusOf(call.id)))).toEqual(Array(5).fill('completed'));
     standIn.answer(completedCall);
   });
 
