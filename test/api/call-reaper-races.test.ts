@@ -463,6 +463,28 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     expect((await requestCall(api, t)).status).toBe(202);
   });
 
+  it("ends a call the agent hangs up when the provider was asked, not when it answered seconds later: the wait is not billed as talk", async () => {
+    const { agent, id } = await answeredWithCallbacksLostTo();
+    await h.clock.advanceSeconds(30);
+    const askedAt = h.clock.now();
+    const hangup = simulator().hangup.bind(simulator());
+    const slow = vi.spyOn(simulator(), 'hangup').mockImplementationOnce(async (...args) => {
+      await h.clock.advanceSeconds(4); // the provider's answer takes 4 s (its completed is lost)
+      return hangup(...args);
+    });
+    try {
+      expect((await command(api, agent.widgetToken, { kind: 'hangup', request_id: 'hangup-slow-provider' })).status).toBe(200);
+    } finally {
+      slow.mockRestore();
+    }
+    const ended = await row(id);
+    expect(ended).toMatchObject({ status: 'completed', end_reason: 'hangup', ended_at: askedAt });
+    expect(Number(ended.charge_micros)).toBe(Math.ceil((callDurationSeconds(ended, h.clock.now()) * Number(ended.per_minute_micros)) / 60));
+    expect(callDurationSeconds(ended, h.clock.now())).toBe(30); // hung up 30 s after the answer
+    deliverWebhooks(false);
+    await heartbeat(api, agent.engineToken);
+  });
+
   it("ends a call whose far end hung up before the agent did (its final callback lost) as the provider recorded it: at the far end's hang up, billed for the talk", async () => {
     const { agent, id, answered } = await answeredWithCallbacksLost();
     await h.clock.advanceSeconds(55); // the far end hangs up at 40 s; the agent, still shown the call, hangs up at 58 s

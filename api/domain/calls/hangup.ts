@@ -59,13 +59,17 @@ export async function hangupCall(
   // Twilio caller on like one.
   const asked: EndReason = byAgent && reason === 'hangup' && call.status === 'incoming' ? 'declined' : reason;
   const leg = legToEnd(call, asked);
+  // When the provider was asked to end the call: the call ended between then and its answer, which
+  // may take seconds. Ended at the answer, every hangup was billed for that wait, which nobody talked.
+  let askedAt: number | undefined;
 
   if (leg !== null) {
+    askedAt = clock.now();
     // With its reason: the provider's callback for this hangup may come first (provider-events.ts).
     // (Without a leg to end, nothing is asked of the provider, and the end below is the record.)
     await db.query('UPDATE call_intents SET hangup_requested_at = coalesce(hangup_requested_at, $2), hangup_reason = coalesce(hangup_reason, $3) WHERE id = $1', [
       call.id,
-      clock.now(),
+      askedAt,
       asked,
     ]);
     const account = await loadProviderAccount(db, call.account_id);
@@ -82,7 +86,11 @@ export async function hangupCall(
   if (!isTerminal(call.status)) {
     const seen = call;
     // With no leg ended, only as seen: a ring answered meanwhile is not declined.
-    const finish = { ...askedEnd(seen, asked), ...(leg === null ? { onlyIfStill: { status: seen.status } } : {}) };
+    // An answered call ended when the provider was asked (no sooner than its answer). One seen
+    // unanswered ends now: an answer that lands meanwhile came after the provider was asked, and
+    // the talk until the end is recorded, as the provider bills it (finishCall).
+    const endedAt = askedAt !== undefined && seen.answered_at !== null ? Math.max(askedAt, seen.answered_at) : undefined;
+    const finish = { ...askedEnd(seen, asked), ...(leg === null ? { onlyIfStill: { status: seen.status } } : { endedAt }) };
     // The ended row as committed: a read after it that failed would leave its change unannounced.
     call = (await db.tx((sql) => finishCall(sql, changes, clock.now(), seen.id, finish))) ?? (await read());
   }
