@@ -34,11 +34,14 @@ export class Snapshots {
   /**
    * Offers a pushed or polled snapshot. Returns true when it was applied (a newer version). A
    * snapshot of the same version only refreshes the clock reference, unless it was `polled` and
-   * says something else: an older one is ignored. A poll is answered in full only when its tag
-   * moved, and at one version that means the same changes shown otherwise: a node that built the
-   * held one from an agent or policy cached before an operator's change (its news not yet there),
-   * corrected since. Ignored, the correction would stay hidden behind 304s until the agent's next
-   * change; taken, the widget shows the newest node's view, which they all reach within a minute.
+   * shows the agent otherwise (its policy, name, department; whether push is available): an older
+   * one is ignored. Those are what a state's tag covers besides its version, because a node that
+   * has not yet heard of an operator's change (a bus message lost) renders the new version with
+   * the agent it cached before, and corrects it once it hears, or within a minute. Ignored, such a
+   * correction stayed hidden behind 304s until the agent's next change, hours on for an idle
+   * agent; taken, the widget shows what the node that answered last renders, which every node
+   * renders alike within that minute. (Everything else in a state of one version is the same
+   * whichever node renders it, but for its clocks.)
    */
   offer(snapshot: WidgetState, polled = false): boolean {
     const held = this.state && this.state.agent?.identifier === snapshot.agent?.identifier ? this.state : null;
@@ -46,7 +49,7 @@ export class Snapshots {
     this.serverTime = snapshot.server_time;
     this.receivedAt = this.now();
     this.hasClock = true;
-    if (held && snapshot.version === held.version && !(polled && shown(snapshot) !== shown(held))) return false;
+    if (held && snapshot.version === held.version && !(polled && agentShown(snapshot) !== agentShown(held))) return false;
     // A push carries no session_expires_at (it is per session): keep the one held.
     this.state = { ...snapshot, session_expires_at: snapshot.session_expires_at ?? held?.session_expires_at };
     this.applied = true;
@@ -71,8 +74,8 @@ export class Snapshots {
   }
 }
 
-/** What a state shows, its clock and session expiry aside (a push carries no expiry; the clock moves on every answer). */
-const shown = (state: WidgetState): string => JSON.stringify({ ...state, server_time: 0, session_expires_at: 0 });
+/** What a state shows of its agent: what its tag covers besides the version (api/domain/agents.ts, `shown`). */
+const agentShown = (state: WidgetState): string => JSON.stringify([state.policy, state.agent, state.realtime?.available]);
 
 /** mm:ss, or h:mm:ss from an hour. */
 export function formatDuration(total: number): string {

@@ -83,8 +83,10 @@ describe('Snapshots: version ordering', () => {
     now = 10;
     expect(s.offer(corrected, true)).toBe(true);
     expect(s.state?.policy.controls).toEqual([]);
-    // and the same again (another node's clock, or no expiry, aside) applies nothing more
-    expect(s.offer({ ...corrected, server_time: 1_000_020, session_expires_at: undefined }, true)).toBe(false);
+    // and the same again applies nothing more, whatever its clocks say (a live call's duration and server_time, an expiry a push lacked)
+    const { session_expires_at: _, ...withoutExpiry } = corrected;
+    expect(s.offer({ ...withoutExpiry, server_time: 1_000_020, call: connected(1, { duration: 19, server_time: 1_000_020 }) }, true)).toBe(false);
+    expect(s.state?.call).toBeNull();
     // an older version stays ignored, polled or not
     expect(s.offer(snapshot(4, { policy: { ...policy, controls: ['dtmf'] } }), true)).toBe(false);
     expect(s.state?.version).toBe(5);
