@@ -211,7 +211,7 @@ export function createReaper(deps: ReaperDeps) {
    * 5xx, no answer) ends it for the tick. Each pass asks about fewer calls than the last.
    */
   async function inPasses<T extends { account_id: string }>(
-    select: (places: number, heldAccounts: string[]) => Promise<T[]>,
+    select: (places: number, heldAccounts: string[], providerDown: boolean) => Promise<T[]>,
     each: (call: T) => Promise<void | 'held'>,
     { heldDecidedByEach = false } = {},
   ) {
@@ -220,9 +220,10 @@ export function createReaper(deps: ReaperDeps) {
     // passes only guards against a select that did not.)
     for (let pass = 0; pass < MAX_PASSES && places > 0; pass += 1) {
       // The provider failing outright ends the passes for the tick; but where `each` decides about
-      // held calls, the first pass is made all the same: it ends the calls that need no answer.
-      if (unreachable.provider && !(heldDecidedByEach && pass === 0)) return;
-      const due = await select(places, [...unreachable.accounts]);
+      // held calls, the passes go on (their select then leaves out every call that needs an answer
+      // from the provider): they end the calls that need none.
+      if (unreachable.provider && !heldDecidedByEach) return;
+      const due = await select(places, [...unreachable.accounts], unreachable.provider);
       let skipped = 0;
       await inParallel(due, PROVIDER_REQUESTS_AT_ONCE, async (call) => {
         // The provider did not answer this tick: the call waits for the next tick, rather than hold
@@ -384,13 +385,15 @@ export function createReaper(deps: ReaperDeps) {
    * the conversation (and the window drops its leg once the call reads as ended). It is ended once
    * the window lets go of it, or past the time limit as an answered call would be.
    * A hundred a tick, four at a time, in passes as for silent windows' calls: a call of an account
-   * the provider stopped answering this tick, still within its patience, gives its place to
-   * another account's (one account's hundreds of calls, its credentials refused, kept every other
-   * account's overdue calls waiting, their agents busy and their wallets' shares held).
+   * the provider stopped answering this tick (of any account, when it stopped answering at all),
+   * still within its patience, gives its place to another call (one account's hundreds of calls,
+   * its credentials refused, kept every other account's overdue calls waiting, their agents busy
+   * and their wallets' shares held; the provider down, calls past their patience waited behind
+   * older ones within theirs).
    */
   async function endOverdue(changes: Changes, now: number) {
     const grace = PROVIDER_FINAL_CALLBACK_GRACE_SECONDS * 1000;
-    const select = (places: number, held: string[]) =>
+    const select = (places: number, held: string[], providerDown: boolean) =>
       // overdue_at: when the call became overdue (the earliest condition it meets); past_limit: by its time limit
       db.query<CallRow & { overdue_at: string | number; past_limit: boolean }>(
         `SELECT * FROM (SELECT *, LEAST(
@@ -404,7 +407,7 @@ export function createReaper(deps: ReaperDeps) {
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
          AND (provider_read_at IS NULL OR provider_read_at <= $5)) overdue
-       WHERE NOT (account_id = ANY($9::text[]) AND overdue_at + $10::bigint > $11)
+       WHERE NOT (($12 OR account_id = ANY($9::text[])) AND overdue_at + $10::bigint > $11)
        ORDER BY created_at LIMIT $6`,
         [
           now - grace,
@@ -418,6 +421,7 @@ export function createReaper(deps: ReaperDeps) {
           held,
           PROVIDER_RECORD_PATIENCE_SECONDS * 1000,
           now,
+          providerDown,
         ],
       );
     // a held account's call past its patience is ended without its record: `each` decides

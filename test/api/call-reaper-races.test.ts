@@ -659,6 +659,33 @@ describe.each(storeDrivers())('calls that moved on, and lost final callbacks, on
     simulator().faults.records = 'kept';
   });
 
+  it('ends an overdue call past its patience while the provider is down though older overdue calls within theirs fill the places', async () => {
+    const onePlace = createReaper({ db: h.services.db, bus: h.services.bus, clock: h.clock, providers: h.services.providers, providerCallsPerTick: 1 });
+    simulator().faults.records = 'unreachable'; // the provider does not answer
+    const older = await answeredWithCallbacksLostTo(); // overdue later (a longer time limit), within its patience at the tick
+    const { email } = await createMember(h.services, { accountId: t.accountId, email: `patience-${driver}@acme.example`, name: 'Second', departmentId: t.salesId });
+    const second = await readyAgent(api, t, email);
+    deliverWebhooks(false); // its answer comes through; its final callback will not
+    const newer = (await requestCall(api, t, { agent: { type: 'email', value: email } })).body.request_id as string;
+    await api.post('/engine/claim', { request_id: newer }, { auth: second.engineToken });
+    await h.clock.advanceSeconds(3);
+    expect((await row(newer)).status).toBe('connected');
+    deliverWebhooks(true);
+    await h.services.db.query('UPDATE call_intents SET time_limit_seconds = $2 WHERE id = $1', [older.id, 600]);
+    await h.services.db.query('UPDATE call_intents SET time_limit_seconds = $2 WHERE id = $1', [newer, 60]);
+    // both windows hold their calls on (no tick meanwhile): the newer is past its patience, the older within its own
+    const until = (await row(older.id)).answered_at! + (600 + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS + 10) * 1000;
+    while (h.clock.now() < until) {
+      await h.clock.advanceSeconds(60);
+      await heartbeat(api, older.agent.engineToken, { call_id: older.id, busy: true });
+      await heartbeat(api, second.engineToken, { call_id: newer, busy: true });
+    }
+    await onePlace.tick();
+    expect((await row(older.id)).status).toBe('connected');
+    expect(await row(newer)).toMatchObject({ status: 'completed', end_reason: 'time_limit' });
+    deliverWebhooks(false);
+  });
+
   it("lets the node reading an overdue call's record end it: another node ticking meanwhile neither ends it nor hangs it up", async () => {
     const { agent, id, answered } = await answeredWithCallbacksLost();
     await heldUntil(agent.engineToken, id, answered.answered_at! + (answered.time_limit_seconds! + PROVIDER_FINAL_CALLBACK_GRACE_SECONDS) * 1000);
