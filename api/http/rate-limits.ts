@@ -41,7 +41,6 @@ function storeFor(counter: RateCounter) {
   };
 }
 
-/** scale multiplies every limit (benchmarks drive thousands of agents from one address). */
 /**
  * The client's address, as the per-address limits count it. Node knows none for a connection that
  * closed before anything asked for it (fastify's request.ip is then undefined: the client left
@@ -50,6 +49,7 @@ function storeFor(counter: RateCounter) {
  */
 const addressOf = (request: FastifyRequest): string => request.ip ?? 'gone';
 
+/** scale multiplies every limit (benchmarks drive thousands of agents from one address). */
 export async function registerRateLimits(app: FastifyInstance, counter: RateCounter, scale = 1): Promise<void> {
   await app.register(fastifyRateLimit, {
     global: false,

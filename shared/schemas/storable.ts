@@ -13,7 +13,7 @@
  * - binary data (a socket event may carry attachments): no field of the contract is binary, and
  *   walked as an object, each byte an entry, 640 KB of it held a node's event loop for half a second;
  * - a number JSON can write but not hold (1e400 parses as Infinity, which is stored and compared as
- *   null: a replay with another body was taken for the same request), or an integer past 2^53 − 1,
+ *   null: a replay with another body was taken for the same request), or one past ±(2^53 − 1),
  *   which a double holds only rounded (a CRM's 20-digit id was stored changed, and a replay with
  *   the id's next value was taken for the same request);
  * - a key named `__proto__`, or a `constructor` holding a `prototype`: whatever copies the value
@@ -47,8 +47,8 @@ export function unstorable(value: unknown): string | null {
       continue;
     }
     if (typeof current === 'number' && !Number.isFinite(current)) return 'numbers must be finite (one was too large to hold)';
-    if (typeof current === 'number' && Number.isInteger(current) && !Number.isSafeInteger(current)) {
-      return 'integers must lie within ±9007199254740991 to be held exactly; send larger identifiers as strings';
+    if (typeof current === 'number' && Math.abs(current) > Number.MAX_SAFE_INTEGER) {
+      return 'numbers must lie within ±9007199254740991 to be held exactly; send larger values (identifiers above all) as strings';
     }
     if (current === null || typeof current !== 'object') continue;
     if (ArrayBuffer.isView(current) || current instanceof ArrayBuffer) return 'binary data is not accepted';

@@ -369,8 +369,12 @@ describe.each(storeDrivers())('a call through the API with VOICE_PROVIDER=twilio
     const second = await dialedCall('CAparent7');
     expect((await signedStatus(second.t, second.id, { CallSid: 'CAchild7', ParentCallSid: 'CAparent7', AccountSid: ACCOUNT_SID, CallStatus: 'in-progress' })).status).toBe(204);
     standIn.answer((request) => (request.method === 'POST' ? twilioError(400, 21220, 'Call is not in-progress. Cannot redirect.') : twilioError(503, 20503, 'Service Unavailable')));
+    await h.clock.advanceSeconds(20);
+    const hungUpAt = h.clock.now();
     expect((await command(api, second.agent.widgetToken, { kind: 'hangup', request_id: 'hangup-ended-already-2' })).status).toBe(200);
     expect((await api.get(`/calls/${second.id}`, { auth: second.t.serverKey })).body).toMatchObject({ status: 'completed' });
+    const [fallback] = await h.services.db.query<{ ended_at: string | number; end_reason: string }>('SELECT ended_at, end_reason FROM call_intents WHERE id = $1', [second.id]);
+    expect({ endedAt: Number(fallback!.ended_at), reason: fallback!.end_reason }).toEqual({ endedAt: hungUpAt, reason: 'hangup' });
     standIn.answer(completedCall);
   });
 
