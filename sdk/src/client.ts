@@ -45,7 +45,7 @@ const pollInterval = (pollMs: number | undefined) => (typeof pollMs === 'number'
  * the number; as long as the wait for the call to appear, after which it is reported anyway.
  */
 const REQUEST_CALL_TIMEOUT_MS = LIMITS.callStartWaitSeconds * 1000;
-const DIGITS = /^[0-9*#wW]{1,32}$/;
+const DIGITS = /^[0-9*#w]{1,32}$/;
 const noSession = () => new SdkError('unauthorized', 'There is no widget session.');
 /** A command made for one agent, when the session is now another's (another user signed in on this browser). */
 const agentChanged = () => new SdkError('agent_changed', 'The widget now serves another agent: the command was not sent for them.', 409);

@@ -56,7 +56,7 @@ export const Command = z
     request_id: z.string().min(1).max(LIMITS.requestIdMaxLength),
     digits: z
       .string()
-      .regex(/^[0-9*#wW]+$/, 'digits may contain 0-9, * and # (w pauses)')
+      .regex(/^[0-9*#w]+$/, 'digits may contain 0-9, * and # (w pauses)')
       .max(LIMITS.dtmfMaxDigits)
       .optional(),
     available: z.boolean().optional(),

@@ -662,7 +662,10 @@ describe.each(storeDrivers())('provider webhooks, incoming calls and widget comm
     const id = await connectedCall(t, agent);
     await expectError(command(api, agent.widgetToken, { kind: 'dtmf', request_id: 'd-none' }), 422, 'invalid_request');
     await expectError(command(api, agent.widgetToken, { kind: 'dtmf', digits: 'abc', request_id: 'd-abc' }), 422, 'invalid_request');
+    // a pause is a lower-case w, as Twilio's sendDigits takes it (it throws on an upper-case W, which the window would report as failed)
+    await expectError(command(api, agent.widgetToken, { kind: 'dtmf', digits: '1W2', request_id: 'd-W' }), 422, 'invalid_request');
     expect((await heartbeat(api, agent.engineToken, { call_id: id })).body.commands).toEqual([]);
+    expect((await command(api, agent.widgetToken, { kind: 'dtmf', digits: '1w2', request_id: 'd-w' })).body).toMatchObject({ ok: true, status: 'queued' });
   });
 
   it('refuses mute, answer and hangup with 409 invalid_state when there is no fitting call', async () => {

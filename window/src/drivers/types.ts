@@ -97,7 +97,7 @@ export function driverRefusal(error: unknown): DriverRefusal | null {
 }
 
 /** Digits a dtmf command may carry (the widget API's rule): 0-9, * and #, w pauses. */
-export const DTMF_DIGITS = /^[0-9*#wW]+$/;
+export const DTMF_DIGITS = /^[0-9*#w]+$/;
 
 /** A tiny listener set shared by the drivers. */
 export class DriverEvents {
