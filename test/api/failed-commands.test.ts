@@ -5,6 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMember } from '../../api/domain/operator/accounts.js';
+import { WINDOW_CLOSED } from '../../api/domain/engines/closed-commands.js';
+import { closeIntegrationWindows } from '../../api/domain/operator/revocation.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -127,6 +129,40 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     await h.services.engines.heartbeat(context, { ...READY, acks: [] } as HeartbeatRequest, 'rest');
     expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });
   });
+  it('fails the commands left for a window as it closes, or is replaced, and shows the newest: never left queued for a window that will not take them', async () => {
+    const member = await createMember(h.services, { accountId: t.accountId, email: 'closing@acme.example', name: 'Closing', departmentId: t.salesId });
+    const closing = await readyAgent(api, t, member.email);
+    const status = async (id: number) => (await h.services.db.query<{ status: string; error: string | null }>('SELECT status, error FROM widget_commands WHERE id = $1', [id]))[0];
+    const sendFocus = async (token: string, requestId: string) => (await command(api, token, { kind: 'focus', request_id: requestId })).body.command_id as number;
+
+    // closed by the agent (the page unloads) with two commands not yet carried out
+    const older = await sendFocus(closing.widgetToken, 'f-closing-1');
+    const newer = await sendFocus(closing.widgetToken, 'f-closing-2');
+    const before = (await widgetState(api, closing.widgetToken)).body.version as number;
+    expect((await api.post('/engine/close', {}, { auth: closing.engineToken })).status).toBe(200);
+    expect(await status(older)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
+    expect(await status(newer)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
+    const after = (await widgetState(api, closing.widgetToken)).body;
+    expect(after.version).toBeGreaterThan(before);
+    expect(after.failed_command).toEqual({ request_id: 'f-closing-2', kind: 'focus', error: 'command_failed', message: WINDOW_CLOSED, failed_at: Math.floor(h.clock.now() / 1000) });
+
+    // replaced by a window the agent opens again
+    const replaced = await readyAgent(api, t, member.email);
+    const left = await sendFocus(replaced.widgetToken, 'f-replaced');
+    await readyAgent(api, t, member.email);
+    expect(await status(left)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
+    expect((await widgetState(api, replaced.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-replaced', message: WINDOW_CLOSED });
+    // another agent's commands are not touched
+    expect((await widgetState(api, agent.widgetToken)).body.failed_command?.request_id).not.toBe('f-replaced');
+
+    // closed by the operator with the rest of an integration's windows
+    const other = await seedTenant(h.services);
+    const closedByOperator = await readyAgent(api, other);
+    const pending = await sendFocus(closedByOperator.widgetToken, 'f-operator');
+    expect(await closeIntegrationWindows(h.services, other.integrationId)).toBe(1);
+    expect(await status(pending)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
+  });
+
   it("fails only the socket ack that cannot be recorded; the other windows' acks sharing its statement are recorded", async () => {
     const other = await readyAgent(api, t, (await createMember(h.services, { accountId: t.accountId, email: 'ack-neighbour@acme.example', name: 'Neighbour', departmentId: t.salesId })).email);
     const poisoned = await queue('f-poisoned');

@@ -23,6 +23,7 @@ import { agentLock } from '../locks.js';
 import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount } from '../integrations/repo.js';
 import { consumeTicket, recordPairedEngine } from '../tickets.js';
 import type { EngineRow } from '../views.js';
+import { failCommandsOfClosedWindows } from './closed-commands.js';
 
 export interface Pairing {
   token: string;
@@ -95,6 +96,7 @@ export async function pairEngine(
       const [onCall] = await sql.query(`SELECT 1 FROM call_intents WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST}) LIMIT 1`, [previous.id]);
       if (onCall) throw new C2CError('agent_busy', 'The agent\'s call window is on a call; a second window cannot replace it now.');
       await sql.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'replaced', version = version + 1 WHERE id = $1`, [previous.id, now]);
+      await failCommandsOfClosedWindows(sql, changes, now, [previous.id]);
       changes.engineClosed(previous.id, 'replaced');
     }
     const [engine] = await sql.query<EngineRow>(

@@ -26,6 +26,7 @@ import { recordFailedCommands } from './failed-commands.js';
 import { markDroppedOffline, type Drop } from './dropped.js';
 import { createHeartbeats, type HeartbeatVia } from './heartbeat.js';
 import { pairEngine } from './pair.js';
+import { failCommandsOfClosedWindows } from './closed-commands.js';
 
 export interface EnginesDeps {
   db: Db;
@@ -202,6 +203,7 @@ export function createEngines(deps: EnginesDeps) {
           context.engine.id,
           clock.now(),
         ]);
+        await failCommandsOfClosedWindows(sql, changes, clock.now(), [context.engine.id]);
         await changes.touchAgent(sql, context.engine.integration_id, context.engine.member_id);
         // the window's own words stay in close_reason; its sockets are told only that it closed
         changes.engineClosed(context.engine.id, 'closed');

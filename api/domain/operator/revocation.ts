@@ -9,6 +9,7 @@ import { LIVE_STATUS_LIST } from '../calls/checks.js';
 import { hangupCall } from '../calls/hangup.js';
 import type { Sql } from '../../store/index.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
+import { failCommandsOfClosedWindows } from '../engines/closed-commands.js';
 
 export interface RevocationResult {
   sessions: number;
@@ -32,6 +33,7 @@ async function closeEngines(sql: Sql, integrationId: string, now: number, reason
      FROM live WHERE e.id = live.id RETURNING e.id, e.member_id`,
     [integrationId, now, reason],
   );
+  await failCommandsOfClosedWindows(sql, changes, now, engines.map((engine) => engine.id));
   for (const engine of engines) {
     changes.engineClosed(engine.id, reason);
     await changes.touchAgent(sql, integrationId, engine.member_id);
