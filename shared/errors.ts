@@ -83,11 +83,12 @@ export class C2CError extends Error {
   /** seconds, for rate_limited */
   readonly retryAfter?: number;
 
-  constructor(code: ErrorCode, message?: string, options?: { retryAfter?: number; cause?: unknown }) {
+  /** `status`: HTTP's own word for this refusal where it has one the code's does not say (413 for a body too large) */
+  constructor(code: ErrorCode, message?: string, options?: { retryAfter?: number; cause?: unknown; status?: number }) {
     super(message ?? ERROR_CATALOGUE[code].message, { cause: options?.cause });
     this.name = 'C2CError';
     this.code = code;
-    this.status = ERROR_CATALOGUE[code].status;
+    this.status = options?.status ?? ERROR_CATALOGUE[code].status;
     if (options?.retryAfter !== undefined) this.retryAfter = options.retryAfter;
   }
 

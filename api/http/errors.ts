@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { C2CError, type ErrorCode } from '../../shared/errors.js';
+import { LIMITS } from '../../shared/limits.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -57,7 +58,8 @@ function fromFastify(request: FastifyRequest, error: FastifyError): C2CError | n
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new C2CError('invalid_request', 'The body is not valid JSON.');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new C2CError('invalid_request', 'The body is too large.');
+      // 413, which HTTP clients and proxies know, with the catalogue's code
+      return new C2CError('invalid_request', `The body is too large: ${LIMITS.requestMaxBytes / 1024} KB at most.`, { status: 413 });
   }
   if (error instanceof SyntaxError) return new C2CError('invalid_request', 'The body is not valid JSON.');
   if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {

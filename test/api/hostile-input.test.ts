@@ -126,6 +126,14 @@ describe.each(storeDrivers())('hostile input on %s', (driver) => {
     }
   });
 
+  it('refuses a body over 64 KB with 413 in the envelope (the catalogue\'s invalid_request), creating nothing', async () => {
+    const metadata = JSON.stringify({ note: 'x'.repeat(70 * 1024) });
+    const call = `{"integration_id":"${t.integrationId}","agent":{"type":"email","value":"${t.agent.email}"},"phone_number":"${US_NUMBER}","metadata":${metadata}}`;
+    const refused = await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: call, headers: { 'content-type': 'application/json' } }), 413, 'invalid_request');
+    expect(refused.body.message).toContain('64 KB');
+    expect(await intents()).toBe(0);
+  });
+
   it('refuses keys that could reach a prototype by name (not as "not valid JSON"), and takes a plain constructor key', async () => {
     const withMetadata = (metadata: string) =>
       api.post('/calls', undefined, {
