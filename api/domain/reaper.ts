@@ -33,6 +33,7 @@ import { hangupCall } from './calls/hangup.js';
 import { endStatusFor, finishCall } from './calls/lifecycle.js';
 import { RECORDED_LEG_SQL, recordedLeg, settleFromProviderRecord, type Settled } from './calls/provider-records.js';
 import { loadProviderAccount, ProviderUnreachable } from '../providers/index.js';
+import { failCommandsOfClosedWindows } from './engines/closed-commands.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCalls, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
 
@@ -280,6 +281,21 @@ export function createReaper(deps: ReaperDeps) {
     }
   }
 
+  /**
+   * Commands recorded for a window just after it closed (decided on a state cached a moment before
+   * its closing was heard of): the statement that closed it could not see them, and the window
+   * will never take them. Failed as those it saw were (engines/closed-commands.ts). Pending
+   * commands are few (a window acks within moments), and their index is partial: a small read.
+   */
+  async function failLeftForClosedWindows(changes: Changes, now: number) {
+    const closed = await db.query<{ engine_id: string }>(
+      `SELECT DISTINCT c.engine_id FROM widget_commands c JOIN engines e ON e.id = c.engine_id
+       WHERE c.status IN ('queued', 'delivered') AND e.state = 'closed' LIMIT $1`,
+      [PROVIDER_CALLS_PER_TICK],
+    );
+    if (closed.length > 0) await db.tx((sql) => failCommandsOfClosedWindows(sql, changes, now, closed.map((row) => row.engine_id)));
+  }
+
   async function failUnconnected(changes: Changes, now: number) {
     const stuck = await db.query<{ id: string }>(
       `SELECT id FROM call_intents WHERE status = 'claimed' AND provider_call_sid IS NULL AND claimed_at <= $1`,
@@ -407,7 +423,7 @@ export function createReaper(deps: ReaperDeps) {
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
          AND (provider_read_at IS NULL OR provider_read_at <= $5)) overdue
-       WHERE NOT (($12 OR account_id = ANY($9::text[])) AND overdue_at + $10::bigint > $11)
+       WHERE NOT (($12 OR account_id = ANY($9::text[])) AND overdue_at + $10::bigint > $11 AND ${RECORDED_LEG_SQL})
        ORDER BY created_at LIMIT $6`,
         [
           now - grace,
@@ -494,6 +510,7 @@ export function createReaper(deps: ReaperDeps) {
       await apply(endAbandoned, now);
     }
     await apply(failUnconnected, now);
+    await apply(failLeftForClosedWindows, now);
     // overdue calls first: their own read decides them, and settleUnheld's read of one would put it off a minute
     await apply(endOverdue, now);
     await apply(settleUnheld, now);

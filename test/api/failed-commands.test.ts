@@ -10,7 +10,7 @@ import { closeIntegrationWindows } from '../../api/domain/operator/revocation.js
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
 import { storeDrivers } from '../helpers/env.js';
-import { command, heartbeat, READY, readyAgent, widgetState, type Agent } from '../helpers/flows.js';
+import { command, heartbeat, READY, readyAgent, requestCall, widgetState, type Agent } from '../helpers/flows.js';
 import { client, createHarness, type Client, type Harness } from '../helpers/harness.js';
 import { seedTenant, type Tenant } from '../helpers/tenant.js';
 
@@ -129,31 +129,34 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     await h.services.engines.heartbeat(context, { ...READY, acks: [] } as HeartbeatRequest, 'rest');
     expect((await widgetState(api, otherAgent.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-other' });
   });
-  it('fails the commands left for a window as it closes, or is replaced, and shows the newest: never left queued for a window that will not take them', async () => {
+  it('fails the commands left for a window as it closes, is replaced or is closed by the operator, and shows the newest: never left queued for a window that will not take them', async () => {
     const member = await createMember(h.services, { accountId: t.accountId, email: 'closing@acme.example', name: 'Closing', departmentId: t.salesId });
     const closing = await readyAgent(api, t, member.email);
     const status = async (id: number) => (await h.services.db.query<{ status: string; error: string | null }>('SELECT status, error FROM widget_commands WHERE id = $1', [id]))[0];
     const sendFocus = async (token: string, requestId: string) => (await command(api, token, { kind: 'focus', request_id: requestId })).body.command_id as number;
 
-    // closed by the agent (the page unloads) with two commands not yet carried out
+    // closed by the agent (the page unloads) on a call, with two commands not yet carried out
+    const id = (await requestCall(api, t, { agent: { type: 'email', value: member.email } })).body.request_id as string;
+    await api.post('/engine/claim', { request_id: id }, { auth: closing.engineToken });
+    await h.clock.advanceSeconds(3);
     const older = await sendFocus(closing.widgetToken, 'f-closing-1');
-    const newer = await sendFocus(closing.widgetToken, 'f-closing-2');
+    const newer = (await command(api, closing.widgetToken, { kind: 'mute', request_id: 'f-closing-2' })).body.command_id as number;
     const before = (await widgetState(api, closing.widgetToken)).body.version as number;
     expect((await api.post('/engine/close', {}, { auth: closing.engineToken })).status).toBe(200);
     expect(await status(older)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
     expect(await status(newer)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
     const after = (await widgetState(api, closing.widgetToken)).body;
     expect(after.version).toBeGreaterThan(before);
-    expect(after.failed_command).toEqual({ request_id: 'f-closing-2', kind: 'focus', error: 'command_failed', message: WINDOW_CLOSED, failed_at: Math.floor(h.clock.now() / 1000) });
+    expect(after.failed_command).toEqual({ request_id: 'f-closing-2', kind: 'mute', error: 'command_failed', message: WINDOW_CLOSED, failed_at: Math.floor(h.clock.now() / 1000) });
+    // another agent's are not touched
+    expect((await widgetState(api, agent.widgetToken)).body.failed_command?.request_id).not.toBe('f-closing-2');
+    await h.services.calls.hangupByServer(t.integrationId, id);
 
-    // replaced by a window the agent opens again
+    // replaced by a window the agent opens again (never while on a call: what is left is a focus)
     const replaced = await readyAgent(api, t, member.email);
     const left = await sendFocus(replaced.widgetToken, 'f-replaced');
     await readyAgent(api, t, member.email);
     expect(await status(left)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
-    expect((await widgetState(api, replaced.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-replaced', message: WINDOW_CLOSED });
-    // another agent's commands are not touched
-    expect((await widgetState(api, agent.widgetToken)).body.failed_command?.request_id).not.toBe('f-replaced');
 
     // closed by the operator with the rest of an integration's windows
     const other = await seedTenant(h.services);
@@ -161,6 +164,29 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     const pending = await sendFocus(closedByOperator.widgetToken, 'f-operator');
     expect(await closeIntegrationWindows(h.services, other.integrationId)).toBe(1);
     expect(await status(pending)).toEqual({ status: 'failed', error: WINDOW_CLOSED });
+  });
+
+  it("fails a focus left for a closing window without showing it (the agent's next window comes up anyway), and, by the reaper, a command recorded for a window just after it closed", async () => {
+    const member = await createMember(h.services, { accountId: t.accountId, email: 'racing-close@acme.example', name: 'Racing', departmentId: t.salesId });
+    const racing = await readyAgent(api, t, member.email);
+    const status = async (id: number) => (await h.services.db.query<{ status: string }>('SELECT status FROM widget_commands WHERE id = $1', [id]))[0]!.status;
+    const focus = (await command(api, racing.widgetToken, { kind: 'focus', request_id: 'f-silent' })).body.command_id as number;
+    const before = (await widgetState(api, racing.widgetToken)).body.failed_command;
+    await readyAgent(api, t, member.email); // Enable calls clicked again: a new window replaces it
+    expect(await status(focus)).toBe('failed');
+    expect((await widgetState(api, racing.widgetToken)).body.failed_command).toEqual(before);
+
+    // a mute of the agent's call, recorded as its window closed (the closing statement could not see it)
+    const next = await readyAgent(api, t, member.email);
+    const id = (await requestCall(api, t, { agent: { type: 'email', value: member.email } })).body.request_id as string;
+    await api.post('/engine/claim', { request_id: id }, { auth: next.engineToken });
+    await h.clock.advanceSeconds(3);
+    const mute = (await command(api, next.widgetToken, { kind: 'mute', request_id: 'f-raced' })).body.command_id as number;
+    expect(await status(mute)).toBe('queued');
+    await h.services.db.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'closed' WHERE id = $1`, [next.engineId, h.clock.now()]);
+    await h.services.reaper.tick();
+    expect(await status(mute)).toBe('failed');
+    expect((await widgetState(api, next.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-raced', kind: 'mute', message: WINDOW_CLOSED });
   });
 
   it("fails only the socket ack that cannot be recorded; the other windows' acks sharing its statement are recorded", async () => {

@@ -5,6 +5,11 @@
  * timed out, then dropped it without a word. They fail with the window, in the statement that
  * closes it, and the newest of each agent's is shown as the agent's failed command, as a window's
  * own failure is (failed-commands.ts): the widget that sent it says why and undoes the effect.
+ * A `focus` fails without a word: it asked the window to come to the front, and the agent's next
+ * window (the likeliest reason this one closed: Enable calls clicked again replaces it) is
+ * brought up anyway. The reason is the service's, in English: the window's own are in its language.
+ * A command recorded for a window just after it closed (decided on a state cached a moment
+ * before) is failed by the reaper's sweep (reaper.ts, failLeftForClosedWindows).
  */
 import type { FailedCommand } from '../../../shared/schemas/widget-api.js';
 import { seconds } from '../../clock.js';
@@ -25,7 +30,7 @@ export async function failCommandsOfClosedWindows(sql: Sql, changes: Changes, no
        WHERE engine_id = ANY($1::text[]) AND status IN ('queued', 'delivered')
        RETURNING id, integration_id, member_id, request_id, kind
      ), newest AS (
-       SELECT DISTINCT ON (integration_id, member_id) * FROM failed ORDER BY integration_id, member_id, id DESC
+       SELECT DISTINCT ON (integration_id, member_id) * FROM failed WHERE kind <> 'focus' ORDER BY integration_id, member_id, id DESC
      )
      INSERT INTO agent_versions (integration_id, member_id, version, failed_command, failed_command_id)
      SELECT integration_id, member_id, 2, $4::jsonb || jsonb_build_object('request_id', request_id, 'kind', kind), id FROM newest
