@@ -78,7 +78,7 @@ describe.each(storeDrivers())('POST /calls checks on %s', (driver) => {
     await expectError(call(valid()), 409, 'agent_offline');
   });
 
-  it('refuses oversize and malformed fields with 422, never 500', async () => {
+  it('refuses oversize and malformed fields with 422 (a body over 64 KB 413), never 500', async () => {
     const long = 'x'.repeat(121);
     for (const field of ['contact_reference', 'display_name', 'display_company']) {
       const r = await expectError(call({ ...valid(), [field]: long }), 422, 'invalid_request');
@@ -100,7 +100,7 @@ describe.each(storeDrivers())('POST /calls checks on %s', (driver) => {
     await expectError(call(valid(), { 'idempotency-key': 'k'.repeat(120) }), 409, 'agent_offline');
     await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: '{"integration_id": ', headers: { 'content-type': 'application/json' } }), 422, 'invalid_request');
     await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: '[]', headers: { 'content-type': 'application/json' } }), 422, 'invalid_request');
-    await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: 'x'.repeat(70_000), headers: { 'content-type': 'application/json' } }), 422, 'invalid_request');
+    await expectError(api.post('/calls', undefined, { auth: t.serverKey, raw: 'x'.repeat(70_000), headers: { 'content-type': 'application/json' } }), 413, 'invalid_request');
   });
 
   it('GET /calls/{id} and hangup answer 404 for unknown ids', async () => {
