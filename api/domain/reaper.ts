@@ -64,6 +64,8 @@ export const ABANDONED_HANGUP_RETRY = { firstMs: 2_000, maxMs: 60_000 } as const
  * tick's other rules for minutes; the rest go on the next ticks.
  */
 export const PROVIDER_CALLS_PER_TICK = 100;
+/** How long after a window closed a command recorded for it may still turn up (decided on a state cached up to a minute). */
+export const CLOSED_COMMANDS_SWEPT_FOR_MS = 2 * 60 * 1000;
 export const PROVIDER_REQUESTS_AT_ONCE = 4;
 /** The passes a rule makes over due calls in one tick at most (inPasses). */
 const MAX_PASSES = 10;
@@ -286,12 +288,15 @@ export function createReaper(deps: ReaperDeps) {
    * its closing was heard of): the statement that closed it could not see them, and the window
    * will never take them. Failed as those it saw were (engines/closed-commands.ts). Pending
    * commands are few (a window acks within moments), and their index is partial: a small read.
+   * Only windows closed within CLOSED_COMMANDS_SWEPT_FOR_MS: a command is decided on a state
+   * cached a minute at most. (Those left by releases before this one, closed long ago, stay as
+   * they were: failed now, each would be pushed to its agent's widgets as news.)
    */
   async function failLeftForClosedWindows(changes: Changes, now: number) {
     const closed = await db.query<{ engine_id: string }>(
       `SELECT DISTINCT c.engine_id FROM widget_commands c JOIN engines e ON e.id = c.engine_id
-       WHERE c.status IN ('queued', 'delivered') AND e.state = 'closed' LIMIT $1`,
-      [PROVIDER_CALLS_PER_TICK],
+       WHERE c.status IN ('queued', 'delivered') AND e.state = 'closed' AND e.closed_at >= $2 LIMIT $1`,
+      [PROVIDER_CALLS_PER_TICK, now - CLOSED_COMMANDS_SWEPT_FOR_MS],
     );
     if (closed.length > 0) await db.tx((sql) => failCommandsOfClosedWindows(sql, changes, now, closed.map((row) => row.engine_id)));
   }

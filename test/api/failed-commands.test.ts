@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMember } from '../../api/domain/operator/accounts.js';
 import { WINDOW_CLOSED } from '../../api/domain/engines/closed-commands.js';
 import { closeIntegrationWindows } from '../../api/domain/operator/revocation.js';
+import { CLOSED_COMMANDS_SWEPT_FOR_MS } from '../../api/domain/reaper.js';
 import { WidgetState } from '../../shared/schemas/widget-api.js';
 import type { HeartbeatRequest } from '../../shared/schemas/engine-api.js';
 import { storeDrivers } from '../helpers/env.js';
@@ -172,7 +173,12 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     const status = async (id: number) => (await h.services.db.query<{ status: string }>('SELECT status FROM widget_commands WHERE id = $1', [id]))[0]!.status;
     const focus = (await command(api, racing.widgetToken, { kind: 'focus', request_id: 'f-silent' })).body.command_id as number;
     const before = (await widgetState(api, racing.widgetToken)).body.failed_command;
+    const oldWindow = await h.services.engines.authenticate(racing.engineToken);
     await readyAgent(api, t, member.email); // Enable calls clicked again: a new window replaces it
+    expect(await status(focus)).toBe('failed');
+    expect((await widgetState(api, racing.widgetToken)).body.failed_command).toEqual(before);
+    // the old window's ack of it, on its way as it closed, comes too late to count or to show
+    await h.services.engines.ack(oldWindow, [{ command_id: focus, result: 'done' }]);
     expect(await status(focus)).toBe('failed');
     expect((await widgetState(api, racing.widgetToken)).body.failed_command).toEqual(before);
 
@@ -187,6 +193,14 @@ describe.each(storeDrivers())('commands the call window could not carry out, on 
     await h.services.reaper.tick();
     expect(await status(mute)).toBe('failed');
     expect((await widgetState(api, next.widgetToken)).body.failed_command).toMatchObject({ request_id: 'f-raced', kind: 'mute', message: WINDOW_CLOSED });
+    await h.services.calls.hangupByServer(t.integrationId, id);
+
+    // a window closed long ago (by a release before this one, its commands left queued) is not swept: its failures would be news to no one
+    const old = await readyAgent(api, t, member.email);
+    const leftLongAgo = (await command(api, old.widgetToken, { kind: 'focus', request_id: 'f-long-ago' })).body.command_id as number;
+    await h.services.db.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'closed' WHERE id = $1`, [old.engineId, h.clock.now() - CLOSED_COMMANDS_SWEPT_FOR_MS - 1]);
+    await h.services.reaper.tick();
+    expect(await status(leftLongAgo)).toBe('queued');
   });
 
   it("fails only the socket ack that cannot be recorded; the other windows' acks sharing its statement are recorded", async () => {

@@ -6,6 +6,7 @@
 import type { EngineCommand, HeartbeatRequest } from '../../../shared/schemas/engine-api.js';
 import { batchRows } from '../../store/batch-rows.js';
 import type { Sql } from '../../store/index.js';
+import { WINDOW_CLOSED } from './closed-commands.js';
 
 /** A command the engine acked for the first time (device effects follow for simulated engines, if it was done). */
 export interface FirstAck {
@@ -62,10 +63,14 @@ export function ackUpdate(from: string, at: string, extra = ''): string {
     RETURNING c.engine_id, c.id AS command_id, c.request_id, c.kind, c.call_id, c.digits, c.acks, c.status, c.error`;
 }
 
-/** The commands these acks acked for the first time. */
+/**
+ * The commands these acks acked for the first time. Not one the service failed as its window
+ * closed (closed-commands.ts), whose ack came after: the window's result comes too late to
+ * count, and is not to be shown as a failure (a focus the window did carry out, say).
+ */
 export function firstAcks(rows: AckedRow[]): FirstAck[] {
   return rows
-    .filter((row) => row.acks === 1)
+    .filter((row) => row.acks === 1 && !(row.status === 'failed' && row.error === WINDOW_CLOSED))
     .map((row) => ({
       command_id: Number(row.command_id),
       request_id: row.request_id,
