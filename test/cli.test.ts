@@ -563,7 +563,7 @@ describe('the admin bridge', () => {
       const garbled = await post(admin.token, '{"argv": [');
       expect([garbled.status, (await garbled.json()).error]).toEqual([422, 'invalid_request']);
       const huge = await post(admin.token, { argv: ['platform', 'status'], files: { x: 'a'.repeat(ADMIN_BODY_LIMIT) } });
-      expect([huge.status, (await huge.json()).error]).toEqual([422, 'invalid_request']);
+      expect([huge.status, (await huge.json()).error]).toEqual([413, 'invalid_request']);
     } finally {
       await bridge.close();
       await app.close();

@@ -19,7 +19,6 @@ import { existsSync, readFileSync, mkdirSync } from 'node:fs';
 import { removePrivateFileIf, writePrivateFile } from '../private-file.js';
 import { join } from 'node:path';
 import { C2CError } from '../../shared/errors.js';
-import { statusOf } from '../../shared/error-statuses.js';
 import { sha256, secretMatches } from '../domain/credentials.js';
 import { drainServer } from '../http/drain.js';
 import { startOf } from '../store/data-dir-lock.js';
@@ -193,7 +192,7 @@ async function readBody(request: IncomingMessage): Promise<string> {
   let size = 0;
   for await (const chunk of request as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > ADMIN_BODY_LIMIT) throw new C2CError('invalid_request', `The body is too large: a command is at most ${ADMIN_BODY_LIMIT} bytes, its files included.`);
+    if (size > ADMIN_BODY_LIMIT) throw new C2CError('invalid_request', `The body is too large: a command is at most ${ADMIN_BODY_LIMIT} bytes, its files included.`, { status: 413 });
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
@@ -209,7 +208,7 @@ function parse(text: string): unknown {
 
 function refusal(error: unknown): [number, unknown] {
   const known = error instanceof C2CError ? error : new C2CError('internal_error');
-  return [statusOf(known.code), known.toJSON()];
+  return [known.status, known.toJSON()];
 }
 
 function reply(response: ServerResponse, status: number, body: unknown): void {
