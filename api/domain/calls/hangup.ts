@@ -103,7 +103,7 @@ export async function hangupCall(
  * recorded it: its end and talk time, as that callback would have. Ended at this moment instead,
  * an answered call would be billed for the time since, which nobody talked, and the callback
  * coming after would find it ended and change nothing. Where the record cannot be read, or tells
- * nothing final, the call is ended now (below), as before: the agent asked, and waits for it.
+ * nothing final, the call is ended at the hang up (below): the agent asked, and waits for it.
  */
 async function settleEndedAlready(deps: HangupDeps, call: CallRow, changes: Changes): Promise<CallRow> {
   try {
