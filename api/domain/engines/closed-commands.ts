@@ -15,6 +15,7 @@ import type { FailedCommand } from '../../../shared/schemas/widget-api.js';
 import { seconds } from '../../clock.js';
 import type { Sql } from '../../store/index.js';
 import type { Changes } from '../changes.js';
+import { SHOW_FAILED_COMMAND } from './failed-commands.js';
 
 /** The reason a widget shows for a command its window closed before carrying out. */
 export const WINDOW_CLOSED = 'The call window closed before it could carry this out.';
@@ -22,8 +23,7 @@ export const WINDOW_CLOSED = 'The call window closed before it could carry this 
 export async function failCommandsOfClosedWindows(sql: Sql, changes: Changes, now: number, engineIds: string[]): Promise<void> {
   if (engineIds.length === 0) return;
   const shown: Omit<FailedCommand, 'request_id' | 'kind'> = { error: 'command_failed', message: WINDOW_CLOSED, failed_at: seconds(now) };
-  // The newest failed command of each agent replaces its failed_command, unless a newer one is
-  // shown already (as in failed-commands.ts).
+  // The newest failed command of each agent is shown as its failed_command (failed-commands.ts).
   const bumped = await sql.query<{ integration_id: string; member_id: string; version: number | string }>(
     `WITH failed AS (
        UPDATE widget_commands SET status = 'failed', error = $2, done_at = $3
@@ -34,10 +34,7 @@ export async function failCommandsOfClosedWindows(sql: Sql, changes: Changes, no
      )
      INSERT INTO agent_versions (integration_id, member_id, version, failed_command, failed_command_id)
      SELECT integration_id, member_id, 2, $4::jsonb || jsonb_build_object('request_id', request_id, 'kind', kind), id FROM newest
-     ON CONFLICT (integration_id, member_id) DO UPDATE
-       SET version = agent_versions.version + 1, failed_command = excluded.failed_command, failed_command_id = excluded.failed_command_id
-       WHERE agent_versions.failed_command_id IS NULL OR agent_versions.failed_command_id < excluded.failed_command_id
-     RETURNING integration_id, member_id, version`,
+     ${SHOW_FAILED_COMMAND}`,
     [engineIds, WINDOW_CLOSED, now, JSON.stringify(shown)],
   );
   for (const row of bumped) changes.agentTouched(row.integration_id, row.member_id, Number(row.version));

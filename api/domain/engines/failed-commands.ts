@@ -12,6 +12,17 @@ import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
 import type { FirstAck } from './acks.js';
 
+/**
+ * The end of an INSERT into agent_versions (integration_id, member_id, version, failed_command,
+ * failed_command_id): the failure shown as the agent's, with a new version, unless a newer one is
+ * shown already (two reports, a REST heartbeat and a socket ack, may record out of order; then
+ * nothing changes). Shared with closed-commands.ts.
+ */
+export const SHOW_FAILED_COMMAND = `ON CONFLICT (integration_id, member_id) DO UPDATE
+       SET version = agent_versions.version + 1, failed_command = excluded.failed_command, failed_command_id = excluded.failed_command_id
+       WHERE agent_versions.failed_command_id IS NULL OR agent_versions.failed_command_id < excluded.failed_command_id
+     RETURNING integration_id, member_id, version`;
+
 /** What the widget shows when the window gave no reason. */
 const NO_REASON = 'The call window could not carry out the command.';
 
@@ -27,14 +38,9 @@ export async function recordFailedCommands(db: Db, clock: Clock, agent: { integr
     message: failed.error?.trim() || NO_REASON,
     failed_at: seconds(clock.now()),
   };
-  // Two reports (a REST heartbeat and a socket ack) may record out of order: an older failure
-  // never replaces a newer one, and then nothing changes.
   const [row] = await db.query<{ version: number }>(
     `INSERT INTO agent_versions (integration_id, member_id, version, failed_command, failed_command_id) VALUES ($1, $2, 2, $3::jsonb, $4)
-     ON CONFLICT (integration_id, member_id) DO UPDATE
-       SET version = agent_versions.version + 1, failed_command = excluded.failed_command, failed_command_id = excluded.failed_command_id
-       WHERE agent_versions.failed_command_id IS NULL OR agent_versions.failed_command_id < excluded.failed_command_id
-     RETURNING version`,
+     ${SHOW_FAILED_COMMAND}`,
     [agent.integration_id, agent.member_id, JSON.stringify(shown), failed.command_id],
   );
   return row ? changes.agentTouched(agent.integration_id, agent.member_id, Number(row.version)) : changes;
