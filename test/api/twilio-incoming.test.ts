@@ -244,6 +244,35 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     }
   });
 
+  it('refuses a decline that reaches a ring answered meanwhile, and leaves the conversation up', async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = intentOf((await incoming(t, 'CAin-decline-late')).body)!;
+    await signedStatus(t, id, { CallSid: 'CAin-decline-late-client', ParentCallSid: 'CAin-decline-late', CallStatus: 'ringing', AccountSid: ACCOUNT_SID });
+    // The widget decides on the ring it was shown; the window's answer lands before the decline reads the call.
+    const db = h.services.db;
+    const query = db.query;
+    let answerFirst = true;
+    db.query = (async (text: string, params?: readonly unknown[]) => {
+      if (answerFirst && text === 'SELECT * FROM call_intents WHERE id = $1' && params?.[0] === id) {
+        answerFirst = false;
+        await signedStatus(t, id, { CallSid: 'CAin-decline-late-client', ParentCallSid: 'CAin-decline-late', CallStatus: 'in-progress', AccountSid: ACCOUNT_SID });
+      }
+      return query.call(db, text, params);
+    }) as typeof db.query;
+    standIn.requests.length = 0;
+    try {
+      expectError(await command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-answered' }), 409, 'invalid_state');
+    } finally {
+      db.query = query;
+    }
+    expect(answerFirst).toBe(false);
+    // Twilio was asked to end no leg: the caller and the agent talk on.
+    expect(standIn.requests.filter((request) => request.method === 'POST')).toEqual([]);
+    const [row] = await h.services.db.query<{ status: string; ended_at: number | null }>('SELECT status, ended_at FROM call_intents WHERE id = $1', [id]);
+    expect(row).toEqual({ status: 'connected', ended_at: null });
+  });
+
   it('ends a call its agent let ring out no_answer', async () => {
     const t = await twilioTenant();
     await readyAgent(api, t, t.agent.email, false);

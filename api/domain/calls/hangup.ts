@@ -55,6 +55,12 @@ export async function hangupCall(
     call = await read();
   }
   if (isTerminal(call.status)) return { call, changes };
+  // A decline is decided on the state the widget was shown; a ring answered since (its answer's
+  // callback landed meanwhile, or a replay of a decline whose first try failed) is a conversation:
+  // ended here, the caller's leg would go (legToEnd keeps it only while the call rings).
+  if (reason === 'declined' && call.status !== 'incoming') {
+    throw new C2CError('invalid_state', 'The call was answered before the decline reached it; hang up to end it.');
+  }
   // An agent's hang up of a call still ringing is a decline (lifecycle.ts, askedEnd), and passes a
   // Twilio caller on like one.
   const asked: EndReason = byAgent && reason === 'hangup' && call.status === 'incoming' ? 'declined' : reason;
