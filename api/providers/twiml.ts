@@ -64,11 +64,21 @@ export interface RingPlan {
 
 /**
  * <Dial> the agent's window as a client, naming the call; status callbacks for that leg. When the
- * <Dial> ends, Twilio asks its action what the caller's leg does next.
+ * <Dial> ends, Twilio asks its action what the caller's leg does next. answerOnBridge: the caller's
+ * leg stays unanswered (the caller hears ringing) until an agent answers, through every agent rung
+ * in turn; by Twilio's default the first <Dial> answers it, and the caller's carrier bills the
+ * caller, and Twilio the account, for rings nobody took.
  */
 export function ringClientTwiml(plan: RingPlan): string {
   const response = new twilio.twiml.VoiceResponse();
-  const dial = response.dial({ callerId: plan.callerId, timeout: plan.ringSeconds, timeLimit: plan.timeLimitSeconds, action: plan.action, method: 'POST' });
+  const dial = response.dial({
+    callerId: plan.callerId,
+    timeout: plan.ringSeconds,
+    timeLimit: plan.timeLimitSeconds,
+    action: plan.action,
+    method: 'POST',
+    answerOnBridge: true,
+  });
   const client = dial.client({
     statusCallback: plan.statusCallback,
     statusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],

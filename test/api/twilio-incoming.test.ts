@@ -65,9 +65,10 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(rung.status).toBe(200);
     const id = intentOf(rung.body);
     expect(id).toMatch(/^ci_/);
-    // All of it: without `answered` among the events, Twilio would never say the call was answered.
+    // All of it: without `answered` among the events, Twilio would never say the call was answered;
+    // without answerOnBridge, the caller's leg would be answered (and billed) from the first ring.
     expect(rung.body).toBe(
-      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${t.number}" timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${id}" method="POST">` +
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${t.number}" timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${id}" method="POST" answerOnBridge="true">` +
         `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${id}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
         `<Identity>${engineIdentity(agent.engineId)}</Identity><Parameter name="intent" value="${id}"/></Client></Dial></Response>`,
     );
@@ -346,7 +347,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     const second = intentOf(next.body)!;
     expect(second).toMatch(/^ci_/);
     expect(next.body).toBe(
-      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${t.number}" timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${second}" method="POST">` +
+      `<?xml version="1.0" encoding="UTF-8"?><Response><Dial callerId="${t.number}" timeout="30" timeLimit="3600" action="${h.config.publicBaseUrl}${PROVIDER_PATHS.ringEnded}?intent=${second}" method="POST" answerOnBridge="true">` +
         `<Client statusCallback="${h.config.publicBaseUrl}${PROVIDER_PATHS.status}?intent=${second}" statusCallbackEvent="initiated ringing answered completed" statusCallbackMethod="POST">` +
         `<Identity>${engineIdentity(bea.engineId)}</Identity><Parameter name="intent" value="${second}"/></Client></Dial></Response>`,
     );
