@@ -69,6 +69,12 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
    * would leave the other nodes' caches, and so every widget of its agent, on the state before it.
    */
   const underWay = new Set<Promise<void>>();
+  /**
+   * Set as the node stops: events that arrive after it are not taken up. Their senders hear the
+   * socket end moments later (once the requests under way were answered) and send again elsewhere:
+   * the SDK and the window over REST or their next socket, under the same request_id.
+   */
+  let stopping = false;
   const track = (request: Promise<void>): Promise<void> => {
     underWay.add(request);
     void request.finally(() => underWay.delete(request));
@@ -111,6 +117,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
   };
 
   function command(this: Socket, ...args: unknown[]) {
+    if (stopping) return;
     return track(answer(args, async (payload) => {
       const context = await credentialOf(this, widgetContext);
       await limits.widgetCommand((this.data as WidgetSocketData).ip);
@@ -119,6 +126,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
   }
 
   function heartbeat(this: Socket, ...args: unknown[]) {
+    if (stopping) return;
     return track(answer(args, async (payload) => {
       const context = await credentialOf(this, engineContext);
       await limits.engineHeartbeat(context.engine.id);
@@ -128,6 +136,7 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
   }
 
   function ack(this: Socket, ...args: unknown[]) {
+    if (stopping) return;
     return track(answer(args, async (payload) => {
       const context = await credentialOf(this, engineContext);
       await limits.engineAcks(context.engine.id);
@@ -180,8 +189,12 @@ export function socketHandlers(services: Services, limits: SocketLimits) {
     if (data.kind === 'widget') widget(socket, data);
     else engine(socket, data);
   };
-  /** Resolves once the requests under way have been answered, or after `withinMs` (real time). */
+  /**
+   * Takes up no more events, and resolves once the requests under way have been answered, or
+   * after `withinMs` (real time).
+   */
   const settled = async (withinMs: number): Promise<void> => {
+    stopping = true;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.allSettled([...underWay]), new Promise<void>((resolve) => (timer = setTimeout(resolve, withinMs)))]);
     clearTimeout(timer);

@@ -188,10 +188,13 @@ function wire(services: Services, app: TemplatedApp, native: boolean): () => Pro
     isolation.stop();
     drops.stop();
     const caughtUp = stopCatchUp();
+    // The requests its sockets made finish, are answered, and announce what they changed before
+    // the bus closes (a second at most). Only then are the sockets told to go: a socket ended
+    // first drops every answer written after it (Socket.IO writes nothing to a closing
+    // connection), and its client would send again elsewhere what was done here.
+    await handle.settled(REQUESTS_SETTLE_MS);
     for (const socket of io.of('/').sockets.values()) end(socket, restarting);
-    // Its sockets told, the node lets a catch-up under way finish before the store closes (for a
-    // second at most: catch-up.ts), and the requests its sockets made finish and announce what
-    // they changed before the bus closes (a second at most too).
-    await Promise.all([caughtUp, handle.settled(REQUESTS_SETTLE_MS)]);
+    // A catch-up under way finishes before the store closes (a second at most: catch-up.ts).
+    await caughtUp;
   };
 }

@@ -97,7 +97,7 @@ describe('a gateway node closing with requests under way', () => {
   });
   afterAll(() => live.h.close());
 
-  it("waits for its sockets' requests under way, so that what they change is announced on the bus before the bus closes", async () => {
+  it("waits for its sockets' requests under way, answers them, and announces what they change on the bus before the bus closes; it takes up no new ones meanwhile", async () => {
     const { h, url, gateway } = live;
     const t = await seedTenant(h.services);
     const api = client(h.app);
@@ -119,19 +119,28 @@ describe('a gateway node closing with requests under way', () => {
       };
     });
     try {
-      const answered = request(widget.socket, 'command', { kind: 'availability', request_id: 'closing-1', available: false }).catch(() => null);
+      const answered = request(widget.socket, 'command', { kind: 'availability', request_id: 'closing-1', available: false });
       await started;
       let closed = false;
+      const ended = widget.next('ended');
       const closing = gateway.close().then(() => void (closed = true));
+      // sent once the node is stopping: not taken up here (its sender sends it again elsewhere)
+      const late = request(widget.socket, 'command', { kind: 'availability', request_id: 'closing-2', available: true }).then(
+        () => 'answered',
+        () => 'not answered',
+      );
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(closed).toBe(false);
       release();
       await closing;
-      // the change was recorded and announced before the node let its bus go
+      // the change was recorded and announced before the node let its bus go, and its answer
+      // reached the widget before the socket was told to go
       expect(announced).toContain('agent');
-      const [recorded] = await h.services.db.query<{ n: number }>("SELECT count(*)::int AS n FROM widget_commands WHERE request_id = 'closing-1'");
-      expect(recorded!.n).toBe(1);
-      await answered;
+      const recorded = await h.services.db.query<{ request_id: string }>("SELECT request_id FROM widget_commands WHERE request_id LIKE 'closing-%'");
+      expect(recorded.map((row) => row.request_id)).toEqual(['closing-1']);
+      expect(await answered).toMatchObject({ ok: true, status: 'done' });
+      expect(await ended).toMatchObject({ code: 'server_restarting', final: false });
+      expect(await late).toBe('not answered');
     } finally {
       commands.execute = execute;
       widget.close();
