@@ -33,6 +33,7 @@ import { hangupCall } from './calls/hangup.js';
 import { endStatusFor, finishCall } from './calls/lifecycle.js';
 import { RECORDED_LEG_SQL, recordedLeg, settleFromProviderRecord, type Settled } from './calls/provider-records.js';
 import { loadProviderAccount, ProviderUnreachable } from '../providers/index.js';
+import { FINAL_CALL_STATUSES } from '../providers/provider.js';
 import { failCommandsOfClosedWindows } from './engines/closed-commands.js';
 import { PRUNE_CREDENTIALS_BACKLOG_MS, PRUNE_CREDENTIALS_EVERY_MS, PRUNE_EVERY_MS, pruneCalls, pruneCommands, pruneDeadCredentials } from './retention.js';
 import type { CallRow } from './views.js';
@@ -401,10 +402,16 @@ export function createReaper(deps: ReaperDeps) {
    *   max_call_seconds; a call without one, the platform cap), plus the grace, is `completed`,
    *   billed for the time limit at most (lifecycle.ts), and ended at that limit.
    * An unanswered call its window still holds (not `orphaned`: it reports the call as its own) is
-   * not rung out: the window's device still has its leg, which the provider would have ended at the
-   * ring's end, so the far end answered and the lost callback was that answer. Hanging up would cut
-   * the conversation (and the window drops its leg once the call reads as ended). It is ended once
-   * the window lets go of it, or past the time limit as an answered call would be.
+   * not rung out on the clock: the window's device still has its leg, which the provider would have
+   * ended at the ring's end, so the far end answered and the lost callback was that answer. Hanging
+   * up would cut the conversation (and the window drops its leg once the call reads as ended). It is
+   * ended once the window lets go of it, or past the time limit as an answered call would be. An
+   * incoming ring is the exception: a window reports the call the service lists as its ring whether
+   * or not its device was ever rung (the caller hung up before the <Dial> ran; a store outage lost
+   * the ring's every callback and its action), and such a ring would keep its agent busy for the
+   * call's whole time limit (an hour). Past its ring window it is rung out, held or not, once a
+   * record read then shows no leg of it ringing or answered (answered, the record answers it).
+   * A held ring whose record cannot be read is left as it is.
    * A hundred a tick, four at a time, in passes as for silent windows' calls: a call of an account
    * the provider stopped answering this tick (of any account, when it stopped answering at all),
    * still within its patience, gives its place to another call (one account's hundreds of calls,
@@ -424,7 +431,8 @@ export function createReaper(deps: ReaperDeps) {
          ) + $8::bigint AS overdue_at,
          (CASE status WHEN 'connected' THEN answered_at WHEN 'incoming' THEN created_at ELSE dialing_at END) + coalesce(time_limit_seconds, $3) * 1000 <= $4 AS past_limit
        FROM call_intents
-       WHERE ((status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
+       WHERE ((status = 'incoming' AND expires_at <= $1 AND (orphaned OR created_at + coalesce(time_limit_seconds, $3) * 1000 <= $4
+               OR (${RECORDED_LEG_SQL} AND NOT $12 AND NOT (account_id = ANY($9::text[])))))
           OR (status IN ('dialing', 'ringing') AND dialing_at <= $2 AND (orphaned OR dialing_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
           OR (status = 'connected' AND answered_at + coalesce(time_limit_seconds, $3) * 1000 <= $4))
          AND (provider_read_at IS NULL OR provider_read_at <= $5)) overdue
@@ -458,6 +466,8 @@ export function createReaper(deps: ReaperDeps) {
 
   /** 'held': left for a later tick, its record not read (the provider did not answer for its account this tick). */
   async function endOneOverdue(changes: Changes, now: number, call: CallRow, overdueAt: number, pastLimit: boolean): Promise<void | 'held'> {
+    // A ring its window reports as its own, past its ring window: only a record read now decides (endOverdue).
+    const heldRing = call.status === 'incoming' && !call.orphaned && !pastLimit;
     if (recordedLeg(call) !== null) {
       // The provider's record decides first, and only the node that read it ends the call: one
       // ending it meanwhile would bill it to its limit, or ring out a conversation, that the
@@ -467,8 +477,10 @@ export function createReaper(deps: ReaperDeps) {
       if (!readsHeld(call.account_id)) {
         const claimed = await claimRecordRead(call.id);
         if (!claimed) return; // another node is reading it: it decides
-        if ((await readRecord(claimed, changes, 'overdue')) === null && patient) return 'held';
-      } else if (patient) return 'held';
+        const settled = await readRecord(claimed, changes, 'overdue');
+        if (settled === null && (patient || heldRing)) return 'held';
+        if (heldRing && settled!.record !== null && !FINAL_CALL_STATUSES.has(settled!.record.status)) return; // still ringing there
+      } else if (patient || heldRing) return 'held';
     }
     // Recorded before the provider is asked to hang up: that hangup's own callback then finds the
     // call ended, and cannot record it as declined or hung up by the agent (hangupCall's order,
@@ -479,7 +491,7 @@ export function createReaper(deps: ReaperDeps) {
     const endedAt = call.status === 'connected' ? call.answered_at! + (call.time_limit_seconds ?? LIMITS.platformMaxCallSeconds) * 1000 : undefined;
     // Only as selected: a call answered meanwhile (ringing → connected), settled or answered by the
     // record just read, or (rung out for being let go of) held again by its window, is not overdue.
-    const onlyIfStill = { status: call.status, orphaned: call.status !== 'connected' && !pastLimit };
+    const onlyIfStill = { status: call.status, orphaned: call.status !== 'connected' && !pastLimit && !heldRing };
     const ended = await db.tx((sql) => finishCall(sql, changes, now, call.id, { status: endStatusFor(call, reason), reason, endedAt, onlyIfStill }));
     if (!ended?.provider_call_sid) return;
     // Not asked once the provider failed a request of this tick: a safeguard is not worth a

@@ -316,6 +316,37 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     standIn.answer(completedCall);
   });
 
+  it("rings out a ring its window reports as its own, past the ring window, once Twilio lists no leg of it (the caller left before the <Dial> ran, or every callback was lost); one Twilio lists as ringing or answered is kept", async () => {
+    for (const listed of ['none', 'ringing', 'in-progress'] as const) {
+      const t = await twilioTenant();
+      const agent = await readyAgent(api, t, t.agent.email, false);
+      const callSid = `CAin-held-${listed}`;
+      const id = intentOf((await incoming(t, callSid)).body)!;
+      const client = `client:${engineIdentity(agent.engineId)}`;
+      const leg = { sid: `${callSid}-client`, parent_call_sid: callSid, to: client, status: listed };
+      standIn.answer((request) =>
+        request.method === 'GET' && request.path.includes(`ParentCallSid=${callSid}`)
+          ? callList(listed === 'none' ? [] : [{ ...leg, account_sid: request.user }])
+          : completedCall(request),
+      );
+      try {
+        // The window's device never rang (or rang unseen): the window reports the call it is listed all the same.
+        for (let seconds = 0; seconds < 120; seconds += 10) {
+          await h.clock.advanceSeconds(10);
+          expect((await heartbeat(api, agent.engineToken, { call_id: id })).status).toBe(200);
+          await h.services.reaper.tick();
+        }
+      } finally {
+        standIn.answer(completedCall);
+      }
+      const [row] = await h.services.db.query<{ status: string; orphaned: boolean }>('SELECT status, orphaned FROM call_intents WHERE id = $1', [id]);
+      const expected = { none: 'no_answer', ringing: 'incoming', 'in-progress': 'connected' }[listed];
+      expect(row, listed).toEqual({ status: expected, orphaned: false });
+      // Rung out, the agent is free again: the widget shows the ring over.
+      if (listed === 'none') expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'no_answer' });
+    }
+  });
+
   /** A Twilio tenant with `count` agents ready on real windows, in the order they opened them (the first is idle longest). */
   async function team(count: number): Promise<{ t: Tenant & { number: string }; agents: Agent[] }> {
     const t = await twilioTenant();
