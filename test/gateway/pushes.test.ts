@@ -44,9 +44,9 @@ describe('pushes', () => {
     const { h, api, widgetToken, widget, first } = await agentWithWidget();
     const bucket = async (le: string) => {
       const text = await h.services.metrics.registry.metrics();
-      return Number(new RegExp(`c2c_push_latency_seconds_bucket\\{le="${le}",kind="state"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+      return Number(new RegExp(`c2c_push_latency_seconds_bucket\\{le="${le.replace('+', '\\+')}",kind="state"\\} (\\d+)`).exec(text)?.[1] ?? 0);
     };
-    const [fastBefore, slowBefore] = [await bucket('0.1'), await bucket('1')];
+    const [fastBefore, allBefore] = [await bucket('0.1'), await bucket('+Inf')];
 
     // The store takes its time over the availability command's transaction.
     const db = h.services.db;
@@ -63,8 +63,9 @@ describe('pushes', () => {
     } finally {
       db.tx = tx;
     }
-    // One more push, in the ≤ 1 s bucket and not the ≤ 0.1 s one.
-    expect([(await bucket('1')) - slowBefore, (await bucket('0.1')) - fastBefore]).toEqual([1, 0]);
+    // One more push, not in the ≤ 0.1 s bucket: its time includes the store's 150 ms. (No upper
+    // bound: how long the push took beyond that is the machine's, not the rule's.)
+    expect([(await bucket('+Inf')) - allBefore, (await bucket('0.1')) - fastBefore]).toEqual([1, 0]);
   });
 
   it('whose store read fails is tried again, the widget gets the state it would have missed, and they are settled only once the retry ran (c2c waits for that before it closes)', async () => {
