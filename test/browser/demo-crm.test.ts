@@ -8,7 +8,9 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../api/clock.js';
 import { setPolicy } from '../../api/domain/operator/integrations.js';
+import { LIMITS } from '../../shared/limits.js';
 import { chromiumPath, launchChromium, startStack, type Stack } from '../helpers/browser.js';
 
 const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS ? join(import.meta.dirname, '..', '..', 'docs', 'screenshots') : null;
@@ -284,7 +286,8 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
     const quietFrom = Date.now();
     await other.evaluate(() => (window as any).ServiceClick2Call.setAvailability(true));
     await expect.poll(async () => (await sdk(page)).engine?.available, { timeout: 5_000 }).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 4000));
+    // Watched for more than two poll periods: a widget still polling would poll twice at least.
+    await new Promise((resolve) => setTimeout(resolve, 2 * LIMITS.pollMs + 1500));
     // Push is back: the page stopped polling (at most one poll in flight when the socket returned).
     expect(polls.filter((t) => t > quietFrom).length).toBeLessThanOrEqual(1);
   });
@@ -466,9 +469,11 @@ describe.skipIf(!chromiumPath())('the demo CRM in real Chromium', { timeout: 90_
 describe.skipIf(!chromiumPath())('widget tokens that expire quickly', () => {
   let stack: Stack;
   let browser: Browser;
+  // The service's time, moved by the test along with the page's (Playwright's clock).
+  const clock = new ManualClock(Date.now());
 
   beforeAll(async () => {
-    stack = await startStack({ WIDGET_TOKEN_TTL_SECONDS: '12' });
+    stack = await startStack({ WIDGET_TOKEN_TTL_SECONDS: '12' }, { clock });
     browser = await launchChromium();
   }, 120_000);
   afterAll(async () => {
@@ -487,10 +492,22 @@ describe.skipIf(!chromiumPath())('widget tokens that expire quickly', () => {
       if (path === '/click2call/session') posts.sessions += 1;
       if (path.endsWith('/widget/refresh')) posts.refreshes += 1;
     });
+    // The page's clock runs on from the service's time, and jumps when the test moves it; the
+    // service's follows it.
+    await context.clock.install({ time: clock.now() });
+    const follow = async () => {
+      const pageNow = await page.evaluate(() => Date.now());
+      if (pageNow > clock.now()) await clock.advance(pageNow - clock.now());
+    };
     await page.goto(stack.crmUrl);
     await expect.poll(() => widgetState(page), { timeout: 15_000 }).toBe('offline');
     const first = (await sdk(page)).session.expires_at as number;
-    await new Promise((resolve) => setTimeout(resolve, 26_000)); // more than two lifetimes
+    // More than two lifetimes, a second at a time (each refresh is on its way before the next second).
+    for (let second = 0; second < 26; second += 1) {
+      await context.clock.fastForward(1000);
+      await follow();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     const later = await sdk(page);
     expect(later.state).toBe('offline');
     expect(later.session.expires_at).toBeGreaterThan(first + 10);

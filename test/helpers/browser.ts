@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
+import type { Clock } from '../../api/clock.js';
 import { loadConfig, type Config } from '../../api/config.js';
 import type { DemoCredentials } from '../../api/demo/seed.js';
 import { startNode, type RunningNode } from '../../api/serve.js';
@@ -53,7 +54,8 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
+/** `clock`: the service's, for suites that move time (a page's clock moved with it: Playwright's clock.install). */
+export async function startStack(env: Record<string, string> = {}, { clock }: { clock?: Clock } = {}): Promise<Stack> {
   await buildBrowser();
   const dataDir = mkdtempSync(join(tmpdir(), 'c2c-browser-'));
   const [port, gatewayPort, demoPort] = await Promise.all([freePort(), freePort(), freePort()]);
@@ -65,7 +67,7 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
     LOG_LEVEL: 'warn',
     ...env,
   });
-  const node = await startNode(config, { demo: true, logger: false });
+  const node = await startNode(config, { demo: true, logger: false, ...(clock ? { clock } : {}) });
   const demo = JSON.parse(readFileSync(join(dataDir, 'demo.json'), 'utf8')) as DemoCredentials;
   return {
     node,
