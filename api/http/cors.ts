@@ -17,19 +17,25 @@ import { OriginPolicy } from './origin-policy.js';
  * never be in a page (spec section 5, rule 2), and a browser that could read their answers would
  * invite putting one there.
  */
-const BROWSER_ROUTES = [`${API_PREFIX}/widget/`, `${API_PREFIX}/engine/`];
-const isBrowserRoute = (url: string) => BROWSER_ROUTES.some((prefix) => url.startsWith(prefix));
+const WIDGET_ROUTES = `${API_PREFIX}/widget/`;
+const ENGINE_ROUTES = `${API_PREFIX}/engine/`;
 
 /** Registers CORS once for the whole API scope. */
 export async function useApiCors(app: FastifyInstance, services: Services): Promise<void> {
   const integrations = new OriginPolicy(services);
   const ownPages = new Set([services.config.siteUrl, ...services.config.extensionOrigins]);
-  const forBrowsers = {
-    origin: (origin: string | undefined, callback: (error: Error | null, allow: boolean) => void) => {
-      if (!origin) return callback(null, false);
-      if (ownPages.has(origin)) return callback(null, true);
-      integrations.allows(origin).then((ok) => callback(null, ok), (error: Error) => callback(error, false));
-    },
+  /**
+   * The widget API answers only origins an active integration allows (spec section 5, rule 4),
+   * the service's own site included: no page of it uses the widget API, and a site that is also an
+   * integrator's page is allowed as that integration's. The engine API answers the service's own
+   * pages too.
+   */
+  const originCheck = (ownPagesToo: boolean) => (origin: string | undefined, callback: (error: Error | null, allow: boolean) => void) => {
+    if (!origin) return callback(null, false);
+    if (ownPagesToo && ownPages.has(origin)) return callback(null, true);
+    integrations.allows(origin).then((ok) => callback(null, ok), (error: Error) => callback(error, false));
+  };
+  const common = {
     methods: ['GET', 'POST'],
     allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],
     exposedHeaders: ['ETag', 'Retry-After'],
@@ -38,7 +44,10 @@ export async function useApiCors(app: FastifyInstance, services: Services): Prom
     // preflight too, rather than with the plugin's bare text 400 outside the error envelope.
     strictPreflight: false,
   };
+  const forWidgets = { ...common, origin: originCheck(false) };
+  const forEngines = { ...common, origin: originCheck(true) };
   await app.register(fastifyCors, {
-    delegator: (request, callback) => callback(null, isBrowserRoute(request.url) ? forBrowsers : { origin: false }),
+    delegator: (request, callback) =>
+      callback(null, request.url.startsWith(WIDGET_ROUTES) ? forWidgets : request.url.startsWith(ENGINE_ROUTES) ? forEngines : { origin: false }),
   });
 }

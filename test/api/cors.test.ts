@@ -96,9 +96,12 @@ describe.each(storeDrivers())('widget CORS on %s', (driver) => {
     }
   });
 
-  it("admits the service's own site on the engine endpoints (a call window not on the API's origin)", async () => {
-    const res = await api.options('/engine/heartbeat', { origin: h.config.siteUrl, headers: { 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' } });
+  it("admits the service's own site on the engine endpoints (a call window not on the API's origin), and not on the widget's, which no integration allows it", async () => {
+    const preflight = { 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' };
+    const res = await api.options('/engine/heartbeat', { origin: h.config.siteUrl, headers: preflight });
     expect(res.status).toBe(204);
     expect(res.headers['access-control-allow-origin']).toBe(h.config.siteUrl);
+    const widget = await api.options('/widget/commands', { origin: h.config.siteUrl, headers: preflight });
+    expect(widget.headers['access-control-allow-origin']).toBeUndefined();
   });
 });
