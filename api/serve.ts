@@ -28,8 +28,9 @@ export type Role = 'api' | 'gateway' | 'all';
  * than any request takes while the store answers (one cut is told nothing, so this is for requests
  * stuck on a store that does not). A stop on a struggling store takes at most the gateway's wait for
  * its sockets' requests and a catch-up (1 s, side by side: REQUESTS_SETTLE_MS in gateway/server.ts,
- * CATCH_UP_STOP_WAIT_MS), this, the last pushes (1 s, PUSHES_SETTLE_MS) and the store's close (2 s,
- * CLOSE_WAIT_MS): 10 s, under the 12 s a stopping process gives itself (cli/signals.ts).
+ * CATCH_UP_STOP_WAIT_MS), this, the last pushes (1 s, PUSHES_SETTLE_MS), the rate counter's last
+ * hits (0.5 s, ratelimit/redis.ts) and the store's close (2 s, CLOSE_WAIT_MS): 10.5 s, under the
+ * 12 s a stopping process gives itself (cli/signals.ts).
  */
 export const DRAIN_MS = 6_000;
 /** How long a stopping node waits for its last pushes (within the process's 12 s to exit). */

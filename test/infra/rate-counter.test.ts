@@ -4,7 +4,7 @@ import { ManualClock } from '../../api/clock.js';
 import { connectedRedis } from '../../api/redis.js';
 import { counterRedis, type RateCounter } from '../../api/ratelimit/index.js';
 import { createMemoryCounter } from '../../api/ratelimit/memory.js';
-import { ANSWER_WITHIN_MS, createRedisCounter, FLUSH_MS, LOCAL_SHARE } from '../../api/ratelimit/redis.js';
+import { ANSWER_WITHIN_MS, CLOSE_WAIT_MS, createRedisCounter, FLUSH_MS, LOCAL_SHARE } from '../../api/ratelimit/redis.js';
 import { redisUrl } from '../helpers/env.js';
 import { freePort, spawnRedis } from '../helpers/processes.js';
 
@@ -140,6 +140,26 @@ describe.skipIf(!url)('Redis rate counters across nodes', () => {
     const client = await counterRedis(url);
     return { server, url, clock, client, counter: createRedisCounter(client, clock) };
   };
+
+  it('let a stopping node go within CLOSE_WAIT_MS when Redis froze with hits on their way: those go uncounted', async () => {
+    const { server, counter } = await counterOnOwnRedis();
+    try {
+      const key = `frozen-${Math.random()}`;
+      expect((await counter.hit(key, 60_000, LIMIT)).count).toBe(1);
+      server.pause();
+      // a hit of a window this node has no count of goes to Redis, which answers nothing now
+      // (and the counter's own timeouts run on the test's clock, which stands still: only the stop's bound ends the wait)
+      void counter.hit(`${key}-b`, 60_000, LIMIT).catch(() => 'uncounted');
+      const stop = await Promise.race([
+        counter.close().then(() => 'closed'),
+        new Promise((resolve) => setTimeout(() => resolve('still closing'), CLOSE_WAIT_MS + 4500)),
+      ]);
+      expect(stop).toBe('closed');
+    } finally {
+      server.resume();
+      await server.stop();
+    }
+  });
 
   it('count again once Redis is back, and never twice', async () => {
     const { server, url: own, clock, client, counter } = await counterOnOwnRedis();
