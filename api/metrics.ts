@@ -83,7 +83,7 @@ export function createMetrics(bus: Bus, db: Db, providers: Providers, reaper: Pi
   let hangupFailuresSeen: Record<string, number> = {};
   new Counter({
     name: 'c2c_provider_hangup_failures_total',
-    help: 'Hangups the voice provider could not be asked for or did not confirm (Twilio down, refusing the credentials, rate-limiting, silent past TWILIO_TIMEOUT_MS), each answered 502 hangup_uncertain and tried again by its caller',
+    help: "Hangups the voice provider could not be asked for or did not confirm (Twilio down, refusing the credentials, rate-limiting, silent past TWILIO_TIMEOUT_MS): a caller's, answered 502 hangup_uncertain and tried again by that caller, and the reaper's, of silent windows' calls (tried again) and of calls it ended overdue (a safeguard, not tried again)",
     labelNames: ['provider'] as const,
     registers: [registry],
     collect() {
