@@ -410,8 +410,9 @@ export function createReaper(deps: ReaperDeps) {
    * or not its device was ever rung (the caller hung up before the <Dial> ran; a store outage lost
    * the ring's every callback and its action), and such a ring would keep its agent busy for the
    * call's whole time limit (an hour). Past its ring window it is rung out, held or not, once a
-   * record read then shows no leg of it ringing or answered (answered, the record answers it).
-   * A held ring whose record cannot be read is left as it is.
+   * record read then shows its leg ended, or lists no leg of it under the caller's (ringGone);
+   * answered, the record answers it. A held ring whose record cannot be read, or whose own leg the
+   * provider does not know, is left as it is.
    * A hundred a tick, four at a time, in passes as for silent windows' calls: a call of an account
    * the provider stopped answering this tick (of any account, when it stopped answering at all),
    * still within its patience, gives its place to another call (one account's hundreds of calls,
@@ -464,6 +465,18 @@ export function createReaper(deps: ReaperDeps) {
     }, { heldDecidedByEach: true });
   }
 
+  /**
+   * Whether a record read shows a ring its window holds is over at the provider: its leg ended, or
+   * no leg of it was listed under the caller's (Twilio, before any callback named the leg: the
+   * caller left before the <Dial> ran). A leg looked up by its own sid and not found tells nothing:
+   * a simulated leg of another node (answered there, perhaps, its callback lost), a leg forgotten.
+   */
+  function ringGone(call: CallRow, settled: Settled): boolean {
+    if (settled.record !== null) return FINAL_CALL_STATUSES.has(settled.record.status);
+    const leg = recordedLeg(call);
+    return leg !== null && 'dialedBy' in leg;
+  }
+
   /** 'held': left for a later tick, its record not read (the provider did not answer for its account this tick). */
   async function endOneOverdue(changes: Changes, now: number, call: CallRow, overdueAt: number, pastLimit: boolean): Promise<void | 'held'> {
     // A ring its window reports as its own, past its ring window: only a record read now decides (endOverdue).
@@ -479,7 +492,7 @@ export function createReaper(deps: ReaperDeps) {
         if (!claimed) return; // another node is reading it: it decides
         const settled = await readRecord(claimed, changes, 'overdue');
         if (settled === null && (patient || heldRing)) return 'held';
-        if (heldRing && settled!.record !== null && !FINAL_CALL_STATUSES.has(settled!.record.status)) return; // still ringing there
+        if (heldRing && !ringGone(claimed, settled!)) return;
       } else if (patient || heldRing) return 'held';
     }
     // Recorded before the provider is asked to hang up: that hangup's own callback then finds the

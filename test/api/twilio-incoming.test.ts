@@ -274,6 +274,35 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     expect(row).toEqual({ status: 'connected', ended_at: null });
   });
 
+  it('forgets a decline that failed once the ring is answered: its retry is refused, and the call ends as the far end ends it', async () => {
+    const t = await twilioTenant();
+    const agent = await readyAgent(api, t, t.agent.email, false);
+    const id = intentOf((await incoming(t, 'CAin-decline-retry')).body)!;
+    const leg = { CallSid: 'CAin-decline-retry-client', ParentCallSid: 'CAin-decline-retry', AccountSid: ACCOUNT_SID };
+    await signedStatus(t, id, { ...leg, CallStatus: 'ringing' });
+    // The decline is recorded and asked for, and the store fails before the provider is asked: it stays to be retried.
+    const db = h.services.db;
+    const query = db.query;
+    db.query = (async (text: string, params?: readonly unknown[]) => {
+      if (text.includes('provider_account_sid') && text.includes('FROM accounts')) throw new StoreUnavailable({ code: '57014' });
+      return query.call(db, text, params);
+    }) as typeof db.query;
+    try {
+      expectError(await command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-retry' }), 503, 'service_unavailable');
+    } finally {
+      db.query = query;
+    }
+    await h.clock.advanceSeconds(2);
+    await signedStatus(t, id, { ...leg, CallStatus: 'in-progress' });
+    expectError(await command(api, agent.widgetToken, { kind: 'decline', request_id: 'decline-retry' }), 409, 'invalid_state');
+    const [asked] = await h.services.db.query<{ hangup_reason: string | null }>('SELECT hangup_reason FROM call_intents WHERE id = $1', [id]);
+    expect(asked!.hangup_reason).toBeNull();
+    await h.clock.advanceSeconds(30);
+    await signedStatus(t, id, { ...leg, CallStatus: 'completed', CallDuration: '30' });
+    const [row] = await h.services.db.query<{ status: string; end_reason: string }>('SELECT status, end_reason FROM call_intents WHERE id = $1', [id]);
+    expect(row).toEqual({ status: 'completed', end_reason: 'far_end' });
+  });
+
   it('ends a call its agent let ring out no_answer', async () => {
     const t = await twilioTenant();
     await readyAgent(api, t, t.agent.email, false);
@@ -316,18 +345,22 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
     standIn.answer(completedCall);
   });
 
-  it("rings out a ring its window reports as its own, past the ring window, once Twilio lists no leg of it (the caller left before the <Dial> ran, or every callback was lost); one Twilio lists as ringing or answered is kept", async () => {
-    for (const listed of ['none', 'ringing', 'in-progress'] as const) {
+  it("rings out a ring its window reports as its own, past the ring window, once Twilio lists no leg of it (the caller left before the <Dial> ran, or every callback was lost); one Twilio lists as ringing or answered is kept, and so is one whose own leg Twilio does not know", async () => {
+    for (const listed of ['none', 'ringing', 'in-progress', 'unknown-leg'] as const) {
       const t = await twilioTenant();
       const agent = await readyAgent(api, t, t.agent.email, false);
       const callSid = `CAin-held-${listed}`;
       const id = intentOf((await incoming(t, callSid)).body)!;
       const client = `client:${engineIdentity(agent.engineId)}`;
       const leg = { sid: `${callSid}-client`, parent_call_sid: callSid, to: client, status: listed };
+      // the ring's first callback named its leg, which Twilio then says it does not know (its record read by sid)
+      if (listed === 'unknown-leg') await signedStatus(t, id, { CallSid: leg.sid, ParentCallSid: callSid, CallStatus: 'initiated', AccountSid: ACCOUNT_SID });
       standIn.answer((request) =>
         request.method === 'GET' && request.path.includes(`ParentCallSid=${callSid}`)
           ? callList(listed === 'none' ? [] : [{ ...leg, account_sid: request.user }])
-          : completedCall(request),
+          : request.method === 'GET' && request.path.includes(leg.sid)
+            ? twilioError(404, 20404, 'The requested resource was not found')
+            : completedCall(request),
       );
       try {
         // The window's device never rang (or rang unseen): the window reports the call it is listed all the same.
@@ -340,7 +373,7 @@ describe.each(storeDrivers())('incoming calls through Twilio on %s', (driver) =>
         standIn.answer(completedCall);
       }
       const [row] = await h.services.db.query<{ status: string; orphaned: boolean }>('SELECT status, orphaned FROM call_intents WHERE id = $1', [id]);
-      const expected = { none: 'no_answer', ringing: 'incoming', 'in-progress': 'connected' }[listed];
+      const expected = { none: 'no_answer', ringing: 'incoming', 'in-progress': 'connected', 'unknown-leg': 'incoming' }[listed];
       expect(row, listed).toEqual({ status: expected, orphaned: false });
       // Rung out, the agent is free again: the widget shows the ring over.
       if (listed === 'none') expect((await widgetState(api, agent.widgetToken)).body.call).toMatchObject({ request_id: id, status: 'no_answer' });

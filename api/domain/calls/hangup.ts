@@ -59,6 +59,12 @@ export async function hangupCall(
   // callback landed meanwhile, or a replay of a decline whose first try failed) is a conversation:
   // ended here, the caller's leg would go (legToEnd keeps it only while the call rings).
   if (reason === 'declined' && call.status !== 'incoming') {
+    // A decline tried before (its provider hangup unconfirmed) left its request on the call: the
+    // answer after it shows it did not take, and the call's end is not to be read as that decline.
+    await db.query(
+      "UPDATE call_intents SET hangup_requested_at = NULL, hangup_reason = NULL WHERE id = $1 AND hangup_reason = 'declined' AND answered_at > hangup_requested_at",
+      [call.id],
+    );
     throw new C2CError('invalid_state', 'The call was answered before the decline reached it; hang up to end it.');
   }
   // An agent's hang up of a call still ringing is a decline (lifecycle.ts, askedEnd), and passes a
