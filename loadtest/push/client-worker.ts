@@ -196,6 +196,8 @@ function openWs(conn: Conn): void {
 function attempt(conn: Conn): Promise<void> {
   return new Promise((resolve, reject) => {
     conn.fresh = false;
+    // the version this attempt's snapshot brings, not the highest one seen before it (part d checks it against the store)
+    conn.version = 0;
     conn.waiter = { resolve, fail: (code, retry) => reject(Object.assign(new Error(code), { retry })) };
     if (conn.target.kind === 'uws') openWs(conn);
     else {
