@@ -11,7 +11,7 @@
 import type { Db } from '../../store/index.js';
 import { agentVersionBump } from '../agent-state.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUS_LIST } from '../calls/checks.js';
+import { ON_ENGINE_STATUS_LIST } from '../calls/checks.js';
 
 export interface Drop {
   engineId: string;
@@ -27,7 +27,7 @@ export interface Drop {
 const MARK_OFFLINE = `WITH dropped AS (
     SELECT e.id FROM engines e JOIN unnest($1::text[], $2::bigint[]) AS d(id, dropped_at) ON d.id = e.id
     WHERE e.state IN ('enabling', 'ready') AND e.last_seen_at <= d.dropped_at
-      AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.engine_id = e.id AND c.status IN (${LIVE_STATUS_LIST}))
+      AND NOT EXISTS (SELECT 1 FROM call_intents c WHERE c.engine_id = e.id AND c.status IN (${ON_ENGINE_STATUS_LIST}))
     ORDER BY e.id FOR NO KEY UPDATE OF e
   ), offline AS (
     UPDATE engines e SET state = 'offline', version = e.version + 1 FROM dropped WHERE e.id = dropped.id

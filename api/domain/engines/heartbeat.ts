@@ -14,7 +14,7 @@ import { isStoreOutOfReach } from '../../store/db.js';
 import type { Db } from '../../store/index.js';
 import { agentVersionBump } from '../agent-state.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUS_LIST, LIVE_STATUSES } from '../calls/checks.js';
+import { LIVE_STATUSES, ON_ENGINE_STATUS_LIST } from '../calls/checks.js';
 import type { Commands } from '../commands/service.js';
 import { callJson, engineJson, type CallRow, type EngineRow } from '../views.js';
 import { ackParams, ackUpdate, firstAcks, type AckedRow, type FirstAck } from './acks.js';
@@ -82,7 +82,7 @@ const report = (input: string) => `WITH input AS (
     ${ackUpdate('unnest($8::text[], $9::bigint[], $10::text[], $11::text[]) AS a(engine_id, id, result, error)', '$7::bigint', 'AND c.engine_id IN (SELECT id FROM engine)')}
   ), ${workCtes('SELECT id FROM engine', '$7::bigint', 'due', 'AND NOT EXISTS (SELECT 1 FROM unnest($8::text[], $9::bigint[]) AS x(engine_id, id) WHERE x.engine_id = widget_commands.engine_id AND x.id = widget_commands.id)', 'SELECT unnest($12::text[])')},
   calls AS (
-    SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${LIVE_STATUS_LIST})
+    SELECT c.*, false AS latest FROM call_intents c WHERE c.engine_id IN (SELECT id FROM engine) AND c.status IN (${ON_ENGINE_STATUS_LIST})
     UNION ALL
     SELECT l.*, true AS latest FROM engine CROSS JOIN LATERAL (
       SELECT * FROM call_intents WHERE engine_id = engine.id ORDER BY created_at DESC LIMIT 1) l

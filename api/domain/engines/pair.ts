@@ -17,7 +17,7 @@ import type { Clock } from '../../clock.js';
 import type { Db, Sql } from '../../store/index.js';
 import { reloadAgent, type ResolvedAgent } from '../agents.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUS_LIST } from '../calls/checks.js';
+import { ON_ENGINE_STATUS_LIST } from '../calls/checks.js';
 import { mintCredential, newId } from '../credentials.js';
 import { agentLock } from '../locks.js';
 import { assertIntegrationUsable, findIntegration, type IntegrationWithAccount } from '../integrations/repo.js';
@@ -93,7 +93,7 @@ export async function pairEngine(
     const now = clock.now();
     const available = await availabilityCarriedOver(sql, integration.id, agent.member.id, now);
     if (previous) {
-      const [onCall] = await sql.query(`SELECT 1 FROM call_intents WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST}) LIMIT 1`, [previous.id]);
+      const [onCall] = await sql.query(`SELECT 1 FROM call_intents WHERE engine_id = $1 AND status IN (${ON_ENGINE_STATUS_LIST}) LIMIT 1`, [previous.id]);
       if (onCall) throw new C2CError('agent_busy', 'The agent\'s call window is on a call; a second window cannot replace it now.');
       await sql.query(`UPDATE engines SET state = 'closed', closed_at = $2, close_reason = 'replaced', version = version + 1 WHERE id = $1`, [previous.id, now]);
       await failCommandsOfClosedWindows(sql, changes, now, [previous.id]);

@@ -14,7 +14,7 @@ import { loadProviderAccount, type Providers } from '../../providers/index.js';
 import { coalesce } from '../../store/coalesce.js';
 import type { Db } from '../../store/index.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUS_LIST } from '../calls/checks.js';
+import { LIVE_STATUS_LIST, ON_ENGINE_STATUS_LIST } from '../calls/checks.js';
 import { claimIntent } from '../calls/claim.js';
 import { hangupCall } from '../calls/hangup.js';
 import type { Commands } from '../commands/service.js';
@@ -199,7 +199,7 @@ export function createEngines(deps: EnginesDeps) {
           [context.engine.id, clock.now(), reason ?? 'closed'],
         );
         if (closed.length === 0) return;
-        await sql.query(`UPDATE call_intents SET orphaned = true, orphaned_at = coalesce(orphaned_at, $2) WHERE engine_id = $1 AND status IN (${LIVE_STATUS_LIST})`, [
+        await sql.query(`UPDATE call_intents SET orphaned = true, orphaned_at = coalesce(orphaned_at, $2) WHERE engine_id = $1 AND status IN (${ON_ENGINE_STATUS_LIST})`, [
           context.engine.id,
           clock.now(),
         ]);

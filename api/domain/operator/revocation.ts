@@ -5,7 +5,7 @@
  */
 import type { Providers } from '../../providers/index.js';
 import { Changes } from '../changes.js';
-import { LIVE_STATUS_LIST } from '../calls/checks.js';
+import { LIVE_STATUS_LIST, ON_ENGINE_STATUS_LIST } from '../calls/checks.js';
 import { hangupCall } from '../calls/hangup.js';
 import type { Sql } from '../../store/index.js';
 import { OperatorError, type OperatorDeps } from './accounts.js';
@@ -56,7 +56,7 @@ export async function closeIntegrationWindows(deps: OperatorDeps, integrationId:
     if (!integration) throw new OperatorError(`No integration ${integrationId}.`);
     const engines = await closeEngines(sql, integrationId, deps.clock.now(), 'closed_by_operator', changes);
     if (engines.length > 0) {
-      await sql.query(`UPDATE call_intents SET orphaned = true, orphaned_at = coalesce(orphaned_at, $2) WHERE engine_id = ANY($1::text[]) AND status IN (${LIVE_STATUS_LIST})`, [
+      await sql.query(`UPDATE call_intents SET orphaned = true, orphaned_at = coalesce(orphaned_at, $2) WHERE engine_id = ANY($1::text[]) AND status IN (${ON_ENGINE_STATUS_LIST})`, [
         engines.map((e) => e.id),
         deps.clock.now(),
       ]);
