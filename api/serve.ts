@@ -10,6 +10,7 @@ import { openBus } from './bus/index.js';
 import { startAdminBridge, type AdminBridge } from './cli/admin-bridge.js';
 import { warnOfAllowAll } from './domain/operator/integrations.js';
 import { drainServer } from './http/drain.js';
+import { atMost } from './at-most.js';
 import { systemClock, type Clock } from './clock.js';
 import { API_PREFIX, ConfigError, loopbackGatewayWarning, loopbackWebhookWarning, type Config } from './config.js';
 import { demoFile, seedDemo, type DemoCredentials } from './demo/seed.js';
@@ -36,16 +37,6 @@ export const DRAIN_MS = 6_000;
 /** How long a stopping node waits for its last pushes (within the process's 12 s to exit). */
 export const PUSHES_SETTLE_MS = 1_000;
 
-/** Resolves when `work` does, or after `ms`: a stop waits no longer for it (what it holds of the store is cut when the store closes). */
-const atMost = (work: Promise<unknown>, ms: number) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    const done = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    work.then(done, done);
-  });
 
 /** Stops taking requests, lets those in flight finish for up to `ms`, then cuts the rest. */
 const drain = (app: FastifyInstance, ms: number) => drainServer(app.server, ms, () => app.close());

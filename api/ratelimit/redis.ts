@@ -14,6 +14,7 @@
  * one pipeline.
  */
 import type { ChainableCommander, Redis } from 'ioredis';
+import { atMost } from '../at-most.js';
 import type { Clock } from '../clock.js';
 import { coalesce } from '../store/coalesce.js';
 import type { RateCounter } from './counter.js';
@@ -30,17 +31,6 @@ export const LOCAL_SHARE = 0.05;
 export const ANSWER_WITHIN_MS = 1000;
 /** How long a stopping node waits for its last hits to reach Redis (real time: a stop's deadline is the process's). */
 export const CLOSE_WAIT_MS = 500;
-
-/** Resolves when `work` settles, or after `ms` of real time. */
-function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    void work.finally(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
-}
 
 const HIT = `local count = redis.call('INCRBY', KEYS[1], ARGV[2])
 if count == tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -188,7 +178,7 @@ export function createRedisCounter(redis: Redis, clock: Clock): RateCounter {
       // The hits not counted by then go uncounted, as while Redis is out of reach. A Redis that
       // froze answers none, and a busy node's queue of pipelines, a second each, would hold up the
       // rest of the stop (the bus's and the store's close come after this) past its deadline.
-      await settledWithin(Promise.allSettled([flush(), ...sends]), CLOSE_WAIT_MS);
+      await atMost(Promise.allSettled([flush(), ...sends]), CLOSE_WAIT_MS);
       redis.disconnect();
     },
   };
